@@ -1,0 +1,126 @@
+"""Content parts and the translation of MCP tool-result content.
+
+A tool result reaches an agent in one of three shapes (see `toolbridge.tools.ToolResult`):
+
+- **parts**: every block of the MCP `content` array was text, image or audio, and became a
+  `TextPart`, `ImagePart` or `AudioPart` (`mimeType` renamed to `media_type`);
+- **structured**: the result had `structuredContent`, which takes precedence and is kept as-is;
+- **raw**: some block was of another kind (`resource_link`, an embedded `resource`, a kind from a
+  future protocol revision, or a malformed block), so the whole original array is passed through
+  untouched, for the agent to serialize.
+
+This module works on plain JSON (dicts as they appear on the wire, camelCase keys) and imports
+nothing from the MCP SDK, so it can be used by anything that has MCP content in hand.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "AudioPart",
+    "ImagePart",
+    "Part",
+    "TextPart",
+    "decoded_size",
+    "parts_from_mcp",
+    "part_to_mcp",
+    "to_json_text",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image, base64-encoded, with its media type (for example `image/png`)."""
+
+    data: str
+    media_type: str
+    type: Literal["image"] = "image"
+
+    def __repr__(self) -> str:  # keep logs short: never print the payload
+        return f"ImagePart(media_type={self.media_type!r}, bytes={decoded_size(self.data)})"
+
+
+@dataclass(frozen=True, slots=True)
+class AudioPart:
+    """Audio, base64-encoded, with its media type (for example `audio/wav`)."""
+
+    data: str
+    media_type: str
+    type: Literal["audio"] = "audio"
+
+    def __repr__(self) -> str:
+        return f"AudioPart(media_type={self.media_type!r}, bytes={decoded_size(self.data)})"
+
+
+Part: TypeAlias = TextPart | ImagePart | AudioPart
+
+
+def decoded_size(data: str) -> int:
+    """Size in bytes of base64 `data` once decoded, computed without decoding it."""
+    n = len(data)
+    if n == 0:
+        return 0
+    padding = data.count("=", max(0, n - 2))
+    return (n * 3) // 4 - padding
+
+
+def _valid_base64(data: str) -> bool:
+    try:
+        base64.b64decode(data[:4096] + "=" * (-len(data[:4096]) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def parts_from_mcp(blocks: Sequence[Any]) -> list[Part] | None:
+    """Translate an MCP `content` array block by block.
+
+    Returns the list of parts when every block is a well-formed text, image or audio block,
+    and `None` when any block is of another kind or malformed: the caller then passes the
+    original array through untouched. An empty array gives an empty list.
+    """
+    parts: list[Part] = []
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            return None
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                return None
+            parts.append(TextPart(text))
+        elif kind in ("image", "audio"):
+            data = block.get("data")
+            mime = block.get("mimeType")
+            if not isinstance(data, str) or not isinstance(mime, str) or not _valid_base64(data):
+                return None
+            parts.append(ImagePart(data, mime) if kind == "image" else AudioPart(data, mime))
+        else:
+            return None
+    return parts
+
+
+def part_to_mcp(part: Part) -> dict[str, Any]:
+    """The MCP content block for a part (the inverse of `parts_from_mcp`)."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    return {"type": part.type, "data": part.data, "mimeType": part.media_type}
+
+
+def to_json_text(value: Any) -> str:
+    """Compact, deterministic JSON text for structured content and passed-through arrays."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
