@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install the official MCP conformance suite and the Node 22 it needs into tests/conformance/node_modules.
+#
+# Both come from the npm registry, pinned in tests/conformance/package.json (and its lock file):
+#   @modelcontextprotocol/conformance 0.1.16   (crashes at load time on Node 20: it imports fs.globSync)
+#   node 22.23.3                               (the npm package `node`; its preinstall fetches the binary)
+# Idempotent: does nothing when the installed tree matches the lock file. Needs `npm` (any Node) on PATH.
+# The test suite (tests/conformance/) runs `node_modules/.bin/node node_modules/@modelcontextprotocol/
+# conformance/dist/index.js` from here; nothing is downloaded at test time.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="$here/tests/conformance"
+stamp="$dir/node_modules/.toolbridge-installed"
+
+installed_ok() {
+    [[ -x "$dir/node_modules/.bin/node" ]] || return 1
+    [[ -f "$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]] || return 1
+    [[ -f "$stamp" ]] || return 1
+    cmp -s "$stamp" "$dir/package-lock.json" || return 1
+    "$dir/node_modules/.bin/node" --version | grep -q '^v22\.' || return 1
+}
+
+if installed_ok; then
+    echo "conformance suite already installed ($("$dir/node_modules/.bin/node" --version))"
+    exit 0
+fi
+
+cd "$dir"
+if [[ -f package-lock.json ]]; then
+    npm ci --no-audit --no-fund --loglevel=error
+else
+    npm install --no-audit --no-fund --loglevel=error
+fi
+"$dir/node_modules/.bin/node" --version | grep -q '^v22\.' || {
+    echo "install-conformance: node_modules/.bin/node is not Node 22" >&2
+    exit 1
+}
+"$dir/node_modules/.bin/node" "$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version >/dev/null
+cp package-lock.json "$stamp"
+echo "conformance suite installed ($("$dir/node_modules/.bin/node" --version))"
