@@ -1,0 +1,28 @@
+"""Manifests: agents, models, MCP servers and policy in one YAML file, checked before they run.
+
+- `check_manifest(paths)` runs the static analyzer (`toolbridge check`) and returns a
+  `CheckReport` of `Diagnostic`s, each with file, line, column, a stable code and a message.
+- `load_manifest(path)` analyzes a file and returns a `Manifest` (raising `ConfigError` when the
+  analysis finds errors); `manifest.open()` builds the live objects (clients, providers, models,
+  agents, the runtime) and closes them all when the `async with` block ends.
+- `manifest_json_schema()` is the JSON Schema of the format (`toolbridge schema`).
+"""
+
+from __future__ import annotations
+
+from ._analyzer import AnalyzedManifest, CheckReport, Diagnostic, check_manifest
+from ._build import LiveManifest, Manifest, load_manifest
+from ._schema import manifest_json_schema
+from ._secrets import Secret
+
+__all__ = [
+    "AnalyzedManifest",
+    "CheckReport",
+    "Diagnostic",
+    "LiveManifest",
+    "Manifest",
+    "Secret",
+    "check_manifest",
+    "load_manifest",
+    "manifest_json_schema",
+]

@@ -1,0 +1,677 @@
+"""The static analyzer behind `toolbridge check` (and the first step of `toolbridge run`).
+
+One file is one manifest: its documents reference each other by `!ref Name` and nothing outside
+it. The analysis of a file runs in passes and never stops at the first problem:
+
+1. read and parse the YAML, keeping every node's position (`_yaml`);
+2. per document: the `kind` (missing, wrong type, unknown), then `${{ ... }}` expressions
+   (secrets resolved now, from the sources `_secrets` lists), then the kind's closed schema
+   (`_kinds`): unknown, missing and wrongly typed fields, bad values, refs and secrets in the
+   wrong places;
+3. across documents: duplicate names, dangling references, references to the wrong kind,
+   reference cycles, more than one `Runtime`;
+4. tool sets whose tools are known statically (`Tasks.ToolSet`, `Ai.Tools`) are loaded, and
+   each agent's `include` / `exclude` is checked against them.
+
+Every finding is a `Diagnostic` with a 1-based line and column that point at the offending key
+(unknown field, duplicate key) or value (everything else; the enclosing mapping for a missing
+field), a stable code, and a one-line message. Messages name secrets but never show their values.
+
+Codes (also in `docs/manifests.md`): ERR_MANIFEST_FILE, ERR_MANIFEST_YAML,
+ERR_MANIFEST_DUPLICATE_KEY, ERR_MANIFEST_UNKNOWN_KIND, ERR_MANIFEST_MISSING_FIELD,
+ERR_MANIFEST_UNKNOWN_FIELD, ERR_MANIFEST_WRONG_TYPE, ERR_MANIFEST_INVALID_VALUE,
+ERR_MANIFEST_REF_FORM, ERR_MANIFEST_DANGLING_REF, ERR_MANIFEST_REF_KIND, ERR_MANIFEST_DUPLICATE_NAME,
+ERR_MANIFEST_REF_CYCLE, ERR_MANIFEST_SECRET_UNRESOLVED, ERR_MANIFEST_SECRET_PLACEMENT,
+ERR_MANIFEST_EXPRESSION, ERR_MANIFEST_TOOLSET_LOAD, ERR_MANIFEST_IMPORT, ERR_MANIFEST_UNKNOWN_TOOL,
+ERR_MANIFEST_MULTIPLE_RUNTIMES.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from ._kinds import KINDS, AgentDoc, KindDoc, SecretsDoc, TaskToolSetDoc, ToolsDoc
+from ._secrets import Secret, SecretSources, expand, read_secrets_file
+from ._yaml import Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
+
+__all__ = ["AnalyzedManifest", "CheckReport", "Diagnostic", "ManifestDoc", "analyze_file", "check_manifest"]
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One finding of the analyzer.
+
+    Attributes:
+        file: the manifest file as given.
+        line: 1-based line of the offending node.
+        column: 1-based column of the offending node.
+        severity: `"error"` (fails the check) or `"warning"`.
+        code: stable code, e.g. `ERR_MANIFEST_UNKNOWN_FIELD`.
+        message: one line for people.
+    """
+
+    file: str
+    line: int
+    column: int
+    severity: Severity
+    code: str
+    message: str
+
+    def format(self) -> str:
+        """`file:line:column: severity CODE: message`."""
+        return f"{self.file}:{self.line}:{self.column}: {self.severity} {self.code}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by `toolbridge check --json`."""
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+@dataclass
+class CheckReport:
+    """The result of checking one or more manifest files."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def error_count(self) -> int:
+        """How many diagnostics are errors."""
+        return sum(1 for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warning_count(self) -> int:
+        """How many diagnostics are warnings."""
+        return sum(1 for d in self.diagnostics if d.severity == "warning")
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error (warnings do not count)."""
+        return self.error_count == 0
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        """The error diagnostics only."""
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{ok, errorCount, warningCount, diagnostics: [...]}`, as `check --json` prints it."""
+        return {
+            "ok": self.ok,
+            "errorCount": self.error_count,
+            "warningCount": self.warning_count,
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+
+@dataclass
+class ManifestDoc:
+    """A document that passed its schema: the model plus where it came from."""
+
+    model: KindDoc
+    source: Document
+    index: int
+
+    @property
+    def kind(self) -> str:
+        """The document's kind."""
+        return self.model.kind
+
+    @property
+    def name(self) -> str:
+        """The document's `metadata.name`."""
+        return self.model.metadata.name
+
+
+@dataclass
+class AnalyzedManifest:
+    """Everything the analyzer learned about one file.
+
+    Attributes:
+        path: the file.
+        docs: the valid documents by name, in file order.
+        diagnostics: every finding.
+        tool_names: for each statically known tool set (by document name), its tool names.
+    """
+
+    path: FsPath
+    docs: dict[str, ManifestDoc] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    tool_names: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error."""
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+    @property
+    def base_dir(self) -> FsPath:
+        """The manifest's directory (absolute): relative paths in the manifest start here."""
+        return self.path.resolve().parent
+
+    def of_kind(self, *kinds: str) -> list[ManifestDoc]:
+        """The valid documents of the given kinds, in file order."""
+        return [d for d in self.docs.values() if d.kind in kinds]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside `annotation` (through Optional, list, dict, Annotated)."""
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if origin is typing.Annotated:
+        return _unwrap_model(typing.get_args(annotation)[0])
+    if origin in (list, dict, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _unwrap_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        by_alias = {(f.alias or n): f for n, f in current.model_fields.items()}
+        info = by_alias.get(part)
+        if info is None:
+            return None
+        current = _unwrap_model(info.annotation)
+    return current
+
+
+def _aliases(model: type[BaseModel]) -> list[str]:
+    return [(f.alias or n) for n, f in model.model_fields.items()]
+
+
+_TYPE_WORDS = {
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "float_type": "a number",
+    "float_parsing": "a number",
+}
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Ref):
+        return "a !ref"
+    if isinstance(value, Secret):
+        return "a secret"
+    return type(value).__name__
+
+
+class _FileAnalysis:
+    def __init__(self, path: FsPath, display: str, given: Mapping[str, str], env: Mapping[str, str]) -> None:
+        self.result = AnalyzedManifest(path=path)
+        self.display = display
+        self.given = given
+        self.env = env
+
+    def add(self, pos: Pos, code: str, message: str, severity: Severity = "error") -> None:
+        self.result.diagnostics.append(
+            Diagnostic(self.display, pos.line, pos.column, severity, code, " ".join(message.split()))
+        )
+
+    # ------------------------------------------------------------------ passes
+
+    def run(self) -> AnalyzedManifest:
+        try:
+            text = self.result.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            self.add(Pos(1, 1), "ERR_MANIFEST_FILE", f"cannot read the manifest: {reason}")
+            return self.result
+        try:
+            documents = parse_documents(text)
+        except YamlSyntaxError as exc:
+            self.add(exc.pos, "ERR_MANIFEST_YAML", exc.message)
+            return self.result
+
+        typed: list[tuple[int, Document, str]] = []
+        for index, doc in enumerate(documents):
+            for problem in doc.problems:
+                self.add(problem.pos, problem.code, problem.message)
+            kind = self._kind_of(doc)
+            if kind is not None:
+                typed.append((index, doc, kind))
+
+        # Secrets documents first: their mapping is a source for every other document.
+        mapping: dict[str, str] = {}
+        for index, doc, kind in typed:
+            if kind == "Secrets":
+                model = self._validate(doc, kind, index)
+                if isinstance(model, SecretsDoc):
+                    mapping.update(model.env)
+        sources = SecretSources(given=self.given, mapping=mapping, env=self.env)
+        kinds_by_name: dict[str, tuple[str, Document]] = {}
+        for index, doc, kind in typed:
+            if kind != "Secrets":
+                self._expand(doc, sources)
+                self._validate(doc, kind, index)
+            self._register_name(doc, kind, kinds_by_name)
+
+        self._check_refs(documents, kinds_by_name)
+        self._check_runtimes()
+        self._check_tool_sets()
+        self._check_includes()
+        self.result.diagnostics.sort(key=lambda d: (d.line, d.column))
+        return self.result
+
+    def _kind_of(self, doc: Document) -> str | None:
+        if doc.data is None:
+            return None
+        if not isinstance(doc.data, dict):
+            self.add(
+                doc.pos,
+                "ERR_MANIFEST_WRONG_TYPE",
+                "a manifest document must be a mapping with `kind` and `metadata`, "
+                f"not {_type_name(doc.data)}",
+            )
+            return None
+        if "kind" not in doc.data:
+            self.add(doc.pos, "ERR_MANIFEST_MISSING_FIELD", "missing required field `kind`")
+            return None
+        kind = doc.data["kind"]
+        if not isinstance(kind, str):
+            self.add(
+                doc.value_pos(("kind",)),
+                "ERR_MANIFEST_WRONG_TYPE",
+                f"`kind` must be a string, not {_type_name(kind)}",
+            )
+            return None
+        if kind not in KINDS:
+            close = difflib.get_close_matches(kind, list(KINDS), n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(KINDS)})"
+            self.add(doc.value_pos(("kind",)), "ERR_MANIFEST_UNKNOWN_KIND", f"unknown kind {kind!r}{hint}")
+            return None
+        return kind
+
+    def _expand(self, doc: Document, sources: SecretSources) -> None:
+        manifest_dir = str(self.result.base_dir)
+
+        def walk(value: Any, path: Path) -> Any:
+            if isinstance(value, str) and "${{" in value:
+                expanded, problems = expand(value, sources, manifest_dir)
+                for problem in problems:
+                    self.add(doc.value_pos(path), problem.code, problem.message)
+                return expanded
+            if isinstance(value, dict):
+                return {k: walk(v, (*path, k)) for k, v in value.items()}
+            if isinstance(value, list):
+                return [walk(v, (*path, i)) for i, v in enumerate(value)]
+            return value
+
+        doc.data = walk(doc.data, ())
+
+    def _validate(self, doc: Document, kind: str, index: int) -> KindDoc | None:
+        model_cls = KINDS[kind]
+        try:
+            model = model_cls.model_validate(doc.data)
+        except ValidationError as exc:
+            where = self._doc_label(doc, kind)
+            for err in exc.errors(include_url=False):
+                self._schema_error(doc, model_cls, where, err)
+            return None
+        name = model.metadata.name
+        if name not in self.result.docs:
+            self.result.docs[name] = ManifestDoc(model=model, source=doc, index=index)
+        return model
+
+    def _doc_label(self, doc: Document, kind: str) -> str:
+        meta = doc.data.get("metadata") if isinstance(doc.data, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        return f"{kind} {name}" if isinstance(name, str) else kind
+
+    def _schema_error(self, doc: Document, model_cls: type[BaseModel], where: str, err: Any) -> None:
+        loc: tuple[str | int, ...] = tuple(err["loc"])
+        etype: str = err["type"]
+        ctx = err.get("ctx") or {}
+        value = err.get("input")
+        key_error = bool(loc) and loc[-1] == "[key]"
+        if key_error:
+            loc = loc[:-1]
+        extra_path = tuple(ctx.get("path", ())) if isinstance(ctx.get("path"), list) else ()
+        dotted = _dotted(loc)
+        if etype == "missing":
+            parent = loc[:-1]
+            self.add(
+                doc.value_pos(parent),
+                "ERR_MANIFEST_MISSING_FIELD",
+                f"{where}: missing required field `{_dotted(loc)}`",
+            )
+            return
+        if etype == "extra_forbidden":
+            parent_model = _model_at(model_cls, loc[:-1])
+            known = _aliases(parent_model) if parent_model else []
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = (
+                f"; did you mean `{close[0]}`?"
+                if close
+                else (f" (known: {', '.join(known)})" if known else "")
+            )
+            self.add(
+                doc.key_pos(loc), "ERR_MANIFEST_UNKNOWN_FIELD", f"{where}: unknown field `{dotted}`{hint}"
+            )
+            return
+        pos = doc.key_pos(loc) if key_error else doc.value_pos((*loc, *extra_path))
+        if any(problem.pos == pos for problem in doc.problems):
+            return  # the YAML problem there is already reported; its value was dropped
+        if etype == "secret_placement" or isinstance(value, Secret):
+            self.add(
+                pos,
+                "ERR_MANIFEST_SECRET_PLACEMENT",
+                f"{where}: `{_dotted((*loc, *extra_path))}` cannot take a secret",
+            )
+            return
+        if etype in ("ref_not_allowed",) or isinstance(value, Ref):
+            self.add(
+                pos,
+                "ERR_MANIFEST_REF_FORM",
+                f"{where}: `{_dotted((*loc, *extra_path))}` does not take a `!ref`",
+            )
+            return
+        if etype == "ref_form":
+            self.add(pos, "ERR_MANIFEST_REF_FORM", f"{where}: `{dotted}` {err['msg']}")
+            return
+        if etype in _TYPE_WORDS:
+            expected = _TYPE_WORDS[etype]
+            what = f"`{dotted}` key" if key_error else f"`{dotted}`"
+            self.add(
+                pos,
+                "ERR_MANIFEST_WRONG_TYPE",
+                f"{where}: {what} must be {expected}, not {_type_name(value)}",
+            )
+            return
+        self.add(pos, "ERR_MANIFEST_INVALID_VALUE", f"{where}: `{dotted}`: {err['msg']}")
+
+    def _register_name(self, doc: Document, kind: str, seen: dict[str, tuple[str, Document]]) -> None:
+        meta = doc.data.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str):
+            return
+        if name in seen:
+            first_kind, first = seen[name]
+            line = first.value_pos(("metadata", "name")).line
+            self.add(
+                doc.value_pos(("metadata", "name")),
+                "ERR_MANIFEST_DUPLICATE_NAME",
+                f"duplicate name {name!r}: a {first_kind} on line {line} already has it",
+            )
+            # A later duplicate must not shadow the first valid document.
+            return
+        seen[name] = (kind, doc)
+
+    def _check_refs(self, documents: list[Document], kinds_by_name: dict[str, tuple[str, Document]]) -> None:
+        accepts: dict[Pos, tuple[str, ...]] = {}
+        for mdoc in self.result.docs.values():
+            for ref in _refs_in_model(mdoc.model):
+                accepts[ref.pos] = ref.accepts
+        edges: dict[str, list[Ref]] = {}
+        for doc in documents:
+            if not isinstance(doc.data, dict):
+                continue
+            meta = doc.data.get("metadata")
+            owner = meta.get("name") if isinstance(meta, dict) else None
+            for ref in _refs_in_data(doc.data):
+                target = kinds_by_name.get(ref.name)
+                if target is None:
+                    names = list(kinds_by_name)
+                    close = difflib.get_close_matches(ref.name, names, n=1)
+                    hint = f"; did you mean {close[0]}?" if close else ""
+                    self.add(
+                        ref.pos, "ERR_MANIFEST_DANGLING_REF", f"`!ref {ref.name}` names no document{hint}"
+                    )
+                    continue
+                allowed = accepts.get(ref.pos)
+                if allowed and target[0] not in allowed:
+                    self.add(
+                        ref.pos,
+                        "ERR_MANIFEST_REF_KIND",
+                        f"`!ref {ref.name}` is a {target[0]}, but this field takes {' or '.join(allowed)}",
+                    )
+                if isinstance(owner, str) and kinds_by_name.get(owner, (None, None))[1] is doc:
+                    edges.setdefault(owner, []).append(ref)
+        self._check_cycles(edges)
+
+    def _check_cycles(self, edges: dict[str, list[Ref]]) -> None:
+        state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+        stack: list[str] = []
+        reported: set[frozenset[str]] = set()
+
+        def visit(node: str) -> None:
+            state[node] = 1
+            stack.append(node)
+            for ref in edges.get(node, []):
+                nxt = ref.name
+                if state.get(nxt) == 1:
+                    cycle = [*stack[stack.index(nxt) :], nxt]
+                    key = frozenset(cycle)
+                    if key not in reported:
+                        reported.add(key)
+                        self.add(ref.pos, "ERR_MANIFEST_REF_CYCLE", "reference cycle: " + " -> ".join(cycle))
+                elif nxt in edges and state.get(nxt) is None:
+                    visit(nxt)
+            stack.pop()
+            state[node] = 2
+
+        for node in edges:
+            if state.get(node) is None:
+                visit(node)
+
+    def _check_runtimes(self) -> None:
+        runtimes = self.result.of_kind("Runtime")
+        for extra in runtimes[1:]:
+            self.add(
+                extra.source.value_pos(("kind",)),
+                "ERR_MANIFEST_MULTIPLE_RUNTIMES",
+                f"a manifest has at most one Runtime; {runtimes[0].name} is already declared",
+            )
+
+    def _check_tool_sets(self) -> None:
+        for mdoc in self.result.of_kind("Tasks.ToolSet", "Ai.Tools"):
+            if isinstance(mdoc.model, TaskToolSetDoc):
+                names = self._task_tool_names(mdoc, mdoc.model)
+            else:
+                assert isinstance(mdoc.model, ToolsDoc)
+                names = self._function_tool_names(mdoc, mdoc.model)
+            if names is not None:
+                self.result.tool_names[mdoc.name] = names
+
+    def _task_tool_names(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> list[str] | None:
+        from ._tasks import TaskLoadError, load_task_tool_names
+
+        where = ("file",) if model.file is not None else ("tools",)
+        try:
+            return load_task_tool_names(model, self.result.base_dir)
+        except TaskLoadError as exc:
+            pos = (
+                mdoc.source.value_pos((*where, *exc.path))
+                if model.file is None
+                else mdoc.source.value_pos(where)
+            )
+            self.add(pos, "ERR_MANIFEST_TOOLSET_LOAD", f"Tasks.ToolSet {mdoc.name}: {exc.message}")
+            return None
+
+    def _function_tool_names(self, mdoc: ManifestDoc, model: ToolsDoc) -> list[str] | None:
+        names: list[str] = []
+        ok = True
+        for i, spec in enumerate(model.functions):
+            module_name, _, attr = spec.partition(":")
+            try:
+                module = importlib.import_module(module_name)
+                fn = getattr(module, attr)
+            except Exception as exc:  # import of user code: any failure is a finding
+                ok = False
+                self.add(
+                    mdoc.source.value_pos(("functions", i)),
+                    "ERR_MANIFEST_IMPORT",
+                    f"Ai.Tools {mdoc.name}: cannot import {spec}: {type(exc).__name__}",
+                )
+                continue
+            if not callable(fn):
+                ok = False
+                self.add(
+                    mdoc.source.value_pos(("functions", i)),
+                    "ERR_MANIFEST_IMPORT",
+                    f"Ai.Tools {mdoc.name}: {spec} is not a function",
+                )
+                continue
+            names.append(getattr(fn, "__name__", attr))
+        return names if ok else None
+
+    def _check_includes(self) -> None:
+        for mdoc in self.result.of_kind("Ai.Agent"):
+            assert isinstance(mdoc.model, AgentDoc)
+            for b, binding in enumerate(mdoc.model.tool_providers):
+                names = self.result.tool_names.get(binding.provider.name)
+                if names is None:
+                    continue
+                for field_name, severity in (("include", "error"), ("exclude", "warning")):
+                    listed = getattr(binding, field_name) or []
+                    for i, tool in enumerate(listed):
+                        if tool in names:
+                            continue
+                        close = difflib.get_close_matches(tool, names, n=1)
+                        hint = f"; did you mean {close[0]}?" if close else f" (it has: {', '.join(names)})"
+                        self.add(
+                            mdoc.source.value_pos(("toolProviders", b, field_name, i)),
+                            "ERR_MANIFEST_UNKNOWN_TOOL",
+                            f"Ai.Agent {mdoc.name}: {field_name} names {tool!r}, which "
+                            f"{binding.provider.name} does not have{hint}",
+                            severity,  # type: ignore[arg-type]
+                        )
+
+
+def _refs_in_data(value: Any) -> Iterator[Ref]:
+    if isinstance(value, Ref):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _refs_in_data(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _refs_in_data(v)
+
+
+def _refs_in_model(value: Any) -> Iterator[Ref]:
+    if isinstance(value, Ref):
+        yield value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _refs_in_model(getattr(value, name))
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _refs_in_model(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _refs_in_model(v)
+
+
+def analyze_file(
+    path: str | os.PathLike[str],
+    *,
+    secrets: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> AnalyzedManifest:
+    """Analyze one manifest file; never raises for problems in the file (they are diagnostics).
+
+    Args:
+        path: the manifest.
+        secrets: values given explicitly (`--secret` / `--secrets-file`), the first source.
+        env: the environment to read secrets from (default `os.environ`).
+    """
+    fs_path = FsPath(path)
+    analysis = _FileAnalysis(fs_path, str(path), dict(secrets or {}), os.environ if env is None else env)
+    return analysis.run()
+
+
+def check_manifest(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    secrets: Mapping[str, str] | None = None,
+    secrets_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> CheckReport:
+    """Statically check manifest files, as `toolbridge check` does.
+
+    Each file is a manifest on its own. Nothing is started: no server, no model, no network.
+    `Ai.Tools` functions are imported and `Tasks.ToolSet` files are loaded, to know their tools.
+
+    Args:
+        paths: one file or several.
+        secrets: secret values given explicitly (they win over every other source).
+        secrets_file: a file of `KEY=VALUE` lines or a YAML/JSON mapping, read before `secrets`.
+        env: the environment for secrets (default `os.environ`).
+
+    Returns:
+        A `CheckReport`; `report.ok` is False when any error was found.
+
+    Raises:
+        ConfigError: `ERR_MANIFEST_SECRETS_FILE` when `secrets_file` cannot be read.
+    """
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    given: dict[str, str] = {}
+    if secrets_file is not None:
+        given.update(read_secrets_file(secrets_file))
+    given.update(secrets or {})
+    report = CheckReport()
+    for p in paths:
+        report.diagnostics.extend(analyze_file(p, secrets=given, env=env).diagnostics)
+    return report

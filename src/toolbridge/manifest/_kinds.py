@@ -1,0 +1,410 @@
+"""The manifest kinds: one closed pydantic model per `kind`.
+
+Field names are camelCase in YAML (the models use snake_case attributes with camelCase
+aliases) and every model forbids unknown fields, so a misspelt key is an error, not a silently
+ignored one.
+
+Three field types carry manifest-specific meaning:
+
+- `RefTo("A", "B")` (used as `Annotated[Ref, RefTo(...)]`): a slot that holds a `!ref Name` to a
+  document of one of the given kinds. A plain string there is an error (`ERR_MANIFEST_REF_FORM`);
+  the kind check itself is the analyzer's, because it needs the other documents.
+- `SecretText`: a string that may come from `${{ secrets.NAME }}` (a `Secret`). Every other
+  string field refuses a secret (`ERR_MANIFEST_SECRET_PLACEMENT`), so a secret can only reach
+  the places meant for it.
+- `PlainJson`: free-form JSON (options, JSON Schemas, inline task tools); it may hold neither a
+  `!ref` nor a secret.
+
+The JSON Schema of the whole format (`manifest_json_schema()`, printed by `toolbridge schema`)
+is generated from these models.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
+
+from ._secrets import Secret
+from ._yaml import Ref
+
+__all__ = [
+    "CLIENT_KINDS",
+    "KINDS",
+    "MODEL_KINDS",
+    "PROVIDER_KINDS",
+    "AgentDoc",
+    "HttpClientDoc",
+    "KindDoc",
+    "McpToolDoc",
+    "OpenaiModelDoc",
+    "RefTo",
+    "RuntimeDoc",
+    "ScriptedModelDoc",
+    "SecretText",
+    "SecretsDoc",
+    "StdioClientDoc",
+    "TaskToolSetDoc",
+    "ToolProviderDoc",
+    "ToolsDoc",
+]
+
+CLIENT_KINDS = ("Mcp.StdioClient", "Mcp.HttpClient")
+MODEL_KINDS = ("AiOpenai.OpenaiModel", "Ai.ScriptedModel")
+PROVIDER_KINDS = ("AiMcp.ToolProvider", "Ai.Tools", "Tasks.ToolSet")
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+
+class RefTo:
+    """Marks a `Ref` field with the kinds it accepts (see the module docstring)."""
+
+    def __init__(self, *kinds: str) -> None:
+        self.kinds = kinds
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        kinds = self.kinds
+
+        def validate(value: Any) -> Ref:
+            if isinstance(value, Ref):
+                return replace(value, accepts=kinds)
+            raise PydanticCustomError(
+                "ref_form",
+                "must be a reference to a {kinds} document: write `!ref Name`",
+                {"kinds": " or ".join(kinds)},
+            )
+
+        return core_schema.no_info_plain_validator_function(validate)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {
+            "type": "string",
+            "pattern": NAME_PATTERN,
+            "description": f"`!ref Name` of a {' or '.join(self.kinds)} document",
+            "x-toolbridge-ref": list(self.kinds),
+        }
+
+
+class _SecretTextType:
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        def validate(value: Any) -> str | Secret:
+            if isinstance(value, str | Secret):
+                return value
+            if isinstance(value, Ref):
+                raise PydanticCustomError("ref_not_allowed", "does not take a reference")
+            raise PydanticCustomError("string_type", "Input should be a valid string")
+
+        return core_schema.no_info_plain_validator_function(validate)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "description": 'may use "${{ secrets.NAME }}"'}
+
+
+SecretText = Annotated[Any, _SecretTextType()]
+"""A string field that may hold a `Secret`."""
+
+
+def _find_special(value: Any, path: tuple[str | int, ...] = ()) -> tuple[tuple[str | int, ...], Any] | None:
+    if isinstance(value, Ref | Secret):
+        return path, value
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            found = _find_special(v, (*path, k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _find_special(v, (*path, i))
+            if found:
+                return found
+    return None
+
+
+def _plain(value: Any) -> Any:
+    found = _find_special(value)
+    if found is not None:
+        path, item = found
+        if isinstance(item, Secret):
+            raise PydanticCustomError(
+                "secret_placement", "secrets are not allowed here", {"path": list(path)}
+            )
+        raise PydanticCustomError("ref_not_allowed", "a `!ref` is not allowed here", {"path": list(path)})
+    return value
+
+
+PlainJson = Annotated[Any, AfterValidator(_plain)]
+PlainObject = Annotated[dict[str, Any], AfterValidator(_plain)]
+Effects = Literal["none", "read", "write", "host"]
+PositiveInt = Annotated[int, Field(ge=1, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=False,
+        frozen=True,
+        arbitrary_types_allowed=True,
+        use_attribute_docstrings=True,
+    )
+
+
+class Metadata(_Closed):
+    """Every document's `metadata`."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """The document's name, used by `!ref Name`: letters, digits, `_` and `-`, not starting with a digit."""
+    description: str | None = None
+    """Free text for people."""
+
+
+class KindDoc(_Closed):
+    """Fields every document has."""
+
+    kind: str
+    metadata: Metadata
+
+    @property
+    def name(self) -> str:
+        """The document's `metadata.name`."""
+        return self.metadata.name
+
+
+class ClientInfo(_Closed):
+    """How the client introduces itself to the server."""
+
+    name: str
+    version: str = "0.0.0"
+
+
+class StdioClientDoc(KindDoc):
+    """`Mcp.StdioClient`: an MCP server started as a child process, spoken to over stdio.
+
+    The server runs in `cwd`, which is relative to the manifest's directory and defaults to it.
+    """
+
+    kind: Literal["Mcp.StdioClient"]
+    command: SecretText
+    args: list[SecretText] = []
+    env: dict[str, SecretText] | None = None
+    cwd: str | None = None
+    client_info: ClientInfo | None = None
+    shutdown_grace_ms: NonNegativeInt = 5000
+
+
+class HttpClientDoc(KindDoc):
+    """`Mcp.HttpClient`: an MCP server over Streamable HTTP."""
+
+    kind: Literal["Mcp.HttpClient"]
+    url: SecretText
+    headers: dict[str, SecretText] | None = None
+    client_info: ClientInfo | None = None
+
+
+class ToolProviderDoc(KindDoc):
+    """`AiMcp.ToolProvider`: a whole MCP server's tools, discovered at run time."""
+
+    kind: Literal["AiMcp.ToolProvider"]
+    client: Annotated[Ref, RefTo(*CLIENT_KINDS)]
+
+
+class ToolProviderBinding(_Closed):
+    """One entry of an agent's `toolProviders`."""
+
+    provider: Annotated[Ref, RefTo(*PROVIDER_KINDS)]
+    prefix: str = ""
+    include: list[str] | None = None
+    exclude: list[str] | None = None
+    effects: Effects | None = None
+    capabilities: list[str] | None = None
+
+
+class AgentDoc(KindDoc):
+    """`Ai.Agent`: a model, its tools and its loop settings."""
+
+    kind: Literal["Ai.Agent"]
+    model: Annotated[Ref, RefTo(*MODEL_KINDS)]
+    system: str | None = None
+    max_steps: PositiveInt = 8
+    on_max_steps: Literal["throw", "return"] = "throw"
+    on_tool_error: Literal["feedback", "throw"] = "feedback"
+    max_parallel_tools: PositiveInt = 8
+    options: PlainObject | None = None
+    tool_providers: list[ToolProviderBinding] = []
+    tools: list[Annotated[Ref, RefTo("AiMcp.Tool")]] = []
+
+
+class Prices(_Closed):
+    """Model prices in micro-USD per million tokens."""
+
+    input_per_million_micros: NonNegativeInt
+    output_per_million_micros: NonNegativeInt
+
+
+class OpenaiModelDoc(KindDoc):
+    """`AiOpenai.OpenaiModel`: any OpenAI-compatible Chat Completions endpoint."""
+
+    kind: Literal["AiOpenai.OpenaiModel"]
+    model: str
+    api_key: SecretText | None = None
+    base_url: SecretText | None = None
+    options: PlainObject | None = None
+    prices: Prices | None = None
+
+
+class ScriptedToolCall(_Closed):
+    """One tool call of a scripted turn (model-facing tool name)."""
+
+    name: str
+    arguments: PlainObject = {}
+    id: str | None = None
+
+
+class ScriptedTurn(_Closed):
+    """One scripted turn: tool calls or text."""
+
+    tool_calls: list[ScriptedToolCall] | None = None
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ScriptedTurn:
+        if self.tool_calls is None and self.text is None:
+            raise PydanticCustomError("turn_shape", "a turn needs `toolCalls` or `text`")
+        return self
+
+
+class ScriptedModelDoc(KindDoc):
+    """`Ai.ScriptedModel`: deterministic turns, for examples, tests and offline demos."""
+
+    kind: Literal["Ai.ScriptedModel"]
+    turns: Annotated[list[ScriptedTurn], Field(min_length=1)]
+
+
+class ToolsDoc(KindDoc):
+    """`Ai.Tools`: Python functions as tools, by import path (`package.module:function`)."""
+
+    kind: Literal["Ai.Tools"]
+    functions: Annotated[
+        list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]], Field(min_length=1)
+    ]
+
+
+class McpToolDoc(KindDoc):
+    """`AiMcp.Tool`: one declared, governed MCP tool. Nothing is taken from the server."""
+
+    kind: Literal["AiMcp.Tool"]
+    id: str
+    version: str
+    description: str
+    remote_name: str | None = None
+    client: Annotated[Ref, RefTo(*CLIENT_KINDS)]
+    input: PlainObject
+    output: PlainObject
+    effects: Effects
+    capabilities: list[str]
+    cost_micros: NonNegativeInt = 0
+    timeout_ms: PositiveInt = 30000
+
+
+class TaskToolSetDoc(KindDoc):
+    """`Tasks.ToolSet`: JSON instruction tools, from a file (relative to the manifest) or inline."""
+
+    kind: Literal["Tasks.ToolSet"]
+    file: str | None = None
+    tools: list[PlainObject] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TaskToolSetDoc:
+        if (self.file is None) == (self.tools is None):
+            raise PydanticCustomError("toolset_source", "give exactly one of `file` or `tools`")
+        return self
+
+
+class Permissions(_Closed):
+    """The runtime's allow list: exact strings such as `tool:fs.write`, `effect:write`, `model:scripted`."""
+
+    allow: list[str] = []
+
+
+class Limits(_Closed):
+    """Run limits; anything left out keeps the runtime's default."""
+
+    max_steps: NonNegativeInt | None = None
+    max_model_calls: NonNegativeInt | None = None
+    max_tool_calls: NonNegativeInt | None = None
+    max_duration_ms: PositiveInt | None = None
+    max_input_bytes: NonNegativeInt | None = None
+    max_output_bytes: NonNegativeInt | None = None
+    max_context_bytes: NonNegativeInt | None = None
+    max_cost_micros: NonNegativeInt | None = None
+    guard_timeout_ms: PositiveInt | None = None
+    tool_timeout_ms: PositiveInt | None = None
+
+
+class RuntimeDoc(KindDoc):
+    """`Runtime`: permissions, limits and the journal every agent of the manifest runs under."""
+
+    kind: Literal["Runtime"]
+    profile: Literal["ephemeral", "durable"] = "ephemeral"
+    permissions: Permissions = Permissions()
+    limits: Limits | None = None
+    journal: str | None = None
+
+    @model_validator(mode="after")
+    def _journal_for_durable(self) -> RuntimeDoc:
+        if self.profile == "durable" and not self.journal:
+            raise PydanticCustomError(
+                "journal_required", "a durable runtime needs `journal: path/to/file.db`"
+            )
+        return self
+
+
+class SecretsDoc(KindDoc):
+    """`Secrets`: secret name -> the environment variable that holds its value."""
+
+    kind: Literal["Secrets"]
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")], str]
+
+
+KINDS: dict[str, type[KindDoc]] = {
+    "Mcp.StdioClient": StdioClientDoc,
+    "Mcp.HttpClient": HttpClientDoc,
+    "AiMcp.ToolProvider": ToolProviderDoc,
+    "Ai.Agent": AgentDoc,
+    "AiOpenai.OpenaiModel": OpenaiModelDoc,
+    "Ai.ScriptedModel": ScriptedModelDoc,
+    "Ai.Tools": ToolsDoc,
+    "AiMcp.Tool": McpToolDoc,
+    "Tasks.ToolSet": TaskToolSetDoc,
+    "Runtime": RuntimeDoc,
+    "Secrets": SecretsDoc,
+}
+"""Every kind a manifest may use, by its `kind` string."""
+
+
+def is_valid_name(name: str) -> bool:
+    """Whether `name` is a legal `metadata.name` / `!ref` target."""
+    return bool(_NAME_RE.match(name))

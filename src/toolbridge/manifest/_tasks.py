@@ -1,0 +1,85 @@
+"""Loading a `Tasks.ToolSet` statically, to know its tool names (and its load errors).
+
+The task-tools package (`toolbridge.tasks`) validates a tools file completely: actions, params,
+placeholders, JSON Schemas. When it is importable the analyzer uses it; its error message (which
+names the tool, the instruction index and the field) becomes the diagnostic. Without it, only
+the file's JSON shape and the tool names are checked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ._kinds import TaskToolSetDoc
+
+__all__ = ["TaskLoadError", "load_task_tool_names", "task_tools_json"]
+
+
+class TaskLoadError(Exception):
+    """The tool set cannot be loaded; `path` points into inline `tools` when it can."""
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+def task_tools_json(doc: TaskToolSetDoc, base_dir: Path) -> dict[str, Any]:
+    """The `{"tools": [...]}` document of a tool set (read from `file`, or the inline `tools`).
+
+    Raises:
+        TaskLoadError: the file cannot be read or is not a JSON object with a `tools` list.
+    """
+    if doc.tools is not None:
+        return {"tools": [dict(t) for t in doc.tools]}
+    assert doc.file is not None
+    path = Path(doc.file)
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TaskLoadError(f"tools file {doc.file} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskLoadError(f"cannot read tools file {doc.file}: {type(exc).__name__}") from None
+    except json.JSONDecodeError as exc:
+        raise TaskLoadError(f"{doc.file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
+        raise TaskLoadError(f"{doc.file}: expected a JSON object with a `tools` list")
+    return data
+
+
+def load_task_tool_names(doc: TaskToolSetDoc, base_dir: Path) -> list[str]:
+    """Load a tool set fully (with `toolbridge.tasks` when available) and return its tool names.
+
+    Raises:
+        TaskLoadError: the tools fail to load; the message is the loader's.
+    """
+    data = task_tools_json(doc, base_dir)
+    tools = data["tools"]
+    names: list[str] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise TaskLoadError(f"tools[{i}] needs a string `name`", (i,))
+        names.append(tool["name"])
+    try:
+        from .. import tasks as tasks_pkg  # noqa: F401
+    except ImportError:
+        return names
+    return _validate_with_tasks(data, doc)
+
+
+def _validate_with_tasks(data: dict[str, Any], doc: TaskToolSetDoc) -> list[str]:
+    from ..errors import ToolbridgeError
+
+    try:
+        from ..tasks import load_tools  # type: ignore[attr-defined]
+    except ImportError:
+        return [t["name"] for t in data["tools"]]
+    try:
+        loaded = load_tools(data)
+    except ToolbridgeError as exc:
+        raise TaskLoadError(exc.message) from None
+    return [getattr(t, "name", None) or t["name"] for t in loaded]

@@ -1,0 +1,213 @@
+"""A YAML loader that remembers where every node came from.
+
+Manifests are read with PyYAML's `SafeLoader` in two steps. `yaml.compose_all` builds the node
+graph (every node carries its start mark); `_Converter` then turns each node into plain Python
+data while recording, for every path into the document, the 1-based line and column of the key
+and of the value. The analyzer uses those positions to point each diagnostic at the exact node
+that is wrong.
+
+Two tags are special:
+
+- `!ref Name` on a scalar becomes a `Ref` (a reference to another document, with its own
+  position); on anything else it is an error.
+- Any other non-standard tag is an error: the manifest format has no other tags.
+
+A mapping that repeats a key is an error too (PyYAML would silently keep the last one). Errors do
+not stop the conversion: each becomes a `YamlProblem` and the value is dropped, so one pass finds
+them all. A syntax error does stop the file; everything after it is unreadable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+__all__ = ["Document", "Path", "Pos", "Ref", "YamlProblem", "YamlSyntaxError", "parse_documents"]
+
+Path = tuple[str | int, ...]
+"""A path into a document: mapping keys and list indexes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pos:
+    """A 1-based line and column in a file."""
+
+    line: int
+    column: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A `!ref Name` reference to another document of the same manifest.
+
+    Attributes:
+        name: the referenced document's `metadata.name`.
+        pos: where the `!ref` tag starts.
+        accepts: the kinds the slot holding this reference accepts (set by validation).
+    """
+
+    name: str
+    pos: Pos = field(default=Pos(0, 0), compare=False)
+    accepts: tuple[str, ...] = field(default=(), compare=False)
+
+    def __repr__(self) -> str:
+        return f"Ref({self.name!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class YamlProblem:
+    """Something in the YAML itself that is wrong (not a schema problem)."""
+
+    code: str
+    message: str
+    pos: Pos
+
+
+class YamlSyntaxError(Exception):
+    """The file is not valid YAML; `pos` is where the parser gave up."""
+
+    def __init__(self, message: str, pos: Pos) -> None:
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+
+
+@dataclass
+class Document:
+    """One YAML document of a manifest, converted to plain data.
+
+    Attributes:
+        data: the document's value (mappings are dicts, `!ref` scalars are `Ref`s).
+        pos: where the document's root node starts.
+        keys: path -> position of the mapping key that leads to it.
+        values: path -> position of the value node.
+        problems: tag, key and alias problems found while converting.
+    """
+
+    data: Any
+    pos: Pos
+    keys: dict[Path, Pos] = field(default_factory=dict)
+    values: dict[Path, Pos] = field(default_factory=dict)
+    problems: list[YamlProblem] = field(default_factory=list)
+
+    def value_pos(self, path: Path) -> Pos:
+        """Position of the value at `path`, or of its nearest recorded ancestor."""
+        return _lookup(self.values, path, self.pos)
+
+    def key_pos(self, path: Path) -> Pos:
+        """Position of the key leading to `path` (the value's position for list items)."""
+        while path:
+            if path in self.keys:
+                return self.keys[path]
+            if path in self.values:
+                return self.values[path]
+            path = path[:-1]
+        return self.pos
+
+
+def _lookup(table: dict[Path, Pos], path: Path, default: Pos) -> Pos:
+    while path:
+        if path in table:
+            return table[path]
+        path = path[:-1]
+    return table.get((), default)
+
+
+def _pos(node: Node) -> Pos:
+    return Pos(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+_STANDARD_TAG_PREFIX = "tag:yaml.org,2002:"
+
+
+class _Converter:
+    def __init__(self, loader: yaml.SafeLoader, doc: Document) -> None:
+        self._loader = loader
+        self._doc = doc
+
+    def convert(self, node: Node, path: Path) -> Any:
+        self._doc.values[path] = _pos(node)
+        if node.tag == "!ref":
+            if isinstance(node, ScalarNode) and isinstance(node.value, str) and node.value.strip():
+                return Ref(node.value.strip(), _pos(node))
+            self._problem("ERR_MANIFEST_REF_FORM", "`!ref` takes a document name, e.g. `!ref FilesMcp`", node)
+            return None
+        if not node.tag.startswith(_STANDARD_TAG_PREFIX):
+            self._problem(
+                "ERR_MANIFEST_YAML", f"unknown tag {node.tag!r} (the only tag manifests use is !ref)", node
+            )
+            return None
+        if isinstance(node, MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, SequenceNode):
+            return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+        try:
+            return self._loader.construct_object(node, deep=True)
+        except ConstructorError as exc:
+            self._problem("ERR_MANIFEST_YAML", exc.problem or "invalid scalar", node)
+            return None
+
+    def _mapping(self, node: MappingNode, path: Path) -> dict[str, Any]:
+        self._loader.flatten_mapping(node)  # resolve `<<` merge keys
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == "!ref":
+                self._problem("ERR_MANIFEST_WRONG_TYPE", "mapping keys must be plain strings", key_node)
+                continue
+            key = self._loader.construct_object(key_node)
+            if not isinstance(key, str):
+                key = str(key)
+            if key in out:
+                self._problem(
+                    "ERR_MANIFEST_DUPLICATE_KEY", f"key {key!r} appears twice in this mapping", key_node
+                )
+                continue
+            self._doc.keys[(*path, key)] = _pos(key_node)
+            out[key] = self.convert(value_node, (*path, key))
+        return out
+
+    def _problem(self, code: str, message: str, node: Node) -> None:
+        self._doc.problems.append(YamlProblem(code, message, _pos(node)))
+
+
+def _syntax_message(exc: yaml.MarkedYAMLError) -> str:
+    # Only the parser's own words: never the snippet of the offending line (it may hold a secret).
+    parts = [p for p in (exc.context, exc.problem) if p]
+    return "invalid YAML: " + ("; ".join(parts) if parts else "cannot parse")
+
+
+def parse_documents(text: str) -> list[Document]:
+    """Parse a multi-document YAML text into `Document`s with positions.
+
+    Empty documents (a trailing `---`, a comment-only file) are skipped.
+
+    Raises:
+        YamlSyntaxError: the text is not valid YAML (carries the 1-based position).
+    """
+    loader = yaml.SafeLoader(text)
+    docs: list[Document] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            doc = Document(data=None, pos=_pos(node))
+            doc.data = _Converter(loader, doc).convert(node, ())
+            docs.append(doc)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = Pos(mark.line + 1, mark.column + 1) if mark is not None else Pos(1, 1)
+        raise YamlSyntaxError(_syntax_message(exc), pos) from None
+    except yaml.YAMLError as exc:  # e.g. a reader error for a control character
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "mark", None)
+        line = getattr(mark, "line", 0) + 1
+        column = getattr(mark, "column", 0) + 1
+        reason = getattr(exc, "reason", None) or "cannot read the text"
+        raise YamlSyntaxError(f"invalid YAML: {reason}", Pos(line, column)) from None
+    finally:
+        loader.dispose()
+    return docs
