@@ -8,6 +8,7 @@ Most faults are tools, so one server process can show a fault and then the recov
 call. Arguments are in `arguments`:
 
 * `echo {text}` -> the text.
+* `env {name}` -> the value of that environment variable, or "<unset>".
 * `sleep {seconds}` -> "slept" after sleeping (concurrency, timeouts).
 * `late {seconds}` -> ignores `notifications/cancelled` and answers after `seconds` anyway.
 * `hang` -> never answers.
@@ -30,12 +31,15 @@ Command-line switches:
   `notifications/tools/list_changed` follows each listing.
 * `--poison` -> adds a tool whose description holds terminal escapes and invisible Unicode.
 * `--child` -> starts a grandchild (`sleep 60` in the same process group) to test group kills.
+* `--ignore-eof` -> keeps running after stdin closes (until killed).
+* `--ignore-term` -> ignores SIGTERM (only SIGKILL stops it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -98,7 +102,18 @@ def tools() -> list[dict[str, Any]]:
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
         }
     ]
-    for name in ("sleep", "late", "hang", "crash", "big", "nonewline", "malformed", "unknown_id", "flood"):
+    for name in (
+        "env",
+        "sleep",
+        "late",
+        "hang",
+        "crash",
+        "big",
+        "nonewline",
+        "malformed",
+        "unknown_id",
+        "flood",
+    ):
         listed.append({"name": name, "description": f"fault: {name}", "inputSchema": {"type": "object"}})
     if "--poison" in sys.argv:
         listed.append(
@@ -110,6 +125,8 @@ def tools() -> list[dict[str, Any]]:
 def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
     if name == "echo":
         text_result(request_id, str(args.get("text", "")))
+    elif name == "env":
+        text_result(request_id, os.environ.get(str(args.get("name")), "<unset>"))
     elif name == "sleep":
         time.sleep(float(args.get("seconds", 0.1)))
         text_result(request_id, "slept")
@@ -222,8 +239,12 @@ def main() -> None:
         sys.stderr.write("hostile server: fatal: cannot open /nonexistent/config.toml\n")
         sys.stderr.flush()
         sys.exit(2)
+    if "--ignore-term" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "--child" in sys.argv:
-        subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            ["sleep", "60"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=subprocess.DEVNULL
+        )
     sys.stderr.write("hostile server: ready\n")
     sys.stderr.flush()
     for line in sys.stdin.buffer:
@@ -235,6 +256,8 @@ def main() -> None:
             continue
         if isinstance(message, dict):
             handle(message)
+    if "--ignore-eof" in sys.argv:
+        time.sleep(60)
     os._exit(0)
 
 

@@ -75,8 +75,8 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -500,6 +500,17 @@ def _join_and_parse(pieces: list[bytes]) -> SessionMessage | _Malformed | None:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _Running:
+    """What one run of the transport owns, from `__aenter__` to `__aexit__`."""
+
+    process: anyio.abc.Process
+    tg: anyio.abc.TaskGroup
+    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
+    write_stream: MemoryObjectSendStream[SessionMessage]
+    writer_done: anyio.Event
+
+
 class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     """Run an MCP server as a child process and talk to it over stdin/stdout.
 
@@ -558,7 +569,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
         self.exited = anyio.Event()
         self._process: anyio.abc.Process | None = None
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-        self._cm: AbstractAsyncContextManager[TransportStreams] | None = None
+        self._running: _Running | None = None
         self._malformed_log = _RateLimiter()
         self._stderr_log = _RateLimiter()
 
@@ -579,30 +590,14 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     # -- context manager -----------------------------------------------------------------------
 
     async def __aenter__(self) -> TransportStreams:
-        if self._cm is not None:
+        """Start the server and return `(read_stream, write_stream)` for the SDK session.
+
+        Raises:
+            TransportError: the process could not be started (`ERR_MCP_TRANSPORT`).
+            RuntimeError: the transport is already running.
+        """
+        if self._running is not None:
             raise RuntimeError("this StdioTransport is already running; create another one")
-        cm = self._run()
-        streams = await cm.__aenter__()
-        self._cm = cm
-        return streams
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        cm, self._cm = self._cm, None
-        if cm is None:
-            return None
-        return await cm.__aexit__(exc_type, exc, tb)
-
-    def _child_env(self) -> dict[str, str]:
-        base = dict(os.environ) if self.inherit_env else get_default_environment()
-        return base | (self.env or {})
-
-    @asynccontextmanager
-    async def _run(self) -> AsyncIterator[TransportStreams]:
         self.exited = anyio.Event()
         self._stderr_tail.clear()
         try:
@@ -623,27 +618,47 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
         self._process = process
         self.pid = process.pid
         # No await between the spawn and the task group: a cancellation there would leak it.
-        read_writer: MemoryObjectSendStream[SessionMessage | Exception]
-        read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-        write_stream: MemoryObjectSendStream[SessionMessage]
-        write_reader: MemoryObjectReceiveStream[SessionMessage]
         read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         stdout_eof = anyio.Event()
         writer_done = anyio.Event()
         reader_scope = anyio.CancelScope()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        tg.start_soon(self._read_stdout, process, read_writer, reader_scope, stdout_eof)
+        tg.start_soon(self._write_stdin, process, write_reader, reader_scope, writer_done)
+        tg.start_soon(self._read_stderr, process)
+        tg.start_soon(self._watch_exit, process, reader_scope, stdout_eof)
+        self._running = _Running(process, tg, read_stream, write_stream, writer_done)
+        return read_stream, write_stream
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._read_stdout, process, read_writer, reader_scope, stdout_eof)
-            tg.start_soon(self._write_stdin, process, write_reader, reader_scope, writer_done)
-            tg.start_soon(self._read_stderr, process)
-            tg.start_soon(self._watch_exit, process, reader_scope, stdout_eof)
-            try:
-                yield read_stream, write_stream
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._shutdown(process, read_stream, write_stream, writer_done)
-                tg.cancel_scope.cancel()
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the server (see `_shutdown`); the caller's exception, if any, propagates unchanged.
+
+        The body's exception is deliberately not passed into the internal task group, whose tasks
+        never raise: so it is never wrapped in an `ExceptionGroup`.
+        """
+        running, self._running = self._running, None
+        if running is None:
+            return
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._shutdown(
+                    running.process, running.read_stream, running.write_stream, running.writer_done
+                )
+        finally:
+            # The tasks only drain pipes by now; cancel them and join (they never raise).
+            running.tg.cancel_scope.cancel()
+            await running.tg.__aexit__(None, None, None)
+
+    def _child_env(self) -> dict[str, str]:
+        base = dict(os.environ) if self.inherit_env else get_default_environment()
+        return base | (self.env or {})
 
     # -- tasks ---------------------------------------------------------------------------------
 
