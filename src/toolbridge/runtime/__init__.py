@@ -1,0 +1,45 @@
+"""Governed tools and the runtime: permissions, limits, budgets, timeouts, guards, outcomes, evidence.
+
+- `define_tool` / `define_mcp_tool` declare a tool with its own schemas, effects, capabilities,
+  cost and timeout (`DeclaredTool`).
+- `create_runtime(...)` builds a `Runtime`; `await runtime.run(agent, input)` returns a
+  `RuntimeResult` with one of five outcomes, never raising for a failed run.
+- `runtime.inspect(run_id)` returns the evidence of every tool call (`RunRecord`, `CallRecord`).
+- `Verdict` is what guards return; `Event` is what subscribers receive.
+
+See `docs/declare.md`.
+"""
+
+from ._declared import DeclaredTool, McpTool, PythonTool, ToolContext, define_mcp_tool, define_tool
+from ._events import Event
+from ._guards import GuardContext, Guards, Verdict
+from ._journal import CallRecord, Journal, RunRecord
+from ._limits import Budget, Limits
+from ._outcomes import CODES, OUTCOMES, RuntimeResult
+from ._permissions import Permissions, effective_effects
+from ._runtime import Runtime, create_runtime
+
+__all__ = [
+    "CODES",
+    "OUTCOMES",
+    "Budget",
+    "CallRecord",
+    "DeclaredTool",
+    "Event",
+    "GuardContext",
+    "Guards",
+    "Journal",
+    "Limits",
+    "McpTool",
+    "Permissions",
+    "PythonTool",
+    "RunRecord",
+    "Runtime",
+    "RuntimeResult",
+    "ToolContext",
+    "Verdict",
+    "create_runtime",
+    "define_mcp_tool",
+    "define_tool",
+    "effective_effects",
+]

@@ -1,0 +1,32 @@
+"""Canonical JSON: one byte string per JSON value, for hashes and size limits.
+
+Keys sorted, no insignificant whitespace, UTF-8, non-ASCII kept as is, NaN and infinities
+refused. Two argument objects that mean the same JSON get the same SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+__all__ = ["canonical_json", "sha256_hex"]
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON bytes of `value`.
+
+    Raises:
+        TypeError: when `value` is not JSON data.
+        ValueError: when it holds NaN or an infinity, or nests too deep.
+    """
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except RecursionError as exc:
+        raise ValueError("the value nests too deep") from exc
+    return text.encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of `data`."""
+    return hashlib.sha256(data).hexdigest()

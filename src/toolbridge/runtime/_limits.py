@@ -1,0 +1,151 @@
+"""Run limits with safe defaults, and the cost budget.
+
+Limits are fixed when the runtime is created and apply to each run. Names may be given in
+snake_case (`max_steps`) or camelCase (`maxSteps`, as manifests spell them); an unknown name is a
+`ConfigError`, never silently ignored.
+
+| limit | default | what it bounds |
+|---|---|---|
+| `max_steps` | 16 | model turns in a run (`LIMIT_EXCEEDED`) |
+| `max_model_calls` | 16 | model calls in a run (`LIMIT_EXCEEDED`) |
+| `max_tool_calls` | 64 | tool calls in a run (`LIMIT_EXCEEDED`; 0 allowed) |
+| `max_duration_ms` | 60000 | the whole run's wall-clock time (`TIMEOUT`) |
+| `max_input_bytes` | 1 MiB | the run input, and each tool call's arguments (`LIMIT_EXCEEDED`) |
+| `max_output_bytes` | 1 MiB | the final output, and each tool result (`LIMIT_EXCEEDED`) |
+| `max_context_bytes` | 2 MiB | the messages sent in one model call (`LIMIT_EXCEEDED`) |
+| `max_cost_micros` | 0 | the run's spend in millionths of a USD (`BUDGET_EXCEEDED`) |
+| `guard_timeout_ms` | 5000 | one guard call (`GUARD_UNAVAILABLE`) |
+| `tool_timeout_ms` | 30000 | a discovered tool's call when its binding names no timeout (`TIMEOUT`) |
+
+`max_cost_micros` defaults to 0: free calls (scripted models, tools declared without cost) run,
+and anything with a price is refused until a budget is set.
+
+**Budget.** Before each model or tool call the runtime *reserves* the most the call can cost;
+if `spent + reserved + ceiling` would pass `max_cost_micros`, the call is refused before it is
+made. After the call the reservation is *settled*: the actual cost is charged and the rest
+released. A call whose actual cost cannot be known keeps its full ceiling charged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+from ..errors import ConfigError
+
+__all__ = ["DEFAULT_LIMITS", "Budget", "Limits", "Reservation"]
+
+_MIB: Final = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one run (see the module table for meanings and defaults)."""
+
+    max_steps: int = 16
+    max_model_calls: int = 16
+    max_tool_calls: int = 64
+    max_duration_ms: int = 60_000
+    max_input_bytes: int = _MIB
+    max_output_bytes: int = _MIB
+    max_context_bytes: int = 2 * _MIB
+    max_cost_micros: int = 0
+    guard_timeout_ms: int = 5_000
+    tool_timeout_ms: int = 30_000
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | Limits | None) -> Limits:
+        """Build limits from a mapping of overrides (snake_case or camelCase keys).
+
+        Raises:
+            ConfigError: (`ERR_CONFIG`) for an unknown limit name, a value that is not a
+                non-negative integer, or a zero duration/timeout.
+        """
+        if config is None:
+            return cls()
+        if isinstance(config, Limits):
+            return config
+        if not isinstance(config, Mapping):
+            raise ConfigError("limits must be a mapping of limit names to integers")
+        known = {f.name for f in fields(cls)}
+        values: dict[str, int] = {}
+        for key, value in config.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"limits: limit names must be strings, got {key!r}")
+            name = _snake(key)
+            if name not in known:
+                raise ConfigError(f"limits: unknown limit {key!r} (known: {', '.join(sorted(known))})")
+            if name in values:
+                raise ConfigError(f"limits: {key!r} is given twice (snake_case and camelCase)")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"limits.{key} must be a non-negative integer, got {value!r}")
+            if name in ("max_duration_ms", "guard_timeout_ms", "tool_timeout_ms") and value == 0:
+                raise ConfigError(f"limits.{key} must be at least 1")
+            values[name] = value
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, int]:
+        """The limits as a plain mapping (snake_case keys)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+DEFAULT_LIMITS: Final = Limits()
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+@dataclass
+class Reservation:
+    """A reserved amount, settled exactly once."""
+
+    ceiling: int
+    settled: bool = False
+
+
+class Budget:
+    """A run's cost budget in micro-units: reserve before a call, settle after.
+
+    Args:
+        max_micros: the most the run may spend.
+    """
+
+    def __init__(self, max_micros: int) -> None:
+        self.max_micros = max_micros
+        self.spent = 0
+        self.reserved = 0
+
+    def can_reserve(self, amount: int) -> bool:
+        """True when `amount` more fits beside what is spent and reserved."""
+        return self.spent + self.reserved + max(0, amount) <= self.max_micros
+
+    def reserve(self, amount: int) -> Reservation | None:
+        """Reserve `amount`; `None` (and nothing reserved) when it does not fit."""
+        amount = max(0, amount)
+        if not self.can_reserve(amount):
+            return None
+        self.reserved += amount
+        return Reservation(amount)
+
+    def settle(self, reservation: Reservation, actual: int | None) -> int:
+        """Charge `actual` (the full ceiling when `None`: unknown cost) and release the rest.
+
+        Returns:
+            The amount charged. It may exceed the ceiling (a model that used more than estimated);
+            the charge is recorded all the same and `over` becomes true.
+        """
+        if reservation.settled:
+            return 0
+        reservation.settled = True
+        self.reserved -= reservation.ceiling
+        charge = reservation.ceiling if actual is None else max(0, actual)
+        self.spent += charge
+        return charge
+
+    @property
+    def over(self) -> bool:
+        """True when the spend has passed the maximum."""
+        return self.spent > self.max_micros
