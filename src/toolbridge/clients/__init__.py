@@ -1,0 +1,46 @@
+"""MCP clients on the official `mcp` SDK: stdio, Streamable HTTP, and in-process.
+
+All three share one behaviour (see `toolbridge.clients._base`): a single persistent connection,
+opened lazily and shared by concurrent calls; both protocol eras (2026-07-28 `server/discover`,
+2025-11-25 `initialize`); paginated, cached `list_tools()` invalidated by `tools/list_changed`;
+per-call deadlines that cancel on the server; a dead stdio server restarted by the next call; and
+errors from the closed toolbridge set (`toolbridge.errors`).
+
+```python
+async with StdioClient("python", ["server.py"]) as client:
+    tools = await client.list_tools()               # list[mcp_types.Tool]
+    result = await client.call_tool("add", {"a": 1, "b": 2}, timeout=10)
+    # result == {"content": [{"type": "text", "text": "3"}], "structuredContent": {...}}
+```
+"""
+
+from __future__ import annotations
+
+from ._base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    TOOLS_LIST_PAGE_CAP,
+    McpClient,
+    ProgressHandler,
+    call_result_to_dict,
+)
+from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler, decline_elicitation
+from ._http import HttpClient
+from ._inprocess import InProcessClient
+from ._stdio import StdioClient
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "TOOLS_LIST_PAGE_CAP",
+    "ElicitationHandler",
+    "HttpClient",
+    "InProcessClient",
+    "McpClient",
+    "ProgressHandler",
+    "RootsSpec",
+    "SamplingHandler",
+    "StdioClient",
+    "call_result_to_dict",
+    "decline_elicitation",
+]

@@ -1,0 +1,641 @@
+"""The shared client machinery: one persistent connection, owned by one task, used by many calls.
+
+Design
+------
+The SDK's `mcp.Client` is an async context manager that must be entered and exited in the same
+task (its task groups and the stdio process live in that task's scopes). A toolbridge client, on the
+other hand, is called from anywhere: many agent steps, many concurrent tool calls, sometimes
+without an `async with` around it. So each connection gets an **owner task**:
+
+```
+caller tasks ──call_tool()──►  _Connection.sdk (mcp.Client)  ◄── entered/exited by ──  owner task
+      │                             ▲                                                      │
+      └──── _connection() ──────────┘  starts the owner lazily; waits for `ready`          │
+                                                         aclose() / retire: `stop` ───────►┘
+```
+
+- The owner task is started lazily by the first call (or by `connect()`), is owned by the client,
+  and is reaped by `aclose()` (and so by `__aexit__`). It enters the SDK client, sets `ready`,
+  then waits for `stop`; leaving its `async with` shuts the server down (stdio: close stdin, then
+  SIGTERM, then SIGKILL to the whole process group).
+- Calls run in their own tasks on the shared `ClientSession`; the SDK's dispatcher correlates
+  responses, so any number of calls share one connection.
+- A per-call deadline (`timeout=` or the client-wide default) is an anyio cancel scope around the
+  SDK call. When it expires the dispatcher sends `notifications/cancelled` and forgets the request,
+  so a late response is dropped; the caller gets `McpTimeoutError` and the connection keeps serving.
+  The SDK's own `REQUEST_TIMEOUT` is never used, so a server sending -32001 is a plain JSON-RPC error.
+- When the connection ends (a stdio server dies), the dispatcher fails every pending call at once
+  with `CONNECTION_CLOSED`; each is mapped to `TransportError`, the connection is retired, and the
+  next call starts a fresh one (a new server process). A Streamable HTTP session rejected with 404
+  is re-established once, then `SessionInvalidError`.
+- `tools/list` walks `nextCursor` (at most `TOOLS_LIST_PAGE_CAP` pages; a cursor seen twice is a
+  `ProtocolError`) and caches the list. `notifications/tools/list_changed` (on 2026-07-28
+  connections, delivered through a `subscriptions/listen` stream the client opens when the server
+  advertises `tools.listChanged`) drops the cache and increments `generation`. A fresh connection
+  after the first also drops the cache and increments `generation`: a restarted server may offer
+  different tools.
+
+The owner task is an asyncio task (toolbridge runs on asyncio); everything inside it uses anyio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Protocol, TypeAlias, cast, runtime_checkable
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import MessageHandlerFnT
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..errors import (
+    ConfigError,
+    McpTimeoutError,
+    ProtocolError,
+    SessionInvalidError,
+    ToolbridgeError,
+    TransportError,
+)
+from ._errors import map_exception, map_sdk_errors, unwrap_group
+from ._handlers import (
+    ElicitationHandler,
+    RootsSpec,
+    SamplingHandler,
+    elicitation_callback,
+    roots_callback,
+    sampling_callback,
+)
+from ._stdio_transport import DEFAULT_MAX_MESSAGE_BYTES, make_logging_callback
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "TOOLS_LIST_PAGE_CAP",
+    "ConnectionClient",
+    "McpClient",
+    "ProgressHandler",
+    "call_result_to_dict",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 30.0
+"""Seconds allowed for starting a server and completing the handshake."""
+
+TOOLS_LIST_PAGE_CAP = 100
+"""At most this many `tools/list` pages are followed; a longer walk is a `ProtocolError`."""
+
+_TEARDOWN_MARGIN = 5.0
+"""Seconds allowed for a connection's teardown beyond the server's shutdown grace period."""
+
+ProgressHandler: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Receives `(progress, total, message)` for each progress notification of one call."""
+
+
+@runtime_checkable
+class McpClient(Protocol):
+    """What every toolbridge MCP client offers (`StdioClient`, `HttpClient`, `InProcessClient`).
+
+    `list_tools()` returns the SDK's `mcp_types.Tool` models; `call_tool()` returns the result as
+    a plain JSON dict in wire form (see `call_result_to_dict`).
+    """
+
+    @property
+    def generation(self) -> int:
+        """Grows by one each time the server's tool list changes (or the connection is renewed)."""
+        ...
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions, once connected."""
+        ...
+
+    @property
+    def server_info(self) -> types.Implementation | None:
+        """The server's name and version, once connected (None if it did not say)."""
+        ...
+
+    async def list_tools(self) -> list[types.Tool]: ...
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a deadline per call is the API
+        progress: ProgressHandler | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
+    """The wire form of a `tools/call` result, with exactly the keys an MCP result defines.
+
+    Returns:
+        `{"content": [...]}` plus `"structuredContent"` when the server sent it, `"isError": True`
+        when the tool failed, and `"_meta"` when present. Content blocks are camelCase JSON dicts,
+        exactly as on the wire (unknown fields of a block are kept).
+    """
+    out: dict[str, Any] = {
+        "content": [
+            block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content
+        ]
+    }
+    if result.structured_content is not None:
+        out["structuredContent"] = result.structured_content
+    if result.is_error:
+        out["isError"] = True
+    if result.meta:
+        out["_meta"] = dict(result.meta)
+    return out
+
+
+class _Connection:
+    """One connection's state, shared between its owner task and the calls that use it."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.ready = anyio.Event()
+        self.stop = anyio.Event()
+        self.done = anyio.Event()
+        self.sdk: Client | None = None
+        self.error: BaseException | None = None
+        self.scope: anyio.CancelScope | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.transport: Any = None  # the transport object, when the subclass exposes one
+        self.retired = False
+
+    def dispatcher_closed(self) -> bool:
+        """Whether the SDK dispatcher has seen the connection end (private attribute, read defensively)."""
+        sdk = self.sdk
+        session = getattr(sdk, "_session", None) if sdk is not None else None
+        dispatcher = getattr(session, "_dispatcher", None)
+        return bool(getattr(dispatcher, "_closed", False))
+
+
+class ConnectionClient:
+    """Base of the toolbridge clients: lazy, persistent, shared connection (see the module docstring).
+
+    Subclasses implement `_open()` (return what `mcp.Client` connects to) and may override
+    `_describe()`, `_stderr_tail()`, `_transport_closed()`, and `_shutdown_grace_s`.
+
+    Args:
+        client_info: name and version announced to the server (default: toolbridge and its version).
+        timeout: client-wide default per-call deadline in seconds (None: no deadline).
+        sampling_handler: answers `sampling/createMessage` (default: sampling not offered).
+        elicitation_handler: answers `elicitation/create` (default: decline).
+        roots: roots to advertise (default: none, and the roots capability is not offered).
+        logger_name: the Python logger for the server's stderr and log messages.
+        connect_timeout: seconds allowed to start the server and finish the handshake.
+        mode: protocol negotiation, as in `mcp.Client`: `"auto"` (probe 2026-07-28 `server/discover`,
+            fall back to the `initialize` handshake) or `"legacy"` (handshake only).
+    """
+
+    _shutdown_grace_s: float = 5.0
+
+    def __init__(
+        self,
+        *,
+        client_info: types.Implementation | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        sampling_handler: SamplingHandler | None = None,
+        elicitation_handler: ElicitationHandler | None = None,
+        roots: RootsSpec | None = None,
+        logger_name: str = "toolbridge.server",
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        mode: str = "auto",
+    ) -> None:
+        from .. import __version__
+
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
+        if connect_timeout <= 0:
+            raise ConfigError(f"connect_timeout must be positive, got {connect_timeout!r}")
+        if mode not in ("auto", "legacy") and mode not in MODERN_PROTOCOL_VERSIONS:
+            raise ConfigError(f"mode must be 'auto', 'legacy' or a modern protocol version, got {mode!r}")
+        if client_info is None:
+            self._client_info = types.Implementation(name="toolbridge", version=__version__)
+        elif isinstance(client_info, types.Implementation):
+            self._client_info = client_info
+        else:
+            self._client_info = types.Implementation.model_validate(dict(client_info))
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._mode = mode
+        self._sampling_handler = sampling_handler
+        self._elicitation_handler = elicitation_handler
+        self._roots_callback = roots_callback(roots) if roots is not None else None
+        self.logger = logging.getLogger(logger_name)
+        self._conn: _Connection | None = None
+        self._owners: set[_Connection] = set()
+        self._connections_made = 0
+        self._closed = False
+        self._tools: list[types.Tool] | None = None
+        self._generation = 0
+
+    # -- subclass hooks --------------------------------------------------------------------------
+
+    async def _open(self, stack: AsyncExitStack, conn: _Connection) -> Any:
+        """Prepare one connection; return what `mcp.Client` should connect to (a Transport or server)."""
+        raise NotImplementedError
+
+    def _describe(self) -> str:
+        """A short name of the server for messages."""
+        return "MCP server"
+
+    def _stderr_tail(self, conn: _Connection | None) -> str:
+        """The last lines the server wrote to stderr on this connection ("" if unknown)."""
+        return ""
+
+    def _transport_closed(self, conn: _Connection) -> bool:
+        """Whether the transport itself knows the connection is over (stdio: the process exited)."""
+        return False
+
+    async def _after_connect_failure(self, conn: _Connection) -> None:
+        """Called in the owner task after a failed connect, before the error is published."""
+
+    # -- public surface -------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Grows by one each time the tool list changes or a new connection replaces an old one."""
+        return self._generation
+
+    @property
+    def closed(self) -> bool:
+        """True once `aclose()` was called."""
+        return self._closed
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions (None before the first connection or when it gave none)."""
+        sdk = self._current_sdk()
+        return sdk.instructions if sdk is not None else None
+
+    @property
+    def server_info(self) -> types.Implementation | None:
+        """The server's name and version (None before the first connection or if it did not say)."""
+        sdk = self._current_sdk()
+        return sdk.server_info if sdk is not None else None
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated protocol version (None before the first connection)."""
+        sdk = self._current_sdk()
+        return sdk.protocol_version if sdk is not None else None
+
+    def _current_sdk(self) -> Client | None:
+        conn = self._conn
+        if conn is None or conn.sdk is None:
+            return None
+        try:
+            conn.sdk.session  # noqa: B018 - raises once the SDK client has exited
+        except RuntimeError:
+            return None
+        return conn.sdk
+
+    async def connect(self) -> None:
+        """Connect now instead of at the first call (a no-op when already connected).
+
+        Raises:
+            TransportError: the server could not be started or reached (the message quotes the
+                last lines of a stdio server's stderr).
+            McpTimeoutError: the handshake did not finish within `connect_timeout`.
+            ProtocolError, JsonRpcError: the handshake failed.
+        """
+        await self._connection()
+
+    async def list_tools(self) -> list[types.Tool]:
+        """All the server's tools, following pagination; cached until the list changes.
+
+        Raises:
+            TransportError: the connection failed.
+            ProtocolError: more than `TOOLS_LIST_PAGE_CAP` pages, a repeating cursor, or an invalid
+                listing.
+            McpTimeoutError: the listing took longer than the client-wide timeout.
+            JsonRpcError: the server answered with an error.
+        """
+        if self._tools is not None and self._conn is not None and self._alive(self._conn):
+            return list(self._tools)
+        generation = self._generation
+        conn = await self._connection()
+        sdk = self._sdk_of(conn)
+        tools: list[types.Tool] = []
+        seen: set[str] = set()
+        cursor: str | None = None
+        with anyio.move_on_after(self._timeout) as deadline:
+            with self._mapping(conn, "tools/list"):
+                for _ in range(TOOLS_LIST_PAGE_CAP):
+                    page = await sdk.list_tools(cursor=cursor, cache_mode="bypass")
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                    if cursor in seen:
+                        raise ProtocolError(
+                            f"tools/list of {self._describe()}: the server repeated the cursor {cursor!r}"
+                        )
+                    seen.add(cursor)
+                else:
+                    raise ProtocolError(
+                        f"tools/list of {self._describe()}: more than {TOOLS_LIST_PAGE_CAP} pages"
+                    )
+        if deadline.cancelled_caught:
+            raise McpTimeoutError(
+                f"tools/list of {self._describe()}: no complete answer within {self._timeout}s"
+            )
+        if generation == self._generation and conn is self._conn:
+            self._tools = tools
+        return list(tools)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a deadline per call is the API
+        progress: ProgressHandler | None = None,
+    ) -> dict[str, Any]:
+        """Call one tool and return its result in wire form (see `call_result_to_dict`).
+
+        A result with `isError: true` is returned, not raised: deciding what a tool failure means
+        is the caller's business (`McpToolProvider` raises `ToolError`).
+
+        Args:
+            name: the tool's name.
+            arguments: the arguments object (default: empty).
+            timeout: deadline in seconds for this call (default: the client-wide timeout).
+            progress: receives the server's progress notifications for this call.
+
+        Raises:
+            McpTimeoutError: no answer within the deadline (the server was told to cancel).
+            TransportError: the connection failed or the server died (the next call reconnects).
+            SessionInvalidError: an HTTP session was rejected, and so was a fresh one.
+            ProtocolError: the result broke the protocol (for example structured content that does
+                not match the tool's output schema).
+            JsonRpcError: the server answered with a JSON-RPC error.
+        """
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
+        limit = timeout if timeout is not None else self._timeout
+        args = dict(arguments or {})
+        what = f"tools/call {name!r} on {self._describe()}"
+        for attempt in range(2):
+            conn = await self._connection()
+            sdk = self._sdk_of(conn)
+            result: types.CallToolResult | None = None
+            try:
+                with anyio.move_on_after(limit) as deadline:
+                    with self._mapping(conn, what):
+                        result = await sdk.call_tool(
+                            name, args, progress_callback=cast(ProgressFnT | None, progress)
+                        )
+            except SessionInvalidError:
+                self._retire(conn)
+                if attempt == 0:
+                    self.logger.info("%s: HTTP session rejected; opening a new session", what)
+                    continue
+                raise
+            if deadline.cancelled_caught or result is None:
+                raise McpTimeoutError(f"{what}: no answer within {limit}s; the server was told to cancel")
+            return call_result_to_dict(result)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        """Close the connection and stop the server. Idempotent; later calls raise `TransportError`.
+
+        Teardown is shielded from cancellation and bounded by the shutdown grace period.
+        """
+        self._closed = True
+        conns = list(self._owners)
+        self._conn = None
+        with anyio.CancelScope(shield=True):
+            for conn in conns:
+                self._signal_stop(conn)
+            for conn in conns:
+                await self._reap(conn)
+
+    async def __aenter__(self) -> Any:
+        if self._closed:
+            raise TransportError(f"{self._describe()}: the client is closed")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- connection management ------------------------------------------------------------------
+
+    def _sdk_of(self, conn: _Connection) -> Client:
+        if conn.sdk is None:  # pragma: no cover - _connection() guarantees it
+            raise TransportError(f"{self._describe()}: not connected")
+        return conn.sdk
+
+    def _alive(self, conn: _Connection) -> bool:
+        return (
+            not conn.retired
+            and not conn.stop.is_set()
+            and not conn.dispatcher_closed()
+            and not self._transport_closed(conn)
+        )
+
+    def _mapping(self, conn: _Connection, what: str) -> contextlib.AbstractContextManager[None]:
+        """The error boundary for one operation; retires the connection on a transport failure."""
+        client = self
+
+        @contextlib.contextmanager
+        def scope() -> Any:
+            try:
+                with map_sdk_errors(
+                    what,
+                    connection_closed=lambda: not client._alive(conn) or conn.dispatcher_closed(),
+                    stderr_tail=lambda: client._stderr_tail(conn),
+                ):
+                    yield
+            except TransportError:
+                client._retire(conn)
+                raise
+
+        return scope()
+
+    async def _connection(self) -> _Connection:
+        if self._closed:
+            raise TransportError(f"{self._describe()}: the client is closed")
+        conn = self._conn
+        if conn is None or (conn.ready.is_set() and not self._alive(conn)):
+            if conn is not None:
+                self._retire(conn)
+            conn = self._start()
+        await conn.ready.wait()
+        if conn.error is not None:
+            self._retire(conn)
+            error = conn.error
+            mapped = map_exception(
+                error,
+                what=f"connecting to {self._describe()}",
+                connection_closed=lambda: True,
+                stderr_tail=lambda: self._stderr_tail(conn),
+            )
+            if isinstance(mapped, ToolbridgeError):
+                raise mapped from unwrap_group(error)
+            raise TransportError(
+                f"connecting to {self._describe()}: {type(error).__name__}: {error}"
+            ) from error
+        if conn.sdk is None or self._closed:
+            raise TransportError(f"{self._describe()}: the client is closed")
+        return conn
+
+    def _start(self) -> _Connection:
+        """Create a connection and its owner task (synchronous: no other task can interleave)."""
+        self._connections_made += 1
+        conn = _Connection(self._connections_made)
+        if self._connections_made > 1:
+            # A renewed connection may be a restarted server with other tools.
+            self._tools = None
+            self._generation += 1
+        self._conn = conn
+        self._owners.add(conn)
+        conn.task = asyncio.get_running_loop().create_task(
+            self._own(conn), name=f"toolbridge-connection-{self._describe()}-{conn.number}"
+        )
+        return conn
+
+    def _retire(self, conn: _Connection) -> None:
+        """Stop using `conn`; its owner tears it down in the background (reaped by `aclose()`)."""
+        if self._conn is conn:
+            self._conn = None
+        self._signal_stop(conn)
+
+    def _signal_stop(self, conn: _Connection) -> None:
+        conn.retired = True
+        conn.stop.set()
+        if not conn.ready.is_set() and conn.scope is not None:
+            conn.scope.cancel()
+
+    async def _reap(self, conn: _Connection) -> None:
+        """Wait (bounded) for a connection's owner task to finish; cancel it if it overstays."""
+        with anyio.move_on_after(self._shutdown_grace_s + _TEARDOWN_MARGIN):
+            await conn.done.wait()
+        task = conn.task
+        if task is not None and not task.done():
+            self.logger.warning("%s: connection teardown overran; cancelling it", self._describe())
+            task.cancel()
+            with anyio.move_on_after(_TEARDOWN_MARGIN):
+                await asyncio.wait([task])
+
+    def _build_sdk_client(self, target: Any, conn: _Connection) -> Client:
+        return Client(
+            target,
+            mode=self._mode,
+            cache=None,
+            client_info=self._client_info,
+            sampling_callback=sampling_callback(self._sampling_handler) if self._sampling_handler else None,
+            elicitation_callback=elicitation_callback(self._elicitation_handler),
+            list_roots_callback=self._roots_callback,
+            logging_callback=make_logging_callback(self.logger),
+            message_handler=cast(MessageHandlerFnT, self._message_handler(conn)),
+        )
+
+    async def _own(self, conn: _Connection) -> None:
+        """The owner task: enter the SDK client, publish it, wait for `stop`, exit the client.
+
+        The connect deadline is the deadline of the owner's outer cancel scope, lifted once the
+        handshake is done (a scope opened around the handshake alone would be exited while the
+        SDK's task groups, entered inside it, are still open).
+        """
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
+                conn.scope = scope
+                if conn.stop.is_set():
+                    return
+                async with AsyncExitStack() as stack:
+                    target = await self._open(stack, conn)
+                    sdk = self._build_sdk_client(target, conn)
+                    await stack.enter_async_context(sdk)
+                    scope.deadline = math.inf
+                    conn.sdk = sdk
+                    conn.ready.set()
+                    async with anyio.create_task_group() as tg:
+                        if self._wants_listen(sdk):
+                            tg.start_soon(self._listen_for_changes, conn, sdk)
+                        await conn.stop.wait()
+                        tg.cancel_scope.cancel()
+            if scope.cancelled_caught and not conn.ready.is_set() and not conn.stop.is_set():
+                conn.error = McpTimeoutError(
+                    f"connecting to {self._describe()}: no handshake within {self._connect_timeout}s"
+                )
+        except BaseException as exc:  # the owner is a top-level task: record, never propagate
+            if not conn.ready.is_set() and not isinstance(exc, anyio.get_cancelled_exc_class()):
+                conn.error = exc
+            elif not isinstance(exc, anyio.get_cancelled_exc_class()):
+                self.logger.debug("%s: connection ended with %r", self._describe(), exc)
+        finally:
+            if conn.error is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                    await self._after_connect_failure(conn)
+            conn.retired = True
+            if self._conn is conn:
+                self._conn = None
+            self._owners.discard(conn)
+            conn.ready.set()
+            conn.done.set()
+
+    # -- tool-list changes ----------------------------------------------------------------------
+
+    def _tools_changed(self, conn: _Connection) -> None:
+        if conn is self._conn:
+            self._tools = None
+            self._generation += 1
+
+    def _message_handler(self, conn: _Connection) -> Callable[[Any], Awaitable[None]]:
+        async def handler(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                self._tools_changed(conn)
+            elif isinstance(message, Exception):
+                self.logger.warning(
+                    "%s: transport reported %s: %s", self._describe(), type(message).__name__, message
+                )
+            await anyio.lowlevel.checkpoint()
+
+        return handler
+
+    def _wants_listen(self, sdk: Client) -> bool:
+        """On a 2026-07-28 connection, change notifications need a `subscriptions/listen` stream."""
+        try:
+            modern = sdk.protocol_version in MODERN_PROTOCOL_VERSIONS
+            tools = sdk.server_capabilities.tools
+        except RuntimeError:
+            return False
+        return modern and tools is not None and bool(tools.list_changed)
+
+    async def _listen_for_changes(self, conn: _Connection, sdk: Client) -> None:
+        """Keep a `subscriptions/listen` stream open; its events reach `_message_handler` by tee."""
+        try:
+            async with sdk.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    pass  # the session also hands each event to the message handler, which acts on it
+        except (MCPError, ListenNotSupportedError, RuntimeError, TimeoutError) as exc:
+            self.logger.debug("%s: no tools/list_changed subscription: %s", self._describe(), exc)

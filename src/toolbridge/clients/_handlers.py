@@ -1,0 +1,118 @@
+"""Answers to what an MCP server asks of its client: sampling, elicitation, roots, and log messages.
+
+The public handler types take the SDK's own request and result types (from `mcp_types`) and nothing
+else, so a handler is a plain `async def`:
+
+```python
+async def sampling_handler(params: mcp_types.CreateMessageRequestParams) -> mcp_types.CreateMessageResult: ...
+async def elicitation_handler(params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult: ...
+```
+
+A handler may also return `mcp_types.ErrorData` to refuse. An exception raised by a handler is
+logged and becomes a JSON-RPC error for the server (code -32603), never a failure of the client.
+
+Defaults: with no elicitation handler the client still advertises elicitation and *declines* every
+request (`action: "decline"`), which is the answer the protocol expects when nobody is there to
+ask. With no sampling handler, sampling is not advertised. Roots are advertised only when a list of
+roots is given.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TypeAlias
+
+import mcp_types as types
+from mcp.client.session import ClientRequestContext, ElicitationFnT, ListRootsFnT, SamplingFnT
+
+from ..errors import bounded
+
+__all__ = [
+    "ElicitationHandler",
+    "RootsSpec",
+    "SamplingHandler",
+    "decline_elicitation",
+    "elicitation_callback",
+    "roots_callback",
+    "sampling_callback",
+]
+
+SamplingHandler: TypeAlias = Callable[
+    [types.CreateMessageRequestParams],
+    Awaitable[types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData],
+]
+"""Answers `sampling/createMessage`: given the request parameters, return the model's message."""
+
+ElicitationHandler: TypeAlias = Callable[
+    [types.ElicitRequestParams],
+    Awaitable[types.ElicitResult | types.ErrorData],
+]
+"""Answers `elicitation/create` (form or URL mode): accept with content, decline, or cancel."""
+
+RootsSpec: TypeAlias = Sequence[str | Path]
+"""Roots to advertise: file paths (made absolute) or URIs (`file:///…`)."""
+
+_log = logging.getLogger("toolbridge.clients")
+
+
+async def decline_elicitation(params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The default elicitation handler: decline, since nobody is there to answer."""
+    return types.ElicitResult(action="decline")
+
+
+def _failure(kind: str, exc: Exception) -> types.ErrorData:
+    _log.warning("%s handler raised %s: %s", kind, type(exc).__name__, exc)
+    return types.ErrorData(code=types.INTERNAL_ERROR, message=bounded(f"{kind} handler failed: {exc}", 500))
+
+
+def sampling_callback(handler: SamplingHandler) -> SamplingFnT:
+    """Adapt a toolbridge sampling handler to the SDK's callback signature."""
+
+    async def callback(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        try:
+            return await handler(params)
+        except Exception as exc:
+            return _failure("sampling", exc)
+
+    return callback
+
+
+def elicitation_callback(handler: ElicitationHandler | None) -> ElicitationFnT:
+    """Adapt a toolbridge elicitation handler (None: decline) to the SDK's callback signature."""
+    chosen: ElicitationHandler = handler if handler is not None else decline_elicitation
+
+    async def callback(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        try:
+            return await chosen(params)
+        except Exception as exc:
+            return _failure("elicitation", exc)
+
+    return callback
+
+
+def _root_uri(root: str | Path) -> str:
+    text = str(root)
+    if "://" in text:
+        return text
+    return Path(text).expanduser().resolve().as_uri()
+
+
+def roots_callback(roots: RootsSpec) -> ListRootsFnT:
+    """An SDK `roots/list` callback that always answers with `roots`.
+
+    Raises:
+        pydantic.ValidationError: a root is not a valid `file://` URI.
+    """
+    items = [types.Root(uri=_root_uri(r), name=Path(str(r)).name or None) for r in roots]  # type: ignore[arg-type]
+    result = types.ListRootsResult(roots=items)
+
+    async def callback(context: ClientRequestContext) -> types.ListRootsResult:
+        return result
+
+    return callback

@@ -1,0 +1,106 @@
+"""`HttpClient`: an MCP server reached over Streamable HTTP.
+
+One HTTP session (the `Mcp-Session-Id` the server assigns at the handshake, on 2025-11-25 servers)
+is reused by every call. If the server forgets the session (HTTP 404 on a known session), the
+client opens a new one and resends the call once; a second rejection is `SessionInvalidError`.
+A response stream that breaks is resumed by the SDK with `Last-Event-ID`. Headers, authentication
+(any `httpx2.Auth`, for example the SDK's `OAuthClientProvider`) and HTTP timeouts go on the
+`httpx2.AsyncClient` each connection creates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import mcp_types as types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from ..errors import ConfigError
+from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, ConnectionClient, _Connection
+from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
+
+__all__ = ["HttpClient"]
+
+
+class HttpClient(ConnectionClient):
+    """A client for an MCP server over Streamable HTTP.
+
+    Args:
+        url: the server's MCP endpoint (`http://host:port/mcp`).
+        headers: extra HTTP headers sent with every request.
+        client_info: name and version announced to the server.
+        timeout: client-wide default per-call deadline in seconds (None: no deadline).
+        auth: an `httpx2.Auth` (for example `mcp.client.auth.OAuthClientProvider`).
+        max_message_bytes: the largest single message (SSE event or JSON body) accepted.
+        sampling_handler: answers `sampling/createMessage` (default: not offered).
+        elicitation_handler: answers `elicitation/create` (default: decline).
+        roots: roots to advertise (default: none).
+        logger_name: logger for the server's log messages (default `toolbridge.server.<host>`).
+        connect_timeout: seconds allowed for the handshake.
+        mode: `"auto"` (both protocol eras) or `"legacy"` (the `initialize` handshake only).
+
+    Raises:
+        ConfigError: the URL is not an http(s) URL, or a limit is not positive.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        client_info: types.Implementation | Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        auth: httpx2.Auth | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        sampling_handler: SamplingHandler | None = None,
+        elicitation_handler: ElicitationHandler | None = None,
+        roots: RootsSpec | None = None,
+        logger_name: str | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        mode: str = "auto",
+    ) -> None:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"HttpClient: not an http(s) URL: {url!r}", code="ERR_INVALID_INPUT")
+        if max_message_bytes <= 0:
+            raise ConfigError(f"HttpClient: max_message_bytes must be positive, got {max_message_bytes}")
+        super().__init__(
+            client_info=client_info,
+            timeout=timeout,
+            sampling_handler=sampling_handler,
+            elicitation_handler=elicitation_handler,
+            roots=roots,
+            logger_name=logger_name or f"toolbridge.server.{parts.hostname}",
+            connect_timeout=connect_timeout,
+            mode=mode,
+        )
+        self.url = url
+        self.headers = dict(headers or {})
+        self.auth = auth
+        self.max_message_bytes = max_message_bytes
+
+    def __repr__(self) -> str:
+        return f"HttpClient({self.url!r})"
+
+    def _describe(self) -> str:
+        parts = urlsplit(self.url)
+        return f"HTTP server {parts.scheme}://{parts.netloc}{parts.path}"
+
+    def _make_http_client(self) -> httpx2.AsyncClient:
+        """The HTTP client of one connection (response size limits apply when available)."""
+        client = create_mcp_http_client(headers=self.headers or None, auth=self.auth)
+        try:
+            from ._http_limits import limit_http_client  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            return client
+        limited: httpx2.AsyncClient = limit_http_client(client, self.max_message_bytes)
+        return limited
+
+    async def _open(self, stack: AsyncExitStack, conn: _Connection) -> Any:
+        http = await stack.enter_async_context(self._make_http_client())
+        return streamable_http_client(self.url, http_client=http, max_sse_event_size=self.max_message_bytes)
