@@ -224,6 +224,11 @@ class _Governor(AgentHooks):
         self._emit("step.completed", data)
         self.state.step = None
 
+    async def before_run(self, ctx: RunContext, messages: Sequence[Any]) -> Sequence[Any]:
+        ctx.run_id = self.state.run_id  # one id for the agent's result, the events and the journal
+        ctx.state["toolbridge.runtime"] = self.rt
+        return messages
+
     # -- model calls -----------------------------------------------------------------------------
 
     async def before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:
@@ -435,6 +440,10 @@ class _Governor(AgentHooks):
         plan = st.plans.pop((step, call.call_id), None)
         if plan is None:  # the agent skipped before_tool_calls: refuse rather than run ungoverned
             raise self._fail("PERMISSION_DENIED", "tool call was not checked")
+        if st.failure is not None:  # another call of this turn already ended the run
+            charged = rt_settle(st.budget, plan.reservation, 0)
+            rt._journal.end_call(plan.row, outcome="not_started", error_code=st.failure.code, cost_micros=charged)
+            raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {
             "call_id": call.call_id,
@@ -730,7 +739,7 @@ class Runtime:
         state = _RunState(run_id=run_id, budget=Budget(self.limits.max_cost_micros))
         governor = _Governor(self, state)
         model = getattr(agent, "model", None)
-        agent_label = str(getattr(model, "id", "") or type(agent).__name__)
+        agent_label = f"{getattr(agent, 'name', None) or type(agent).__name__} ({getattr(model, 'id', '?')})"
         self._journal.start_run(run_id, agent=agent_label, profile=self.profile)
         started = time.monotonic()
         self._bus.emit(run_id, "run.started", {"agent": agent_label, "profile": self.profile})
