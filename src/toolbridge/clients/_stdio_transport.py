@@ -889,13 +889,32 @@ async def _wait_exit(process: anyio.abc.Process, limit_s: float) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs.
+
+    Signal 0 also reaches zombies (a killed grandchild waits for init to reap it), so on Linux a
+    positive probe is confirmed by looking for a member in /proc that is not a zombie.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
