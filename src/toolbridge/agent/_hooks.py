@@ -17,17 +17,30 @@ do nothing; a governor subclasses it and overrides what it needs. The agent guar
 
 Any `PolicyError` raised by a hook or by a tool ends the run: the agent never turns it into
 tool feedback for the model, whatever `on_tool_error` says. Cancellation always propagates.
+
+Details the agent also guarantees:
+
+- Hooks given to `Agent(hooks=...)` and to `run(..., hooks=...)` both apply: the agent's first
+  (outermost for `call_tool`), then the run's. `before_run` / `after_run` results chain.
+- Calls of the agent's internal final-answer tool (`output_type`) are not tool calls: they are
+  in no `before_tool_calls` batch and never reach `call_tool`.
+- `call_tool` is called for known tools only; its `invoke()` calls the provider's
+  `call_tool(bare_name, args)` or, for a declared tool, `tool.call(args, ctx, call_id)`.
+
+Declared (governed) tools are passed as `Agent(tools=[...])` and must satisfy
+`DeclaredToolLike`: an `id`, a `spec` whose `name` is the id, and an async `call(args, ctx,
+call_id)`. The model sees the id made model-legal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..tools import ToolResult, ToolSpec
 
-__all__ = ["AgentHooks", "PlannedToolCall", "RunContext", "ToolTarget"]
+__all__ = ["AgentHooks", "DeclaredToolLike", "PlannedToolCall", "RunContext", "ToolTarget"]
 
 
 @dataclass
@@ -45,6 +58,26 @@ class RunContext:
     agent: Any
     step: int = 0
     state: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class DeclaredToolLike(Protocol):
+    """What `Agent(tools=[...])` accepts: a declared (governed) tool.
+
+    Attributes:
+        id: the tool's id; the model sees it made model-legal.
+        spec: its `ToolSpec` (`spec.name == id`; `parameters` is the declared input schema).
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def call(self, args: Mapping[str, Any], ctx: RunContext, call_id: str) -> ToolResult:
+        """Run the tool with the model's arguments; raise a `ToolbridgeError` on failure."""
+        ...
 
 
 @dataclass(frozen=True)

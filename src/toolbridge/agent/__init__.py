@@ -1,0 +1,85 @@
+"""The agent: a model, the tools it may call, and the loop between them.
+
+- `Agent` runs the loop (`run`, `stream`); `ToolBinding` offers a `ToolProvider` under a prefix
+  with include/exclude lists; `RunResult`, `Step`, `ToolCallRecord`, `ToolResultRecord` and
+  the stream events describe what happened.
+- Models: `Model` (the protocol), `OpenAIModel`, `ScriptedModel`, `FunctionModel`, with
+  `Usage`, `Message`, `ModelRequest`, `ModelResponse`, `ModelPrices`, `estimate_cost_micros`.
+- `ModelSamplingHandler` answers MCP sampling requests with a `Model`.
+- The seam for the governed runtime: `AgentHooks`, `RunContext`, `PlannedToolCall`,
+  `ToolTarget`, `DeclaredToolLike` (see `toolbridge.agent._hooks`).
+"""
+
+from ._agent import FINAL_RESULT_TOOL, Agent, build_messages, error_feedback, result_to_model
+from ._hooks import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, ToolTarget
+from ._naming import model_legal
+from ._sampling import ModelSamplingHandler
+from ._types import (
+    AgentEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunResult,
+    Step,
+    StepFinishedEvent,
+    TextDeltaEvent,
+    ToolBinding,
+    ToolCallFinishedEvent,
+    ToolCallRecord,
+    ToolCallStartedEvent,
+    ToolResultRecord,
+)
+from .models import (
+    FunctionModel,
+    Message,
+    Model,
+    ModelBase,
+    ModelPrices,
+    ModelRequest,
+    ModelResponse,
+    OpenAIModel,
+    ScriptedModel,
+    TextDelta,
+    ToolCall,
+    Usage,
+    estimate_cost_micros,
+)
+
+__all__ = [
+    "FINAL_RESULT_TOOL",
+    "Agent",
+    "AgentEvent",
+    "AgentHooks",
+    "DeclaredToolLike",
+    "FunctionModel",
+    "Message",
+    "Model",
+    "ModelBase",
+    "ModelPrices",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSamplingHandler",
+    "OpenAIModel",
+    "PlannedToolCall",
+    "RunContext",
+    "RunErrorEvent",
+    "RunFinishedEvent",
+    "RunResult",
+    "ScriptedModel",
+    "Step",
+    "StepFinishedEvent",
+    "TextDelta",
+    "TextDeltaEvent",
+    "ToolBinding",
+    "ToolCall",
+    "ToolCallFinishedEvent",
+    "ToolCallRecord",
+    "ToolCallStartedEvent",
+    "ToolResultRecord",
+    "ToolTarget",
+    "Usage",
+    "build_messages",
+    "error_feedback",
+    "estimate_cost_micros",
+    "model_legal",
+    "result_to_model",
+]

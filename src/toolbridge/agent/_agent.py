@@ -1,0 +1,797 @@
+"""`Agent`: the dispatch loop between a model and its tools.
+
+One engine, two faces. `_engine` is an async generator that performs a whole run and yields
+events as they happen; `Agent.stream` hands those events to the caller (ending with exactly one
+`RunFinishedEvent` or `RunErrorEvent`), and `Agent.run` drains the same engine and returns the
+`RunResult` from its final event, so the two cannot drift apart. The engine never yields while
+a task group or cancel scope is open: the concurrent part (one turn's tool calls) completes
+inside one `await`, and the events it produced are yielded afterwards. Closing a stream early or
+cancelling the task that drives it cancels the in-flight model or tool calls and leaves no task
+behind.
+
+A run:
+
+1. builds the input messages (a prompt string, or message dicts / `Message`s with roles
+   `system|user|assistant|tool`), applying the system prompt (the run's wins over the agent's;
+   it replaces a leading system message or is prepended);
+2. resolves the tool catalog: each binding's provider is listed lazily on first use and again
+   only when its `generation` changed; declared tools and the final-answer tool are added;
+   model-facing names are `prefix + bare name` made model-legal, and two tools with the same
+   model-facing name are an `ERR_AGENT_TOOL_COLLISION` naming both sources;
+3. loops at most `max_steps` model turns: a turn without tool calls ends the run; otherwise the
+   calls (ids made up as `call_<step>_<i>` when missing) go to `before_tool_calls` together,
+   then run concurrently (at most `max_parallel_tools` at a time), and their results go back to
+   the model in the model's order.
+
+Tool failures: with `on_tool_error="feedback"` a failing or unknown tool becomes an error tool
+result (`Error: ...`) that the model sees; with `"throw"` the run ends with the error
+(`ERR_AGENT_UNKNOWN_TOOL` for an unknown name). Sibling calls of the same turn are not cancelled
+by one failure: they finish, then the first failure in the model's order is raised. A
+`PolicyError` always ends the run; cancellation always propagates.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from ..content import AudioPart, ImagePart, Part, TextPart, decoded_size, to_json_text
+from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
+from ..tools import ToolResult, ToolSpec, provider_generation
+from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
+from ._naming import model_legal
+from ._types import (
+    AgentEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunResult,
+    Step,
+    StepFinishedEvent,
+    TextDeltaEvent,
+    ToolBinding,
+    ToolCallFinishedEvent,
+    ToolCallRecord,
+    ToolCallStartedEvent,
+    ToolResultRecord,
+)
+from .models._base import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamItem,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+
+__all__ = ["FINAL_RESULT_TOOL", "Agent"]
+
+FINAL_RESULT_TOOL = "final_result"
+"""Model-facing name of the final-answer tool offered when `output_type` is set."""
+
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+# -- input -------------------------------------------------------------------------------------
+
+
+def _bad_input(message: str) -> ConfigError:
+    return ConfigError(message, code="ERR_INVALID_INPUT")
+
+
+def _content(value: Any, where: str) -> str | tuple[Part, ...]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Sequence) and all(isinstance(p, TextPart | ImagePart | AudioPart) for p in value):
+        return tuple(value)
+    raise _bad_input(f"{where}: content must be a string or a list of content parts")
+
+
+def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise _bad_input(f"{where}: tool_calls must be a list")
+    calls = []
+    for i, raw in enumerate(value):
+        if isinstance(raw, ToolCall):
+            calls.append(raw)
+        elif isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+            args = raw.get("arguments") or {}
+            if not isinstance(args, Mapping):
+                raise _bad_input(f"{where}: tool_calls[{i}].arguments must be an object")
+            calls.append(ToolCall(id=str(raw.get("id") or ""), name=raw["name"], arguments=dict(args)))
+        else:
+            raise _bad_input(f"{where}: tool_calls[{i}] needs a 'name'")
+    return tuple(calls)
+
+
+def _message(value: Any, index: int) -> Message:
+    where = f"messages[{index}]"
+    if isinstance(value, Message):
+        if value.role not in _ROLES:
+            raise _bad_input(f"{where}: role must be one of system, user, assistant, tool")
+        return value
+    if not isinstance(value, Mapping):
+        raise _bad_input(f"{where}: expected a message mapping, got {type(value).__name__}")
+    unknown = set(value) - {"role", "content", "tool_calls", "tool_call_id", "name"}
+    if unknown:
+        raise _bad_input(f"{where}: unknown keys {sorted(unknown)}")
+    role = value.get("role")
+    if role not in _ROLES:
+        raise _bad_input(f"{where}: role must be one of system, user, assistant, tool (got {role!r})")
+    content = _content(value.get("content", ""), where)
+    if role == "tool" and not isinstance(value.get("tool_call_id"), str):
+        raise _bad_input(f"{where}: a tool message needs a string tool_call_id")
+    if value.get("tool_calls") and role != "assistant":
+        raise _bad_input(f"{where}: only assistant messages carry tool_calls")
+    return Message(
+        role=role,
+        content=content,
+        tool_calls=_tool_calls(value.get("tool_calls"), where),
+        tool_call_id=value.get("tool_call_id"),
+        name=value.get("name"),
+    )
+
+
+def build_messages(prompt_or_messages: Any, system: str | None) -> list[Message]:
+    """The initial conversation of a run.
+
+    Raises:
+        ConfigError: `ERR_INVALID_INPUT` for an empty prompt, an empty list, or a malformed
+            message (bad role, bad content, missing `tool_call_id`).
+    """
+    if isinstance(prompt_or_messages, str):
+        if not prompt_or_messages.strip():
+            raise _bad_input("the prompt is empty")
+        messages = [Message("user", prompt_or_messages)]
+    elif isinstance(prompt_or_messages, Sequence) and not isinstance(prompt_or_messages, bytes):
+        if not prompt_or_messages:
+            raise _bad_input("messages is empty")
+        messages = [_message(m, i) for i, m in enumerate(prompt_or_messages)]
+    else:
+        raise _bad_input(
+            f"input must be a prompt string or a list of messages, not {type(prompt_or_messages).__name__}"
+        )
+    if system is not None:
+        if messages and messages[0].role == "system":
+            messages[0] = Message("system", system)
+        else:
+            messages.insert(0, Message("system", system))
+    return messages
+
+
+# -- hooks -------------------------------------------------------------------------------------
+
+
+class _HookChain(AgentHooks):
+    """Several `AgentHooks` applied in order (the first is outermost around `call_tool`)."""
+
+    def __init__(self, hooks: Sequence[AgentHooks]) -> None:
+        self.hooks = list(hooks)
+
+    async def before_run(self, ctx: RunContext, messages: Sequence[Any]) -> Sequence[Any]:
+        for hook in self.hooks:
+            messages = await hook.before_run(ctx, messages)
+        return messages
+
+    async def before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:
+        for hook in self.hooks:
+            await hook.before_model_call(ctx, model, request)
+
+    async def after_model_call(self, ctx: RunContext, model: Any, request: Any, response: Any) -> None:
+        for hook in self.hooks:
+            await hook.after_model_call(ctx, model, request, response)
+
+    async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
+        for hook in self.hooks:
+            await hook.before_tool_calls(ctx, calls)
+
+    async def call_tool(
+        self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        chained = invoke
+        for hook in reversed(self.hooks):
+            chained = _wrap(hook, ctx, call, chained)
+        return await chained()
+
+    async def after_run(self, ctx: RunContext, output: Any) -> Any:
+        for hook in self.hooks:
+            output = await hook.after_run(ctx, output)
+        return output
+
+
+def _wrap(
+    hook: AgentHooks, ctx: RunContext, call: PlannedToolCall, inner: Callable[[], Awaitable[ToolResult]]
+) -> Callable[[], Awaitable[ToolResult]]:
+    async def invoke() -> ToolResult:
+        return await hook.call_tool(ctx, call, inner)
+
+    return invoke
+
+
+def _hooks_of(value: Any, where: str) -> list[AgentHooks]:
+    if value is None:
+        return []
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if not isinstance(item, AgentHooks):
+            raise ConfigError(
+                f"{where}: hooks must be AgentHooks instances, got {type(item).__name__}", code="ERR_CONFIG"
+            )
+    return items
+
+
+# -- the catalog -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    targets: Mapping[str, ToolTarget]
+    specs: tuple[ToolSpec, ...]
+
+
+def _label(source: Any, index: int | None) -> str:
+    name = getattr(source, "name", None) or getattr(source, "id", None)
+    kind = type(source).__name__
+    where = f"binding #{index} " if index is not None else "declared tool "
+    return f"{where}({kind} {name!r})" if isinstance(name, str) else f"{where}({kind})"
+
+
+# -- results to the model ----------------------------------------------------------------------
+
+
+def _placeholder(part: ImagePart | AudioPart) -> TextPart:
+    return TextPart(f"[{part.type}: {part.media_type}, {decoded_size(part.data)} bytes]")
+
+
+def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ...]:
+    """The content parts a model is shown for a tool result.
+
+    Text stays text; images stay images when the model supports them (else a placeholder
+    naming media type and size); audio becomes a placeholder; structured content and raw
+    arrays become compact JSON text.
+    """
+    if result.kind == "structured":
+        return (TextPart(to_json_text(result.structured)),)
+    if result.kind == "raw":
+        return (TextPart(to_json_text(list(result.raw))),)
+    parts: list[Part] = []
+    for part in result.parts:
+        if isinstance(part, ImagePart) and supports_images:
+            parts.append(part)
+        elif isinstance(part, ImagePart | AudioPart):
+            parts.append(_placeholder(part))
+        else:
+            parts.append(part)
+    return tuple(parts)
+
+
+def error_feedback(exc: BaseException) -> str:
+    """The text a model is shown for a failed tool call: `Error: <message>` (+ server text)."""
+    if isinstance(exc, ToolbridgeError):
+        text = exc.message
+        server_text = getattr(exc, "server_text", None)
+        if isinstance(server_text, str) and server_text and server_text not in text:
+            text = f"{text}\n{server_text}"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"Error: {text}"
+
+
+def _with_ids(step: int, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """The calls with an id each: the model's, or `call_<step>_<i>` when missing or repeated."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for i, call in enumerate(calls):
+        call_id = call.id if call.id and call.id not in seen else f"call_{step}_{i}"
+        seen.add(call_id)
+        out.append(ToolCall(id=call_id, name=call.name, arguments=dict(call.arguments or {})))
+    return tuple(out)
+
+
+# -- the agent ---------------------------------------------------------------------------------
+
+
+class Agent:
+    """A model, the tools it may call, and the loop that runs them.
+
+    Args:
+        model: a `Model` (`OpenAIModel`, `ScriptedModel`, `FunctionModel`, ...).
+        tool_providers: bindings: `ToolBinding`s, dicts with the same keys, or bare providers.
+        system: default system prompt (a run's `system=` wins).
+        max_steps: maximum number of model turns per run (>= 1).
+        on_max_steps: `"throw"` (`ERR_AGENT_MAX_STEPS`) or `"return"` (last text,
+            `finish_reason="max_steps"`).
+        on_tool_error: `"feedback"` (errors become tool results the model sees) or `"throw"`.
+        max_parallel_tools: at most this many tool calls of one turn run at once.
+        options: model options, shallow-merged under a run's `options=`.
+        tools: declared (governed) tools (`DeclaredToolLike`).
+        output_type: a pydantic model: the run must end with a validated structured answer
+            given through the `final_result` tool.
+        output_retries: how many invalid or missing final answers are fed back before
+            `ERR_AGENT_OUTPUT_INVALID`.
+        hooks: `AgentHooks` (or a list) applied to every run.
+        name: a label for logs and the runtime.
+
+    Raises:
+        ConfigError: `ERR_CONFIG` for invalid settings or bindings.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tool_providers: Sequence[Any] = (),
+        *,
+        system: str | None = None,
+        max_steps: int = 8,
+        on_max_steps: str = "throw",
+        on_tool_error: str = "feedback",
+        max_parallel_tools: int = 8,
+        options: Mapping[str, Any] | None = None,
+        tools: Sequence[Any] = (),
+        output_type: type[BaseModel] | None = None,
+        output_retries: int = 2,
+        hooks: AgentHooks | Sequence[AgentHooks] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not callable(getattr(model, "request", None)) or not isinstance(getattr(model, "id", None), str):
+            raise ConfigError(f"Agent: {model!r} is not a Model (needs id and request())", code="ERR_CONFIG")
+        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+            raise ConfigError("Agent: max_steps must be an integer >= 1", code="ERR_CONFIG")
+        if on_max_steps not in ("throw", "return"):
+            raise ConfigError('Agent: on_max_steps must be "throw" or "return"', code="ERR_CONFIG")
+        if on_tool_error not in ("feedback", "throw"):
+            raise ConfigError('Agent: on_tool_error must be "feedback" or "throw"', code="ERR_CONFIG")
+        if not isinstance(max_parallel_tools, int) or max_parallel_tools < 1:
+            raise ConfigError("Agent: max_parallel_tools must be an integer >= 1", code="ERR_CONFIG")
+        if output_type is not None and not (
+            isinstance(output_type, type) and issubclass(output_type, BaseModel)
+        ):
+            raise ConfigError("Agent: output_type must be a pydantic BaseModel subclass", code="ERR_CONFIG")
+        if output_retries < 0:
+            raise ConfigError("Agent: output_retries must be >= 0", code="ERR_CONFIG")
+        if isinstance(tool_providers, Mapping) or not isinstance(tool_providers, Sequence):
+            tool_providers = [tool_providers]
+        self.model = model
+        self.bindings: tuple[ToolBinding, ...] = tuple(ToolBinding.coerce(b) for b in tool_providers)
+        for tool in tools:
+            if not isinstance(getattr(tool, "id", None), str) or not callable(getattr(tool, "call", None)):
+                raise ConfigError(
+                    f"Agent: {tool!r} is not a declared tool (needs id, spec, call)", code="ERR_CONFIG"
+                )
+            if not isinstance(getattr(tool, "spec", None), ToolSpec):
+                raise ConfigError(f"Agent: declared tool {tool.id!r} has no ToolSpec", code="ERR_CONFIG")
+        self.tools: tuple[Any, ...] = tuple(tools)
+        self.system = system
+        self.max_steps = max_steps
+        self.on_max_steps = on_max_steps
+        self.on_tool_error = on_tool_error
+        self.max_parallel_tools = max_parallel_tools
+        self.options: dict[str, Any] = dict(options or {})
+        self.output_type = output_type
+        self.output_retries = output_retries
+        self.hooks = _hooks_of(hooks, "Agent")
+        self.name = name or "agent"
+        self._listed: dict[int, tuple[int, list[ToolSpec]]] = {}
+        self._catalog_cache: _Catalog | None = None
+        self._catalog_lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent({self.name!r}, model={getattr(self.model, 'id', '?')!r}, bindings={len(self.bindings)})"
+        )
+
+    # -- tools -----------------------------------------------------------------------------
+
+    async def _list_binding(
+        self, index: int, binding: ToolBinding, out: dict[int, tuple[int, list[ToolSpec]]]
+    ) -> None:
+        generation = provider_generation(binding.provider)
+        specs = list(await binding.provider.list_tools())
+        out[index] = (generation, specs)
+
+    async def _resolve(self) -> _Catalog:
+        async with self._catalog_lock:
+            stale = [
+                i
+                for i, b in enumerate(self.bindings)
+                if i not in self._listed or self._listed[i][0] != provider_generation(b.provider)
+            ]
+            if self._catalog_cache is not None and not stale:
+                return self._catalog_cache
+            fresh: dict[int, tuple[int, list[ToolSpec]]] = {}
+            async with anyio.create_task_group() as tg:
+                for i in stale:
+                    tg.start_soon(self._list_binding, i, self.bindings[i], fresh)
+            self._listed.update(fresh)
+            self._catalog_cache = self._build_catalog()
+            return self._catalog_cache
+
+    def _build_catalog(self) -> _Catalog:
+        targets: dict[str, ToolTarget] = {}
+        origin: dict[str, str] = {}
+        specs: list[ToolSpec] = []
+
+        def add(target: ToolTarget, label: str) -> None:
+            existing = origin.get(target.model_name)
+            if existing is not None:
+                raise AgentError(
+                    f'tool name "{target.model_name}" is offered twice: by {existing} and by {label}',
+                    code="ERR_AGENT_TOOL_COLLISION",
+                    details={"name": target.model_name},
+                )
+            origin[target.model_name] = label
+            targets[target.model_name] = target
+            specs.append(
+                ToolSpec(
+                    name=target.model_name,
+                    description=target.spec.description,
+                    parameters=target.spec.parameters,
+                    output_schema=target.spec.output_schema,
+                    annotations=target.spec.annotations,
+                )
+            )
+
+        for index, binding in enumerate(self.bindings):
+            for spec in self._listed[index][1]:
+                if not binding.allows(spec.name):
+                    continue
+                name = model_legal(binding.prefix + spec.name)
+                add(
+                    ToolTarget(model_name=name, spec=spec, source=binding.provider, binding=binding),
+                    f'{_label(binding.provider, index)} tool "{spec.name}"',
+                )
+        for tool in self.tools:
+            name = model_legal(tool.id)
+            add(
+                ToolTarget(model_name=name, spec=tool.spec, source=tool, declared=True),
+                f'{_label(tool, None)} "{tool.id}"',
+            )
+        if self.output_type is not None:
+            if FINAL_RESULT_TOOL in origin:
+                raise AgentError(
+                    f'tool name "{FINAL_RESULT_TOOL}" is reserved for the final answer (output_type) '
+                    f"but is also offered by {origin[FINAL_RESULT_TOOL]}",
+                    code="ERR_AGENT_TOOL_COLLISION",
+                )
+            specs.append(
+                ToolSpec(
+                    name=FINAL_RESULT_TOOL,
+                    description=(
+                        "Give the final answer. Call this once, when you are done, "
+                        "with the answer as arguments."
+                    ),
+                    parameters=self.output_type.model_json_schema(),
+                )
+            )
+        return _Catalog(targets=targets, specs=tuple(specs))
+
+    async def resolve_tools(self) -> list[ToolTarget]:
+        """List (or reuse the cached list of) every tool the model would see.
+
+        Raises:
+            AgentError: `ERR_AGENT_TOOL_COLLISION` when two tools share a model-facing name.
+            ToolbridgeError: whatever a provider's `list_tools()` raises.
+        """
+        return list((await self._resolve()).targets.values())
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(
+        self,
+        prompt_or_messages: str | Sequence[Mapping[str, Any] | Message],
+        *,
+        system: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        hooks: AgentHooks | Sequence[AgentHooks] | None = None,
+    ) -> RunResult:
+        """Run the agent to completion.
+
+        Args:
+            prompt_or_messages: a prompt, or a list of messages (dicts with `role`, `content`,
+                and for tool messages `tool_call_id`; or `Message`s).
+            system: system prompt for this run (wins over the agent's).
+            options: model options for this run (override the agent's, key by key).
+            hooks: extra `AgentHooks` for this run (applied after the agent's).
+
+        Returns:
+            The `RunResult`.
+
+        Raises:
+            ConfigError: `ERR_INVALID_INPUT` for malformed input.
+            AgentError: `ERR_AGENT_TOOL_COLLISION`, `ERR_AGENT_UNKNOWN_TOOL` (throw mode),
+                `ERR_AGENT_MAX_STEPS` (throw mode), `ERR_AGENT_OUTPUT_INVALID`.
+            ModelError: when the model fails.
+            PolicyError: when a hook (the runtime) stops the run.
+            ToolbridgeError: a tool's error in `on_tool_error="throw"` mode.
+        """
+        result: RunResult | None = None
+        async with aclosing(
+            self._engine(prompt_or_messages, system, options, hooks, streaming=False)
+        ) as events:
+            async for event in events:
+                if isinstance(event, RunFinishedEvent):
+                    result = event.result
+        assert result is not None
+        return result
+
+    async def stream(
+        self,
+        prompt_or_messages: str | Sequence[Mapping[str, Any] | Message],
+        *,
+        system: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        hooks: AgentHooks | Sequence[AgentHooks] | None = None,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the agent, yielding events as they happen.
+
+        Yields `TextDeltaEvent`, `ToolCallStartedEvent`, `ToolCallFinishedEvent` and
+        `StepFinishedEvent`, then exactly one terminal event: `RunFinishedEvent` (with the
+        `RunResult`) or `RunErrorEvent` (with the error; nothing is raised). Cancellation of
+        the consuming task propagates. Use `contextlib.aclosing` to stop early cleanly.
+
+        Args: as `run`.
+        """
+        try:
+            async with aclosing(
+                self._engine(prompt_or_messages, system, options, hooks, streaming=True)
+            ) as events:
+                async for event in events:
+                    yield event
+        except Exception as exc:
+            yield RunErrorEvent(error=exc, code=getattr(exc, "code", type(exc).__name__))
+
+    async def _model_turn(
+        self, request: ModelRequest, streaming: bool, deltas: list[str]
+    ) -> AsyncGenerator[ModelStreamItem, None]:
+        if not streaming:
+            yield await self.model.request(request)
+            return
+        request_stream = getattr(self.model, "request_stream", None)
+        if request_stream is None:
+            yield await self.model.request(request)
+            return
+        async with aclosing(request_stream(request)) as items:
+            async for item in items:
+                yield item
+
+    async def _engine(
+        self,
+        prompt_or_messages: Any,
+        system: str | None,
+        options: Mapping[str, Any] | None,
+        hooks: Any,
+        *,
+        streaming: bool,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        messages = build_messages(prompt_or_messages, system if system is not None else self.system)
+        hook = _HookChain([*self.hooks, *_hooks_of(hooks, "run")])
+        ctx = RunContext(run_id=f"run_{uuid.uuid4().hex}", agent=self)
+        catalog = await self._resolve()
+        prepared = await hook.before_run(ctx, list(messages))
+        messages = [_message(m, i) for i, m in enumerate(prepared)]
+        request_options = {**self.options, **dict(options or {})}
+        usage = Usage()
+        steps: list[Step] = []
+        output_failures = 0
+        last_text = ""
+        finish_reason = "stop"
+        output: Any = None
+        done = False
+        supports_images = bool(getattr(self.model, "supports_images", False))
+
+        for step in range(self.max_steps):
+            ctx.step = step
+            request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
+            await hook.before_model_call(ctx, self.model, request)
+            response: ModelResponse | None = None
+            async with aclosing(self._model_turn(request, streaming, [])) as items:
+                async for item in items:
+                    if isinstance(item, TextDelta):
+                        if item.text:
+                            yield TextDeltaEvent(step=step, text=item.text)
+                    elif isinstance(item, ModelResponse):
+                        response = item
+            if response is None:
+                raise ModelError(
+                    f"model {self.model.id!r} ended its turn without a response",
+                    code="ERR_MODEL_BAD_RESPONSE",
+                )
+            usage = usage + response.usage
+            await hook.after_model_call(ctx, self.model, request, response)
+            last_text = response.text
+            finish_reason = response.finish_reason
+            calls = _with_ids(step, response.tool_calls)
+            messages.append(Message("assistant", response.text, tool_calls=calls))
+            call_records = tuple(ToolCallRecord(c.id, c.name, c.arguments) for c in calls)
+
+            if not calls:
+                steps.append(Step(response.text, (), (), finish_reason, response.usage))
+                yield StepFinishedEvent(step=step, record=steps[-1])
+                if self.output_type is None:
+                    output, done = response.text, True
+                    break
+                output_failures += 1
+                if output_failures > self.output_retries:
+                    raise AgentError(
+                        f"the model did not give a final answer through {FINAL_RESULT_TOOL} "
+                        f"after {output_failures} attempts",
+                        code="ERR_AGENT_OUTPUT_INVALID",
+                    )
+                messages.append(
+                    Message("user", f"Give your final answer by calling the {FINAL_RESULT_TOOL} tool.")
+                )
+                continue
+
+            # The final answer, when the run has an output type.
+            final_records: dict[str, ToolResultRecord] = {}
+            if self.output_type is not None:
+                for call in calls:
+                    if call.name != FINAL_RESULT_TOOL:
+                        continue
+                    try:
+                        output = self.output_type.model_validate(dict(call.arguments))
+                    except ValidationError as exc:
+                        output_failures += 1
+                        problems = "; ".join(
+                            f"{'.'.join(str(p) for p in e.get('loc', ())) or '(answer)'}: {e.get('msg')}"
+                            for e in exc.errors(include_url=False)
+                        )
+                        if output_failures > self.output_retries:
+                            raise AgentError(
+                                f"the final answer is still invalid after {output_failures} attempts: "
+                                f"{problems}",
+                                code="ERR_AGENT_OUTPUT_INVALID",
+                            ) from None
+                        text = (
+                            f"Error: the final answer is invalid: {problems}. Call {FINAL_RESULT_TOOL} again."
+                        )
+                        final_records[call.id] = ToolResultRecord(
+                            call.id, call.name, text, error=True, error_code="ERR_AGENT_OUTPUT_INVALID"
+                        )
+                        continue
+                    done = True
+                    final_records[call.id] = ToolResultRecord(call.id, call.name, "Final answer received.")
+                    break
+            if done:
+                results = tuple(final_records.values())
+                steps.append(Step(response.text, call_records, results, "stop", response.usage))
+                finish_reason = "stop"
+                yield StepFinishedEvent(step=step, record=steps[-1])
+                break
+
+            planned = [
+                PlannedToolCall(
+                    call_id=c.id, name=c.name, arguments=c.arguments, target=catalog.targets.get(c.name)
+                )
+                for c in calls
+                if c.id not in final_records
+            ]
+            if planned:
+                await hook.before_tool_calls(ctx, planned)
+            for record in call_records:
+                yield ToolCallStartedEvent(step=step, call=record)
+            by_id, completion = await self._run_tools(ctx, hook, planned)
+            by_id.update(final_records)
+            completion.extend(final_records)
+            for call_id in completion:
+                yield ToolCallFinishedEvent(step=step, result=by_id[call_id])
+            results = tuple(by_id[c.id] for c in calls)
+            for res in results:
+                if res.error or res.result is None:
+                    content: tuple[Part, ...] = (TextPart(str(res.content)),)
+                else:
+                    content = result_to_model(res.result, supports_images)
+                messages.append(
+                    Message(
+                        "tool",
+                        content,
+                        tool_call_id=res.tool_call_id,
+                        name=res.name,
+                        is_error=res.error,
+                    )
+                )
+            steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
+            yield StepFinishedEvent(step=step, record=steps[-1])
+
+        if not done:
+            if self.on_max_steps == "throw":
+                raise AgentError(
+                    f"the run reached max_steps={self.max_steps} without a final answer",
+                    code="ERR_AGENT_MAX_STEPS",
+                )
+            finish_reason = "max_steps"
+            output = last_text if self.output_type is None else None
+        output = await hook.after_run(ctx, output)
+        text = output if isinstance(output, str) else last_text
+        yield RunFinishedEvent(
+            result=RunResult(
+                text=text,
+                usage=usage,
+                finish_reason=finish_reason,
+                steps=tuple(steps),
+                output=output,
+                run_id=ctx.run_id,
+                messages=tuple(messages),
+            )
+        )
+
+    async def _run_tools(
+        self, ctx: RunContext, hook: AgentHooks, planned: Sequence[PlannedToolCall]
+    ) -> tuple[dict[str, ToolResultRecord], list[str]]:
+        records: dict[str, ToolResultRecord] = {}
+        completion: list[str] = []
+        failures: dict[int, BaseException] = {}
+        limiter = anyio.CapacityLimiter(self.max_parallel_tools)
+
+        async def one(index: int, call: PlannedToolCall) -> None:
+            async with limiter:
+                record = await self._run_one(ctx, hook, call, index, failures)
+            if record is not None:
+                records[call.call_id] = record
+                completion.append(call.call_id)
+
+        async with anyio.create_task_group() as tg:
+            for index, call in enumerate(planned):
+                tg.start_soon(one, index, call)
+        if failures:
+            raise failures[min(failures)]
+        return records, completion
+
+    async def _run_one(
+        self,
+        ctx: RunContext,
+        hook: AgentHooks,
+        call: PlannedToolCall,
+        index: int,
+        failures: dict[int, BaseException],
+    ) -> ToolResultRecord | None:
+        target = call.target
+        if target is None:
+            if self.on_tool_error == "throw":
+                failures[index] = AgentError(
+                    f'the model called an unknown tool "{call.name}"', code="ERR_AGENT_UNKNOWN_TOOL"
+                )
+                return None
+            return ToolResultRecord(
+                call.call_id,
+                call.name,
+                f'Error: no such tool "{call.name}".',
+                error=True,
+                error_code="ERR_AGENT_UNKNOWN_TOOL",
+            )
+
+        async def invoke() -> ToolResult:
+            if target.declared:
+                return await target.source.call(call.arguments, ctx, call.call_id)  # type: ignore[no-any-return]
+            return await target.source.call_tool(target.spec.name, call.arguments)  # type: ignore[no-any-return]
+
+        try:
+            result = await hook.call_tool(ctx, call, invoke)
+            if not isinstance(result, ToolResult):
+                raise ToolError(
+                    f'tool "{call.name}" returned {type(result).__name__}, not a ToolResult',
+                    code="ERR_TOOL_BAD_RESULT",
+                )
+        except PolicyError as exc:
+            failures[index] = exc
+            return None
+        except Exception as exc:
+            if self.on_tool_error == "throw":
+                failures[index] = exc
+                return None
+            return ToolResultRecord(
+                call.call_id,
+                call.name,
+                error_feedback(exc),
+                error=True,
+                error_code=getattr(exc, "code", None),
+            )
+        return ToolResultRecord(call.call_id, call.name, result.content, error=False, result=result)

@@ -1,0 +1,270 @@
+"""The agent's public data: bindings, run results, steps and stream events.
+
+- `ToolBinding` says how one `ToolProvider` is offered to the model: a `prefix` for the
+  model-facing names, `include` / `exclude` lists matched against the provider's **bare**
+  names, and `effects` / `capabilities` declared for the governed runtime (the agent itself
+  only carries them). Plain dicts with the same keys, and bare providers, are accepted too
+  (`ToolBinding.coerce`).
+- `RunResult` is what `Agent.run` returns; `Step`, `ToolCallRecord` and `ToolResultRecord` record
+  each model turn.
+- The stream events (`TextDeltaEvent`, `ToolCallStartedEvent`, `ToolCallFinishedEvent`,
+  `StepFinishedEvent`, and exactly one terminal `RunFinishedEvent` or `RunErrorEvent`) are what
+  `Agent.stream` yields; each has a `type` string for simple matching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from ..errors import ConfigError
+from ..tools import ToolResult
+from .models._base import Message, Usage
+
+__all__ = [
+    "EFFECTS",
+    "AgentEvent",
+    "RunErrorEvent",
+    "RunFinishedEvent",
+    "RunResult",
+    "Step",
+    "StepFinishedEvent",
+    "TextDeltaEvent",
+    "ToolBinding",
+    "ToolCallFinishedEvent",
+    "ToolCallRecord",
+    "ToolCallStartedEvent",
+    "ToolResultRecord",
+]
+
+EFFECTS: frozenset[str] = frozenset({"none", "read", "write", "host"})
+_BINDING_KEYS = frozenset({"provider", "prefix", "include", "exclude", "effects", "capabilities"})
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigError(f"tool binding: {what} must be a list of tool names", code="ERR_CONFIG")
+    names = tuple(value)
+    if not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"tool binding: {what} must hold non-empty strings", code="ERR_CONFIG")
+    return names
+
+
+@dataclass(frozen=True)
+class ToolBinding:
+    """How one tool provider is offered to the model.
+
+    Attributes:
+        provider: the `ToolProvider`.
+        prefix: prepended to each bare name to form the model-facing name.
+        include: if given, only these bare names are offered.
+        exclude: bare names never offered (applied after `include`).
+        effects: `none`, `read`, `write` or `host` for the runtime; `None` = undeclared.
+        capabilities: capability names the runtime requires for these tools.
+
+    Raises:
+        ConfigError: `ERR_CONFIG` when a field has the wrong type or value.
+    """
+
+    provider: Any
+    prefix: str = ""
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    effects: str | None = None
+    capabilities: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        provider = self.provider
+        if not callable(getattr(provider, "list_tools", None)) or not callable(
+            getattr(provider, "call_tool", None)
+        ):
+            raise ConfigError(
+                f"tool binding: {provider!r} is not a ToolProvider (needs list_tools and call_tool)",
+                code="ERR_CONFIG",
+            )
+        if not isinstance(self.prefix, str):
+            raise ConfigError("tool binding: prefix must be a string", code="ERR_CONFIG")
+        if self.include is not None:
+            object.__setattr__(self, "include", _names(self.include, "include"))
+        object.__setattr__(self, "exclude", _names(self.exclude, "exclude"))
+        object.__setattr__(self, "capabilities", _names(self.capabilities, "capabilities"))
+        if self.effects is not None and self.effects not in EFFECTS:
+            raise ConfigError(
+                f"tool binding: effects must be one of {sorted(EFFECTS)} or None, not {self.effects!r}",
+                code="ERR_CONFIG",
+            )
+
+    def allows(self, bare_name: str) -> bool:
+        """Whether the provider's tool `bare_name` is offered."""
+        if self.include is not None and bare_name not in self.include:
+            return False
+        return bare_name not in self.exclude
+
+    @classmethod
+    def coerce(cls, value: Any) -> ToolBinding:
+        """A binding from a `ToolBinding`, a mapping with binding keys, or a bare provider.
+
+        Raises:
+            ConfigError: `ERR_CONFIG` for unknown keys, a missing provider or bad values.
+        """
+        if isinstance(value, ToolBinding):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - _BINDING_KEYS
+            if unknown:
+                raise ConfigError(f"tool binding: unknown keys {sorted(unknown)}", code="ERR_CONFIG")
+            if "provider" not in value:
+                raise ConfigError("tool binding: 'provider' is required", code="ERR_CONFIG")
+            return cls(
+                provider=value["provider"],
+                prefix=value.get("prefix") or "",
+                include=value.get("include"),
+                exclude=value.get("exclude") or (),
+                effects=value.get("effects"),
+                capabilities=value.get("capabilities") or (),
+            )
+        return cls(provider=value)
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """A tool call as the model asked for it.
+
+    Attributes:
+        tool_call_id: the call's id (the model's, or `call_<step>_<i>`).
+        name: the model-facing tool name.
+        arguments: the arguments object.
+    """
+
+    tool_call_id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResultRecord:
+    """The outcome of one tool call.
+
+    Attributes:
+        tool_call_id: the call's id.
+        name: the model-facing tool name.
+        content: on success the result's content (`ToolResult.content`); on failure the error
+            text the model was shown (`Error: ...`).
+        error: whether the call failed.
+        result: the `ToolResult` on success.
+        error_code: the failure's code (`ERR_...`) when it had one.
+    """
+
+    tool_call_id: str
+    name: str
+    content: Any
+    error: bool = False
+    result: ToolResult | None = None
+    error_code: str | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model turn and the tool calls it led to.
+
+    Attributes:
+        text: the model's text in this turn.
+        tool_calls: the calls it asked for, in its order.
+        tool_results: their results, in the same order.
+        finish_reason: the model's finish reason for this turn.
+        usage: tokens of this turn's model call.
+    """
+
+    text: str
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    tool_results: tuple[ToolResultRecord, ...] = ()
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one agent run produced.
+
+    Attributes:
+        text: the final text (the last model text; or the output if an output hook rewrote it
+            to a string).
+        usage: summed over every model call of the run.
+        finish_reason: `stop`, `length`, `content-filter`, `tool-calls`, `max_steps` or `other`.
+        steps: every model turn.
+        output: the validated `output_type` object, or the text when there is no output type.
+        run_id: the run's id (also in `RunContext.run_id`).
+        messages: the whole conversation, for continuing it in a next run.
+    """
+
+    text: str
+    usage: Usage
+    finish_reason: str
+    steps: tuple[Step, ...]
+    output: Any
+    run_id: str
+    messages: tuple[Message, ...] = ()
+
+
+@dataclass(frozen=True)
+class TextDeltaEvent:
+    """A piece of model text, as it arrives."""
+
+    type: ClassVar[Literal["text-delta"]] = "text-delta"
+    step: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStartedEvent:
+    """A tool call is about to run (emitted for every call of a turn before any runs)."""
+
+    type: ClassVar[Literal["tool-call-started"]] = "tool-call-started"
+    step: int
+    call: ToolCallRecord
+
+
+@dataclass(frozen=True)
+class ToolCallFinishedEvent:
+    """A tool call finished (in completion order)."""
+
+    type: ClassVar[Literal["tool-call-finished"]] = "tool-call-finished"
+    step: int
+    result: ToolResultRecord
+
+
+@dataclass(frozen=True)
+class StepFinishedEvent:
+    """A model turn and its tool calls are done."""
+
+    type: ClassVar[Literal["step-finished"]] = "step-finished"
+    step: int
+    record: Step
+
+
+@dataclass(frozen=True)
+class RunFinishedEvent:
+    """Terminal: the run succeeded."""
+
+    type: ClassVar[Literal["run-finished"]] = "run-finished"
+    result: RunResult
+
+
+@dataclass(frozen=True)
+class RunErrorEvent:
+    """Terminal: the run failed with `error` (its `code` is copied for convenience)."""
+
+    type: ClassVar[Literal["error"]] = "error"
+    error: BaseException
+    code: str
+
+
+AgentEvent: TypeAlias = (
+    TextDeltaEvent
+    | ToolCallStartedEvent
+    | ToolCallFinishedEvent
+    | StepFinishedEvent
+    | RunFinishedEvent
+    | RunErrorEvent
+)

@@ -1,0 +1,252 @@
+"""The model contract: one turn in, one turn out.
+
+A `Model` takes a `ModelRequest` (the conversation so far as `Message`s, the tools on offer
+as `ToolSpec`s under their model-facing names, and free-form options) and returns a
+`ModelResponse` (text and/or `ToolCall`s, the token `Usage` of that call, and a normalized
+finish reason). `request_stream` is the streaming variant: it yields `TextDelta`s as text
+arrives and ends with exactly one `ModelResponse`. `ModelBase` gives every model a
+`request_stream` that wraps `request`, so a provider only has to write one of the two.
+
+Messages are provider-neutral dataclasses; each provider translates them to its own wire
+format (see `OpenAIModel`). Content is either a plain string or a tuple of content parts
+(`TextPart`, `ImagePart`, `AudioPart` from `toolbridge.content`).
+
+Prices are in micro-USD per million tokens, so cost arithmetic stays in integers:
+`estimate_cost_micros(model, usage)` rounds up, and a model without prices costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from ...content import Part, TextPart
+from ...tools import ToolSpec
+
+__all__ = [
+    "FINISH_REASONS",
+    "FinishReason",
+    "Message",
+    "Model",
+    "ModelBase",
+    "ModelPrices",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelStreamItem",
+    "Role",
+    "TextDelta",
+    "ToolCall",
+    "Usage",
+    "estimate_cost_micros",
+    "message_text",
+    "normalize_finish_reason",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+FinishReason: TypeAlias = Literal["stop", "length", "content-filter", "tool-calls", "max_steps", "other"]
+FINISH_REASONS: frozenset[str] = frozenset(
+    {"stop", "length", "content-filter", "tool-calls", "max_steps", "other"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one or more model calls.
+
+    Attributes:
+        input_tokens: prompt tokens.
+        output_tokens: completion tokens.
+        total_tokens: as reported (or the sum of the two).
+        requests: number of model calls counted.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.total_tokens + other.total_tokens,
+            self.requests + other.requests,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model asked for.
+
+    Attributes:
+        id: the model's id for the call (may be empty; the agent then makes one).
+        name: the model-facing tool name.
+        arguments: the parsed arguments object.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation, provider-neutral.
+
+    Attributes:
+        role: `system`, `user`, `assistant` or `tool`.
+        content: text, or a tuple of content parts (tool results, images from a user).
+        tool_calls: the calls an assistant message asked for.
+        tool_call_id: for a tool message, the call it answers.
+        name: for a tool message, the model-facing tool name.
+        is_error: for a tool message, whether it reports a failure.
+    """
+
+    role: Role
+    content: str | tuple[Part, ...] = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+def message_text(message: Message) -> str:
+    """The text of a message: its string content, or its text parts joined by newlines."""
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(p.text for p in message.content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a model needs for one turn.
+
+    Attributes:
+        messages: the conversation so far.
+        tools: the tools on offer, named as the model must call them.
+        options: provider options (temperature, max_tokens, ...), merged agent < run.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """One model turn.
+
+    Attributes:
+        text: the assistant's text (may be empty when it only calls tools).
+        tool_calls: the tool calls it asked for, in its order.
+        usage: tokens of this call (`requests` is 1).
+        finish_reason: `stop`, `length`, `content-filter`, `tool-calls` or `other`.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=lambda: Usage(requests=1))
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text, as it streams in."""
+
+    text: str
+
+
+ModelStreamItem: TypeAlias = TextDelta | ModelResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrices:
+    """What a model costs, in micro-USD per million tokens.
+
+    Attributes:
+        input_per_million_micros: price of one million input tokens, in micro-USD.
+        output_per_million_micros: price of one million output tokens, in micro-USD.
+    """
+
+    input_per_million_micros: int
+    output_per_million_micros: int
+
+    def cost_micros(self, usage: Usage) -> int:
+        """Cost of `usage` in micro-USD, rounded up to a whole micro-unit."""
+        exact = (
+            usage.input_tokens * self.input_per_million_micros
+            + usage.output_tokens * self.output_per_million_micros
+        )
+        return math.ceil(exact / 1_000_000)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A language model that can take one turn.
+
+    Attributes:
+        id: a stable id used by permissions (`openai:<name>`, `scripted`, `function`).
+        supports_images: whether image parts may be sent to it.
+        prices: its prices, or `None` (costs nothing as far as toolbridge knows).
+    """
+
+    id: str
+    supports_images: bool
+    prices: ModelPrices | None
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Take one turn. Raises `ModelError` when the provider fails."""
+        ...
+
+    def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Take one turn, yielding `TextDelta`s and then exactly one `ModelResponse`."""
+        ...
+
+
+class ModelBase:
+    """Convenience base: `request_stream` wraps `request` (one delta with the whole text)."""
+
+    id: str = "model"
+    supports_images: bool = False
+    prices: ModelPrices | None = None
+
+    async def request(self, request: ModelRequest) -> ModelResponse:  # pragma: no cover - abstract
+        """Take one turn; subclasses implement this."""
+        raise NotImplementedError
+
+    async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Yield the whole text as one `TextDelta` (when there is text), then the response.
+
+        Raises:
+            ModelError: as `request` does.
+        """
+        response = await self.request(request)
+        if response.text:
+            yield TextDelta(response.text)
+        yield response
+
+
+def estimate_cost_micros(model: object, usage: Usage) -> int:
+    """Cost of `usage` on `model` in micro-USD: 0 when the model has no prices."""
+    prices = getattr(model, "prices", None)
+    if not isinstance(prices, ModelPrices):
+        return 0
+    return prices.cost_micros(usage)
+
+
+def normalize_finish_reason(raw: str | None, *, has_tool_calls: bool = False) -> str:
+    """Map a provider's finish reason onto toolbridge's set."""
+    if raw in (None, ""):
+        return "tool-calls" if has_tool_calls else "stop"
+    value = str(raw).lower().replace("_", "-")
+    if value in ("tool-calls", "function-call"):
+        return "tool-calls"
+    if value in ("stop", "end-turn", "eos", "stop-sequence"):
+        return "tool-calls" if has_tool_calls else "stop"
+    if value in ("length", "max-tokens"):
+        return "length"
+    if value in ("content-filter", "safety"):
+        return "content-filter"
+    return "other"

@@ -1,0 +1,160 @@
+"""Best-effort conversion of a tool's JSON Schema to OpenAI "strict" form, on a copy.
+
+Strict function calling requires every object to list all its properties in `required` and to
+set `additionalProperties: false`; optional properties are expressed as nullable instead.
+`to_strict_schema` does this on a deep copy after inlining local `$ref`s (`#/$defs/...`,
+`#/definitions/...`; sibling keywords next to a `$ref` win over the referenced schema). When a
+schema cannot be made strict faithfully (open objects, recursive or remote refs, keywords strict
+mode does not accept) it returns `None`, and the caller sends the original schema unchanged.
+The original is never modified.
+
+`resolve_local_refs` is exposed on its own for providers that want inlined schemas without
+strictness.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["NotConvertible", "resolve_local_refs", "to_strict_schema"]
+
+_UNSUPPORTED = frozenset(
+    {
+        "patternProperties",
+        "if",
+        "then",
+        "else",
+        "not",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+        "propertyNames",
+        "contains",
+    }
+)
+
+
+class NotConvertible(Exception):
+    """Raised internally when a schema cannot be converted."""
+
+
+def _pointer(root: Mapping[str, Any], ref: str) -> Any:
+    if not ref.startswith("#"):
+        raise NotConvertible(f"non-local $ref {ref!r}")
+    node: Any = root
+    for raw in ref[1:].split("/")[1:] if ref != "#" else []:
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            raise NotConvertible(f"unresolvable $ref {ref!r}")
+    return node
+
+
+def _inline(node: Any, root: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, root, stack) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    if isinstance(node.get("$ref"), str):
+        ref = node["$ref"]
+        if ref in stack:
+            raise NotConvertible(f"recursive $ref {ref!r}")
+        target = _pointer(root, ref)
+        if not isinstance(target, Mapping):
+            raise NotConvertible(f"$ref {ref!r} is not a schema")
+        merged = {**copy.deepcopy(dict(target)), **{k: v for k, v in node.items() if k != "$ref"}}
+        return _inline(merged, root, (*stack, ref))
+    return {k: _inline(v, root, stack) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+
+def resolve_local_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `schema` with every local `$ref` inlined and `$defs` / `definitions` dropped.
+
+    Raises:
+        NotConvertible: for recursive, remote or unresolvable references.
+    """
+    result = _inline(schema, schema, ())
+    assert isinstance(result, dict)
+    return result
+
+
+def _nullable(node: dict[str, Any]) -> dict[str, Any]:
+    kind = node.get("type")
+    if isinstance(kind, str) and "enum" not in node:
+        return {**node, "type": [kind, "null"]} if kind != "null" else node
+    if isinstance(kind, list) and "enum" not in node:
+        return node if "null" in kind else {**node, "type": [*kind, "null"]}
+    if "anyOf" in node and len(node) == 1:
+        options = list(node["anyOf"])
+        if not any(isinstance(o, Mapping) and o.get("type") == "null" for o in options):
+            options.append({"type": "null"})
+        return {"anyOf": options}
+    return {"anyOf": [node, {"type": "null"}]}
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    bad = _UNSUPPORTED.intersection(node)
+    if bad:
+        raise NotConvertible(f"keywords {sorted(bad)}")
+    out: dict[str, Any] = {k: v for k, v in node.items() if k != "default"}
+    if "oneOf" in out:
+        out["anyOf"] = out.pop("oneOf")
+    if "allOf" in out:
+        parts = out.pop("allOf")
+        if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
+            raise NotConvertible("allOf")
+        out = {**dict(parts[0]), **out}
+    for key in ("anyOf",):
+        if key in out:
+            out[key] = [_strict(option) for option in out[key]]
+    if "items" in out:
+        out["items"] = _strict(out["items"])
+    kind = out.get("type")
+    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in out
+    if is_object:
+        props = out.get("properties") or {}
+        extra = out.get("additionalProperties")
+        if extra not in (None, False):
+            raise NotConvertible("open object (additionalProperties)")
+        if not props and extra is None:
+            raise NotConvertible("object without declared properties")
+        required = set(out.get("required") or ())
+        new_props: dict[str, Any] = {}
+        for name, sub in props.items():
+            converted = _strict(sub)
+            if name not in required:
+                if not isinstance(converted, dict):
+                    raise NotConvertible(f"property {name!r}")
+                converted = _nullable(converted)
+            new_props[name] = converted
+        out["properties"] = new_props
+        out["required"] = list(new_props)
+        out["additionalProperties"] = False
+    return out
+
+
+def to_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A strict-mode copy of `schema`, or `None` when it cannot be made strict faithfully."""
+    try:
+        result = _strict(resolve_local_refs(schema))
+    except (NotConvertible, RecursionError):
+        return None
+    return result if isinstance(result, dict) else None
+
+
+def optional_top_level(schema: Mapping[str, Any]) -> frozenset[str]:
+    """Names of the top-level properties the original schema does not require."""
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return frozenset()
+    required = set(schema.get("required") or ())
+    return frozenset(name for name in props if name not in required)
