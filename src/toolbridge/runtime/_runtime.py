@@ -893,10 +893,13 @@ class Runtime:
         outcome = CODES.get(code, "failed")
         if state.unknown:
             outcome, code = worse(outcome, "outcome_unknown"), "OUTCOME_UNKNOWN"
+        message = GENERIC_MESSAGES.get(code, "the run failed")
+        if state.failure is not None and state.failure.code == code:
+            message = state.failure.message  # built by `policy_error`: generic text + our own detail
         return RuntimeResult(
             outcome=outcome,
             error_code=code,
-            error_message=GENERIC_MESSAGES.get(code, "the run failed"),
+            error_message=message,
             usage=usage,
             cost_micros=state.budget.spent,
             run_id=state.run_id,
