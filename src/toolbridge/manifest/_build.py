@@ -1,12 +1,391 @@
-"""placeholder"""
+"""Turning a checked manifest into live objects, and closing them again.
+
+`load_manifest(path)` runs the analyzer and refuses a manifest with errors, so nothing is built
+from a file that `toolbridge check` would reject. `Manifest.open()` then builds, in dependency
+order, every document an agent needs:
+
+| kind | becomes |
+|---|---|
+| `Mcp.StdioClient` / `Mcp.HttpClient` | `toolbridge.clients.StdioClient` / `HttpClient` |
+| `AiMcp.ToolProvider` | `toolbridge.bridge.McpToolProvider` |
+| `Ai.Tools` | `toolbridge.functions.FunctionTools` |
+| `Tasks.ToolSet` | `toolbridge.tasks.TaskToolSet` |
+| `AiOpenai.OpenaiModel` / `Ai.ScriptedModel` | `toolbridge.agent.OpenAIModel` / `ScriptedModel` |
+| `AiMcp.Tool` | `toolbridge.runtime.define_mcp_tool(...)` |
+| `Ai.Agent` | `toolbridge.agent.Agent` |
+| `Runtime` | `toolbridge.runtime.create_runtime(...)` |
+
+Each document is built once and shared by everything that references it (two providers on one
+client share its one connection). The other toolbridge packages are imported only here and only
+when needed, so `toolbridge check` works in a build without them.
+
+Paths: a stdio server runs in its `cwd`, resolved against the manifest's directory, and by
+default in the manifest's directory itself; so relative `args` work from there. A
+`Tasks.ToolSet` `file` and a `Runtime` `journal` are relative to the manifest's directory too.
+
+Ownership: `async with manifest.open() as live:` owns every client, provider and runtime it
+built, and closes them in reverse order when the block ends, whether it ends normally, by an
+error, or by cancellation (Ctrl-C).
+"""
 
 from __future__ import annotations
 
+import inspect
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-class Manifest: ...
+from ..errors import ConfigError
+from ._analyzer import AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
+from ._kinds import (
+    AgentDoc,
+    HttpClientDoc,
+    McpToolDoc,
+    OpenaiModelDoc,
+    RuntimeDoc,
+    ScriptedModelDoc,
+    StdioClientDoc,
+    TaskToolSetDoc,
+    ToolProviderDoc,
+    ToolsDoc,
+)
+from ._secrets import Secret, read_secrets_file
+
+__all__ = ["LiveManifest", "Manifest", "load_manifest"]
+
+_log = logging.getLogger("toolbridge.manifest")
 
 
-class LiveManifest: ...
+def _reveal(value: Any) -> Any:
+    """The real value of a field that may hold a `Secret` (only called while building)."""
+    if isinstance(value, Secret):
+        return value.reveal()
+    return value
 
 
-def load_manifest(*a, **k): ...
+@dataclass
+class Manifest:
+    """A manifest that passed the analyzer.
+
+    Attributes:
+        analysis: what the analyzer found (documents, positions, warnings).
+    """
+
+    analysis: AnalyzedManifest
+
+    @property
+    def path(self) -> Path:
+        """The manifest file."""
+        return self.analysis.path
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        """Warnings of the analysis (errors would have stopped `load_manifest`)."""
+        return list(self.analysis.diagnostics)
+
+    @property
+    def agent_names(self) -> list[str]:
+        """Names of the `Ai.Agent` documents, in file order."""
+        return [d.name for d in self.analysis.of_kind("Ai.Agent")]
+
+    @property
+    def runtime_doc(self) -> RuntimeDoc | None:
+        """The manifest's `Runtime` document, if it has one."""
+        docs = self.analysis.of_kind("Runtime")
+        return docs[0].model if docs and isinstance(docs[0].model, RuntimeDoc) else None
+
+    def pick_agent(self, name: str | None = None) -> str:
+        """The agent to run: `name`, or the only agent of the manifest.
+
+        Raises:
+            ConfigError: `ERR_MANIFEST_AGENT` when `name` names no agent, or when it is omitted
+                and the manifest has no agent or several.
+        """
+        names = self.agent_names
+        if name is not None:
+            if name not in names:
+                known = ", ".join(names) or "none"
+                raise ConfigError(f"no Ai.Agent named {name!r} (agents: {known})", code="ERR_MANIFEST_AGENT")
+            return name
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise ConfigError(f"{self.path} declares no Ai.Agent", code="ERR_MANIFEST_AGENT")
+        raise ConfigError(
+            f"{self.path} declares several agents ({', '.join(names)}); choose one with --agent",
+            code="ERR_MANIFEST_AGENT",
+        )
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[LiveManifest]:
+        """Build the live objects; close them all when the block ends.
+
+        Raises:
+            ConfigError: a part of toolbridge a kind needs is missing, or a constructor
+                refused a value (its own code).
+        """
+        async with AsyncExitStack() as stack:
+            live = LiveManifest(manifest=self, _stack=stack)
+            yield live
+
+
+@dataclass
+class LiveManifest:
+    """The live objects of an open manifest, built on first use and shared.
+
+    Attributes:
+        manifest: the manifest.
+    """
+
+    manifest: Manifest
+    _stack: AsyncExitStack
+    _built: dict[str, Any] = field(default_factory=dict)
+    _runtime: Any = None
+    _runtime_built: bool = False
+
+    def _doc(self, name: str) -> ManifestDoc:
+        return self.manifest.analysis.docs[name]
+
+    async def _own(self, obj: Any) -> Any:
+        """Register `obj` for closing when the manifest closes."""
+        aclose = getattr(obj, "aclose", None)
+        if callable(aclose):
+            self._stack.push_async_callback(aclose)
+        elif hasattr(obj, "__aexit__"):
+            await self._stack.enter_async_context(obj)
+        return obj
+
+    async def build(self, name: str) -> Any:
+        """The live object for document `name` (built once).
+
+        Raises:
+            ConfigError: as `Manifest.open` says.
+        """
+        if name in self._built:
+            return self._built[name]
+        mdoc = self._doc(name)
+        obj = await self._make(mdoc)
+        self._built[name] = obj
+        return obj
+
+    async def agent(self, name: str | None = None) -> Any:
+        """The `Agent` built from the named `Ai.Agent` document (or the only one).
+
+        Raises:
+            ConfigError: `ERR_MANIFEST_AGENT` as `Manifest.pick_agent` says, or as `build`.
+        """
+        return await self.build(self.manifest.pick_agent(name))
+
+    async def runtime(self) -> Any:
+        """The governed runtime of the manifest's `Runtime` document, or `None` without one.
+
+        Raises:
+            ConfigError: as `build`.
+        """
+        if not self._runtime_built:
+            doc = self.manifest.runtime_doc
+            self._runtime = await self._make_runtime(doc) if doc is not None else None
+            self._runtime_built = True
+        return self._runtime
+
+    # ---------------------------------------------------------------- builders
+
+    async def _make(self, mdoc: ManifestDoc) -> Any:
+        model = mdoc.model
+        base = self.manifest.analysis.base_dir
+        if isinstance(model, StdioClientDoc):
+            from ..clients import StdioClient
+
+            cwd = base if model.cwd is None else (base / model.cwd)
+            env = {k: _reveal(v) for k, v in model.env.items()} if model.env is not None else None
+            client_info = model.client_info.model_dump() if model.client_info else None
+            return await self._own(
+                StdioClient(
+                    _reveal(model.command),
+                    [_reveal(a) for a in model.args],
+                    env=env,
+                    cwd=str(cwd),
+                    client_info=client_info,
+                    shutdown_grace_ms=model.shutdown_grace_ms,
+                    logger_name=f"toolbridge.server.{mdoc.name}",
+                )
+            )
+        if isinstance(model, HttpClientDoc):
+            from ..clients import HttpClient
+
+            headers = {k: _reveal(v) for k, v in model.headers.items()} if model.headers else None
+            client_info = model.client_info.model_dump() if model.client_info else None
+            return await self._own(
+                HttpClient(
+                    _reveal(model.url),
+                    headers=headers,
+                    client_info=client_info,
+                    logger_name=f"toolbridge.server.{mdoc.name}",
+                )
+            )
+        if isinstance(model, ToolProviderDoc):
+            from ..bridge import McpToolProvider
+
+            client = await self.build(model.client.name)
+            return McpToolProvider(client)
+        if isinstance(model, ToolsDoc):
+            import importlib
+
+            from ..functions import FunctionTools
+
+            functions = []
+            for spec in model.functions:
+                module_name, _, attr = spec.partition(":")
+                functions.append(getattr(importlib.import_module(module_name), attr))
+            return FunctionTools(functions, name=mdoc.name)
+        if isinstance(model, TaskToolSetDoc):
+            return await self._make_task_tools(mdoc, model)
+        if isinstance(model, ScriptedModelDoc):
+            from ..agent import ScriptedModel
+
+            turns: list[dict[str, Any]] = []
+            for turn in model.turns:
+                if turn.tool_calls is not None:
+                    calls = [
+                        {"name": c.name, "arguments": dict(c.arguments), **({"id": c.id} if c.id else {})}
+                        for c in turn.tool_calls
+                    ]
+                    entry: dict[str, Any] = {"tool_calls": calls}
+                    if turn.text:
+                        entry["text"] = turn.text
+                    turns.append(entry)
+                else:
+                    turns.append({"text": turn.text or ""})
+            return ScriptedModel(turns=turns)
+        if isinstance(model, OpenaiModelDoc):
+            from ..agent import OpenAIModel
+
+            kwargs: dict[str, Any] = {
+                "api_key": _reveal(model.api_key),
+                "base_url": _reveal(model.base_url),
+                "options": dict(model.options) if model.options else None,
+            }
+            if model.prices is not None:
+                from ..agent.models._base import ModelPrices
+
+                kwargs["prices"] = ModelPrices(
+                    input_per_million_micros=model.prices.input_per_million_micros,
+                    output_per_million_micros=model.prices.output_per_million_micros,
+                )
+            return await self._own(OpenAIModel(model.model, **kwargs))
+        if isinstance(model, McpToolDoc):
+            from ..runtime import define_mcp_tool
+
+            client = await self.build(model.client.name)
+            return define_mcp_tool(
+                id=model.id,
+                version=model.version,
+                description=model.description,
+                input=dict(model.input),
+                output=dict(model.output),
+                effects=model.effects,
+                capabilities=list(model.capabilities),
+                cost_micros=model.cost_micros,
+                timeout_ms=model.timeout_ms,
+                remote_name=model.remote_name or model.id,
+                client=client,
+            )
+        if isinstance(model, AgentDoc):
+            return await self._make_agent(mdoc, model)
+        raise ConfigError(f"{model.kind} {mdoc.name} is not something to build", code="ERR_MANIFEST_BUILD")
+
+    async def _make_task_tools(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> Any:
+        from ..tasks import TaskToolSet
+        from ._tasks import task_tools_json
+
+        data = task_tools_json(model, self.manifest.analysis.base_dir)
+        tool_set = TaskToolSet.from_dict(data) if hasattr(TaskToolSet, "from_dict") else TaskToolSet(data)
+        return await self._own(tool_set)
+
+    async def _make_agent(self, mdoc: ManifestDoc, model: AgentDoc) -> Any:
+        from ..agent import Agent, ToolBinding
+
+        bindings = []
+        for b in model.tool_providers:
+            provider = await self.build(b.provider.name)
+            bindings.append(
+                ToolBinding(
+                    provider=provider,
+                    prefix=b.prefix,
+                    include=tuple(b.include) if b.include is not None else None,
+                    exclude=tuple(b.exclude or ()),
+                    effects=b.effects,
+                    capabilities=tuple(b.capabilities or ()),
+                )
+            )
+        tools = [await self.build(ref.name) for ref in model.tools]
+        kwargs: dict[str, Any] = {
+            "tool_providers": bindings,
+            "system": model.system,
+            "max_steps": model.max_steps,
+            "on_max_steps": model.on_max_steps,
+            "on_tool_error": model.on_tool_error,
+            "max_parallel_tools": model.max_parallel_tools,
+            "options": dict(model.options) if model.options else None,
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if "name" in inspect.signature(Agent).parameters:
+            kwargs["name"] = mdoc.name
+        return Agent(await self.build(model.model.name), **kwargs)
+
+    async def _make_runtime(self, doc: RuntimeDoc) -> Any:
+        from ..runtime import create_runtime
+
+        journal: str | None = None
+        if doc.journal is not None:
+            journal = str(self.manifest.analysis.base_dir / doc.journal)
+        limits = doc.limits.model_dump(exclude_none=True) if doc.limits is not None else None
+        runtime = create_runtime(
+            profile=doc.profile,
+            permissions={"allow": list(doc.permissions.allow)},
+            limits=limits,
+            journal=journal,
+        )
+        return await self._own(runtime)
+
+
+def load_manifest(
+    path: str | os.PathLike[str],
+    *,
+    secrets: Mapping[str, str] | None = None,
+    secrets_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Manifest:
+    """Analyze a manifest file and return it, ready to `open()`.
+
+    Args:
+        path: the manifest.
+        secrets: secret values given explicitly (they win over every other source).
+        secrets_file: a file of `KEY=VALUE` lines or a YAML/JSON mapping, read before `secrets`.
+        env: the environment for secrets (default `os.environ`).
+
+    Raises:
+        ConfigError: when the analyzer finds an error: the code is the first error's code, the
+            message lists every error as `file:line:column: CODE: message`, and
+            `details["diagnostics"]` holds them as dictionaries. `ERR_MANIFEST_SECRETS_FILE` when
+            `secrets_file` cannot be read.
+    """
+    given: dict[str, str] = {}
+    if secrets_file is not None:
+        given.update(read_secrets_file(secrets_file))
+    given.update(secrets or {})
+    analysis = analyze_file(path, secrets=given, env=env)
+    errors = [d for d in analysis.diagnostics if d.severity == "error"]
+    if errors:
+        lines = "; ".join(d.format() for d in errors)
+        raise ConfigError(
+            f"{len(errors)} error(s) in {path}: {lines}",
+            code=errors[0].code,
+            details={"diagnostics": [d.to_dict() for d in analysis.diagnostics]},
+        )
+    return Manifest(analysis=analysis)

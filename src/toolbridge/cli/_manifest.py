@@ -1,0 +1,346 @@
+"""`toolbridge check`, `toolbridge run` and `toolbridge schema`: manifests from the command line.
+
+- `check FILE…` prints one line per finding (`file:line:column: severity CODE: message`) and a
+  summary; `--json` prints `{ok, errorCount, warningCount, diagnostics}`. Exit 0 when there is
+  no error, 1 otherwise.
+- `run FILE` runs the same analysis first (and stops with exit 1 on an error), then builds the
+  manifest and runs one agent on the input. Progress (steps, tool calls with their duration and
+  ok / error) goes to stderr as it happens; the final text goes to stdout. `--json` prints only
+  the run result as JSON on stdout. Ctrl-C cancels the run: every server is shut down, the
+  journal records `cancelled`, and the exit code is 130.
+- `schema` prints the JSON Schema of manifest documents.
+
+Secret values never reach the output: diagnostics name secrets but never show values, and the
+values themselves stay inside `Secret` objects until the clients and models are built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ConfigError, ToolbridgeError
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `check`, `run` and `schema` to the `toolbridge` command."""
+    check = subparsers.add_parser(
+        "check",
+        help="statically check manifest files",
+        description="Check manifest files without starting anything. Exit 0 when clean, 1 on errors.",
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="manifest files (each one is a manifest)")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    _secret_options(check)
+    check.set_defaults(handler=_check)
+
+    run = subparsers.add_parser(
+        "run",
+        help="check a manifest, then run one of its agents",
+        description="Check the manifest, build it, and run an agent on the input.",
+    )
+    run.add_argument("file", metavar="FILE", help="the manifest")
+    run.add_argument("--agent", metavar="NAME", help="the Ai.Agent to run (needed when there are several)")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", metavar="TEXT", help="the prompt")
+    source.add_argument("--input-file", metavar="F", help="read the prompt from a file ('-' for stdin)")
+    run.add_argument("--json", action="store_true", help="print the run result as JSON")
+    _secret_options(run)
+    run.set_defaults(handler=_run)
+
+    schema = subparsers.add_parser(
+        "schema",
+        help="print the JSON Schema of manifests",
+        description="Print the JSON Schema of manifest documents (for editors and the YAML language server).",
+    )
+    schema.set_defaults(handler=_schema)
+
+
+def _secret_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a secret value (repeatable); wins over every other source",
+    )
+    parser.add_argument(
+        "--secrets-file",
+        metavar="F",
+        help="KEY=VALUE lines, or a YAML/JSON mapping of secret names to values",
+    )
+
+
+def _given_secrets(args: argparse.Namespace) -> dict[str, str]:
+    from ..manifest._secrets import parse_secret_arg, read_secrets_file
+
+    given: dict[str, str] = {}
+    if args.secrets_file:
+        given.update(read_secrets_file(args.secrets_file))
+    for item in args.secret:
+        name, value = parse_secret_arg(item)
+        given[name] = value
+    return given
+
+
+# ----------------------------------------------------------------------------- check
+
+
+def _check(args: argparse.Namespace) -> int:
+    from ..manifest import check_manifest
+
+    report = check_manifest(args.files, secrets=_given_secrets(args))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.ok else 1
+    for diag in report.diagnostics:
+        print(diag.format())
+    files = len(args.files)
+    noun = "file" if files == 1 else "files"
+    if report.diagnostics:
+        print(f"{report.error_count} error(s), {report.warning_count} warning(s) in {files} {noun}")
+    else:
+        print(f"ok: {files} {noun} checked, no problems")
+    return 0 if report.ok else 1
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from ..manifest import manifest_json_schema
+
+    print(json.dumps(manifest_json_schema(), indent=2))
+    return 0
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..manifest._analyzer import analyze_file
+    from ..manifest._build import Manifest
+
+    analysis = analyze_file(args.file, secrets=_given_secrets(args))
+    for diag in analysis.diagnostics:
+        print(diag.format(), file=sys.stderr)
+    if not analysis.ok:
+        errors = sum(1 for d in analysis.diagnostics if d.severity == "error")
+        print(f"toolbridge: {args.file}: {errors} error(s); nothing was started", file=sys.stderr)
+        return 1
+    manifest = Manifest(analysis=analysis)
+    agent_name = manifest.pick_agent(args.agent)
+    prompt = _read_input(args)
+    view = None if args.json else _LiveView(sys.stderr)
+    try:
+        outcome = asyncio.run(_run_async(manifest, agent_name, prompt, view))
+    except KeyboardInterrupt:
+        print("toolbridge: interrupted; the run was cancelled and every server shut down", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(outcome, indent=2, default=_json_default))
+    else:
+        if outcome.get("error"):
+            print(f"toolbridge: run {outcome.get('outcome', 'failed')}: {outcome['error']}", file=sys.stderr)
+        text = outcome.get("text")
+        if text:
+            print(text)
+    if outcome.get("outcome") == "cancelled":
+        return 130
+    if outcome.get("outcome", "succeeded") != "succeeded" or outcome.get("error"):
+        return 1
+    return 0
+
+
+def _read_input(args: argparse.Namespace) -> str:
+    if args.input is not None:
+        return str(args.input)
+    if args.input_file == "-":
+        return sys.stdin.read()
+    try:
+        return Path(args.input_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read --input-file {args.input_file}: {type(exc).__name__}", code="ERR_INVALID_INPUT"
+        ) from None
+
+
+class _LiveView:
+    """Prints a run as it happens: steps, tool calls with duration and ok / error."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.started: dict[str, float] = {}
+        self.step_shown = -1
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def step(self, step: int) -> None:
+        if step != self.step_shown:
+            self.step_shown = step
+            self._print(f"step {step + 1}")
+
+    def tool_started(self, step: int, call_id: str, name: str) -> None:
+        self.step(step)
+        self.started[call_id] = time.monotonic()
+        self._print(f"  → {name}")
+
+    def tool_finished(self, step: int, call_id: str, name: str, error: bool, code: str | None) -> None:
+        self.step(step)
+        began = self.started.pop(call_id, None)
+        ms = f"{(time.monotonic() - began) * 1000:.0f} ms" if began is not None else "-"
+        status = f"error{f' {code}' if code else ''}" if error else "ok"
+        self._print(f"  {'✗' if error else '✓'} {name} {ms} {status}")
+
+    def event(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "tool-call-started":
+            call = event.call
+            self.tool_started(event.step, call.tool_call_id, call.name)
+        elif kind == "tool-call-finished":
+            res = event.result
+            self.tool_finished(
+                event.step, res.tool_call_id, res.name, res.error, getattr(res, "error_code", None)
+            )
+
+
+async def _run_async(manifest: Any, agent_name: str, prompt: str, view: _LiveView | None) -> dict[str, Any]:
+    async with manifest.open() as live:
+        agent = await live.agent(agent_name)
+        runtime = await live.runtime()
+        if runtime is not None:
+            return await _run_governed(runtime, agent, prompt, view)
+        return await _run_plain(agent, prompt, view)
+
+
+async def _run_plain(agent: Any, prompt: str, view: _LiveView | None) -> dict[str, Any]:
+    if view is None or not hasattr(agent, "stream"):
+        try:
+            result = await agent.run(prompt)
+        except ToolbridgeError as exc:
+            return {"outcome": "failed", "errorCode": exc.code, "error": str(exc)}
+        return _result_json(result)
+    result = None
+    async for event in agent.stream(prompt):
+        kind = getattr(event, "type", None)
+        if kind == "run-finished":
+            result = event.result
+        elif kind == "error":
+            err = event.error
+            if isinstance(err, ToolbridgeError):
+                return {"outcome": "failed", "errorCode": err.code, "error": str(err)}
+            raise err
+        else:
+            view.event(event)
+    if result is None:  # pragma: no cover - the stream always ends with one terminal frame
+        raise ConfigError("the run ended without a result", code="ERR_AGENT")
+    return _result_json(result)
+
+
+async def _run_governed(runtime: Any, agent: Any, prompt: str, view: _LiveView | None) -> dict[str, Any]:
+    unsubscribe = None
+    if view is not None and hasattr(runtime, "subscribe"):
+        unsubscribe = runtime.subscribe(_runtime_listener(view))
+    try:
+        result = await runtime.run(agent, prompt)
+    finally:
+        if callable(unsubscribe):
+            unsubscribe()
+    out = _result_json(getattr(result, "result", None) or result)
+    out["outcome"] = result.outcome
+    out["runId"] = result.run_id
+    out["errorCode"] = getattr(result, "error_code", None)
+    out["costMicros"] = getattr(result, "cost_micros", 0)
+    if "text" not in out or out["text"] is None:
+        output = getattr(result, "output", None)
+        out["text"] = output if isinstance(output, str) else None
+    if result.outcome != "succeeded" and out.get("errorCode"):
+        out["error"] = f"{out['errorCode']}"
+    return out
+
+
+def _runtime_listener(view: _LiveView) -> Any:
+    def listener(event: Any) -> None:
+        name = getattr(event, "name", None) or getattr(event, "type", "")
+        data = getattr(event, "data", None) or {}
+        if not isinstance(data, Mapping):
+            data = {}
+        if name == "tool_call.start":
+            view.tool_started(int(data.get("step", 0)), str(data.get("call_id")), str(data.get("tool")))
+        elif name == "tool_call.end":
+            ok = data.get("outcome") in (None, "succeeded", "ok")
+            view.tool_finished(
+                int(data.get("step", 0)),
+                str(data.get("call_id")),
+                str(data.get("tool")),
+                not ok,
+                data.get("code"),
+            )
+
+    return listener
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    """The documented JSON form of a run result (camelCase keys)."""
+    steps = []
+    for step in getattr(result, "steps", ()) or ():
+        steps.append(
+            {
+                "text": step.text,
+                "toolCalls": [
+                    {"id": c.tool_call_id, "name": c.name, "arguments": dict(c.arguments)}
+                    for c in step.tool_calls
+                ],
+                "toolResults": [
+                    {
+                        "toolCallId": r.tool_call_id,
+                        "name": r.name,
+                        "content": r.content,
+                        "error": r.error,
+                        **({"errorCode": r.error_code} if getattr(r, "error_code", None) else {}),
+                    }
+                    for r in step.tool_results
+                ],
+            }
+        )
+    usage = getattr(result, "usage", None)
+    return {
+        "text": getattr(result, "text", None),
+        "usage": _jsonable(usage),
+        "finishReason": getattr(result, "finish_reason", None),
+        "steps": steps,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    from ..manifest._secrets import Secret
+
+    if isinstance(value, Secret):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {"type": getattr(value, "type", type(value).__name__)}
+        out.update(dataclasses.asdict(value))
+        return out
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return repr(value)

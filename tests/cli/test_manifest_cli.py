@@ -1,0 +1,139 @@
+"""`toolbridge check`, `run` and `schema` from the command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolbridge.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "examples" / "manifests" / "seed-assistant.yaml"
+SECRET = "sk-SEKRET-4f1d9a"
+
+
+def test_check_seed_without_key(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("openaiApiKey", raising=False)
+    assert main(["check", str(SEED)]) == 1
+    out = capsys.readouterr().out
+    assert f"{SEED}:4:9: error ERR_MANIFEST_SECRET_UNRESOLVED: secret openaiApiKey cannot be resolved" in out
+    assert "1 error(s), 0 warning(s) in 1 file" in out
+
+
+def test_check_seed_with_key(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    assert main(["check", str(SEED)]) == 0
+    out, err = capsys.readouterr()
+    assert "ok: 1 file checked" in out
+    assert SECRET not in out + err
+
+
+def test_check_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Mcp.StdioClient\nmetadata: { name: A }\ncommand: node\nargz: []\n")
+    assert main(["check", "--json", str(SEED), str(bad)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert report["errorCount"] == 2
+    assert [(d["file"], d["line"], d["column"], d["code"]) for d in report["diagnostics"]] == [
+        (str(SEED), 4, 9, "ERR_MANIFEST_SECRET_UNRESOLVED"),
+        (str(bad), 4, 1, "ERR_MANIFEST_UNKNOWN_FIELD"),
+    ]
+    assert set(report["diagnostics"][0]) == {"file", "line", "column", "severity", "code", "message"}
+
+
+def test_check_secret_flags(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["check", str(SEED), "--secret", f"openaiApiKey={SECRET}"]) == 0
+    env_file = tmp_path / "s.env"
+    env_file.write_text(f"openaiApiKey={SECRET}\n")
+    assert main(["check", str(SEED), "--secrets-file", str(env_file)]) == 0
+    assert SECRET not in "".join(capsys.readouterr())
+
+
+def test_check_bad_secret_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(SEED), "--secret", SECRET]) == 1
+    out, err = capsys.readouterr()
+    assert "ERR_MANIFEST_SECRET_ARG" in err
+    assert SECRET not in out + err
+
+
+def test_secret_values_never_printed_by_check(
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Every output channel of `check`, with the secret used correctly and in wrong places."""
+    monkeypatch.setenv("WEB_TOKEN", SECRET)
+    text = (
+        "kind: Mcp.HttpClient\n"
+        "metadata: { name: Web }\n"
+        'url: "http://127.0.0.1:1/mcp?k=${{ secrets.webToken }}"\n'
+        "headers:\n"
+        '  Authorization: "Bearer ${{ secrets.webToken }}"\n'
+        '  X-Count: ["${{ secrets.webToken }}"]\n'  # wrong type, holding a secret
+        'unknown: "${{ secrets.webToken }}"\n'  # unknown field, holding a secret
+        "---\n"
+        "kind: Ai.ScriptedModel\n"
+        "metadata: { name: M }\n"
+        "turns:\n"
+        '  - text: "${{ secrets.webToken }}"\n'  # a field that takes no secret
+        '  - toolCalls: [{ name: x, arguments: { a: "${{ secrets.webToken }}" } }]\n'
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    caplog.set_level(logging.DEBUG)
+    assert main(["-vv", "check", str(path)]) == 1
+    assert main(["check", "--json", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "ERR_MANIFEST_SECRET_PLACEMENT" in out
+    assert "ERR_MANIFEST_UNKNOWN_FIELD" in out
+    everything = out + err + caplog.text + "".join(str(r.__dict__) for r in caplog.records)
+    assert SECRET not in everything
+    assert SECRET[3:] not in everything
+
+
+def test_schema_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    kinds = {s["$ref"].rsplit("/", 1)[1] for s in schema["oneOf"]}
+    assert "AgentDoc" in kinds and "StdioClientDoc" in kinds
+    assert schema["$defs"]["StdioClientDoc"]["additionalProperties"] is False
+
+
+def test_check_as_a_real_process(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "openaiApiKey")}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys, toolbridge.cli as c; sys.exit(c.main())", "check", str(SEED)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "secret openaiApiKey cannot be resolved" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_stops_on_analysis_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["run", str(SEED), "--input", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert "secret openaiApiKey cannot be resolved" in err
+    assert "nothing was started" in err
