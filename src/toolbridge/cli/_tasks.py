@@ -1,0 +1,88 @@
+"""`toolbridge serve-tasks TOOLS.json`: serve task tools as an MCP server.
+
+The tool file is loaded and checked completely before serving starts, so a bad file fails the
+command at once (one line on stderr, exit 1) instead of failing a model's call later. Serving
+is over stdio by default, or Streamable HTTP at `http://HOST:PORT/mcp` with `--transport http`.
+Chromium is launched on the first browser action, headless unless `--headed`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the `serve-tasks` command."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve-tasks",
+        help="serve JSON task tools (TinyAgent format) as an MCP server",
+        description="Serve the task tools of TOOLS.json as an MCP server (stdio or Streamable HTTP).",
+    )
+    p.add_argument("tools", metavar="TOOLS.json", help="the task tool file")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument(
+        "--chromium",
+        metavar="PATH",
+        help="Chromium executable (default $TOOLBRIDGE_CHROMIUM or /usr/bin/chromium)",
+    )
+    p.add_argument("--headed", action="store_true", help="show the browser window (needs a display)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a host the http action may reach (repeatable)",
+    )
+    p.add_argument("--mcp-config", metavar="FILE", help='JSON {"mcpServers": {...}} for the mcp action')
+    p.add_argument("--step-delay-ms", type=int, default=0, help="pause between instructions (default 0)")
+    p.add_argument("--timeout-ms", type=int, default=3000, help="element lookup timeout (default 3000)")
+    p.add_argument("--check", action="store_true", help="only load and check the tool file, then exit")
+    p.set_defaults(handler=_serve_tasks)
+
+
+def _load_mcp_config(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path!r}: {exc.strerror}", code="ERR_CONFIG") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path!r} is not JSON: {exc.msg} at line {exc.lineno}", code="ERR_CONFIG"
+        ) from None
+
+
+def _serve_tasks(args: argparse.Namespace) -> int:
+    from ..tasks import TaskToolSet, load_mcp_servers
+    from ..tasks._server import serve_http, serve_stdio
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port {args.port} is not a TCP port", code="ERR_CONFIG")
+    servers = load_mcp_servers(_load_mcp_config(args.mcp_config)) if args.mcp_config else {}
+    toolset = TaskToolSet.from_file(
+        args.tools,
+        chromium=args.chromium,
+        headless=not args.headed,
+        http_allow=args.allow_host,
+        mcp_servers=servers,
+        step_delay_ms=args.step_delay_ms,
+        default_timeout_ms=args.timeout_ms,
+    )
+    if args.check:
+        print(f"{args.tools}: {len(toolset.names)} task tools ok: {', '.join(toolset.names)}")
+        return 0
+    if args.transport == "stdio":
+        anyio.run(lambda: serve_stdio(toolset))
+    else:
+        anyio.run(lambda: serve_http(toolset, host=args.host, port=args.port))
+    return 0

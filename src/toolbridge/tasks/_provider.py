@@ -1,0 +1,214 @@
+"""`TaskToolSet`: a tool file loaded, checked and ready to run, in process or behind a server.
+
+A `TaskToolSet` owns everything a tool file needs at run time: the compiled tools, one
+`TaskScheduler` (tasks one at a time), and the `TaskServices` (the browser, launched on first
+use; the `http` allow list; the MCP servers of the `mcp` action). Close it (`aclose()` or
+`async with`) to close the browser.
+
+It implements the `ToolProvider` protocol, so an `Agent` can use task tools directly:
+`list_tools()` gives `ToolSpec`s, and `call_tool(name, args)` returns a `ToolResult` — the task
+envelope as structured content, or, when actions produced images, the envelope's JSON text
+followed by the images — and raises `ToolError` (code `ERR_TOOL_TASK_FAILED`, the envelope in
+`server_text` and `details["envelope"]`) when the status is not `success`. `run(name, args)`
+gives the `TaskOutcome` itself, which is what the MCP server (`toolbridge serve-tasks`) returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..content import TextPart
+from ..errors import ConfigError, ToolError
+from ..tools import ToolResult, ToolSpec
+from ._parser import ExtractedTool, McpToolParser, TaskTool
+from ._scheduler import ProgressFn, TaskOutcome, TaskScheduler
+from .actions._context import McpServerConfig, TaskServices
+from .actions._registry import ActionRegistry, default_registry
+from .actions.browser import BrowserSession
+
+__all__ = ["TaskToolSet", "load_mcp_servers"]
+
+
+def load_mcp_servers(data: Any) -> dict[str, McpServerConfig]:
+    """Read `{"mcpServers": {name: {command, args, env, cwd} | {url}}}` (or the inner map).
+
+    Raises:
+        ConfigError: `ERR_CONFIG` naming the server that is malformed.
+    """
+    if isinstance(data, Mapping) and "mcpServers" in data:
+        data = data["mcpServers"]
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            "the MCP server configuration must be an object of servers by name", code="ERR_CONFIG"
+        )
+    return {str(name): McpServerConfig.from_json(str(name), cfg) for name, cfg in data.items()}
+
+
+class TaskToolSet:
+    """Task tools from one tool file, with their scheduler and services.
+
+    Args:
+        tools_json: the tool file's content (`{"tools": [...]}`).
+        registry: the actions (default: `default_registry()`, with entry point actions).
+        chromium: the Chromium executable (default: `$TOOLBRIDGE_CHROMIUM`, `/usr/bin/chromium`).
+        headless: run Chromium without a window (default).
+        http_allow: hosts (`name` or `name:port`) the `http` action may reach.
+        mcp_servers: servers the `mcp` action may call, by name.
+        step_delay_ms: pause between instructions (default 0).
+        default_timeout_ms: how long element lookups retry (default 3000).
+        instruction_timeout_s: the longest one instruction may run (default 120).
+
+    Raises:
+        ConfigError: `ERR_TASK_*` when the tool file is invalid (every problem named).
+    """
+
+    generation = 0
+
+    def __init__(
+        self,
+        tools_json: Mapping[str, Any],
+        *,
+        registry: ActionRegistry | None = None,
+        chromium: str | None = None,
+        headless: bool = True,
+        http_allow: Iterable[str] = (),
+        mcp_servers: Mapping[str, McpServerConfig] | None = None,
+        step_delay_ms: int = 0,
+        default_timeout_ms: int = 3000,
+        instruction_timeout_s: float = 120.0,
+    ) -> None:
+        if step_delay_ms < 0 or default_timeout_ms < 0 or instruction_timeout_s <= 0:
+            raise ConfigError("delays and timeouts must not be negative", code="ERR_CONFIG")
+        self.registry = registry if registry is not None else default_registry()
+        self.services = TaskServices(
+            browser=BrowserSession(chromium, headless=headless),
+            http_allow=frozenset(h.lower() for h in http_allow),
+            mcp_servers=dict(mcp_servers or {}),
+            default_timeout_ms=default_timeout_ms,
+        )
+        self.scheduler = TaskScheduler(
+            self.registry,
+            self.services,
+            step_delay_ms=step_delay_ms,
+            instruction_timeout_s=instruction_timeout_s,
+        )
+        self.parser = McpToolParser(self.scheduler.run, registry=self.registry)
+        self._tools: dict[str, ExtractedTool] = {t.name: t for t in self.parser.extract_all_tools(tools_json)}
+
+    @classmethod
+    def from_file(cls, path: str | Path, **options: Any) -> TaskToolSet:
+        """Load a tool file (JSON). Options are those of the constructor.
+
+        Raises:
+            ConfigError: `ERR_TASK_FILE` when the file cannot be read or is not JSON;
+                `ERR_TASK_*` when its content is invalid.
+        """
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read task tool file {str(p)!r}: {exc.strerror}", code="ERR_TASK_FILE"
+            ) from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"task tool file {str(p)!r} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                code="ERR_TASK_FILE",
+            ) from None
+        try:
+            return cls(data, **options)
+        except ConfigError as exc:
+            raise ConfigError(f"{p.name}: {exc.message}", code=exc.code, details=exc.details) from None
+
+    # -- the tools ------------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        """The tool names, in file order."""
+        return list(self._tools)
+
+    def get(self, name: str) -> ExtractedTool | None:
+        """The extracted tool named `name`, or None."""
+        return self._tools.get(name)
+
+    def task_tool(self, name: str) -> TaskTool:
+        """The compiled tool named `name`.
+
+        Raises:
+            ConfigError: `ERR_TASK_UNKNOWN_TOOL` when there is none.
+        """
+        found = self._tools.get(name)
+        if found is None:
+            raise ConfigError(
+                f"no task tool named {name!r} (tools: {', '.join(self._tools) or 'none'})",
+                code="ERR_TASK_UNKNOWN_TOOL",
+            )
+        return found.tool
+
+    def mcp_definitions(self) -> list[dict[str, Any]]:
+        """Every tool's MCP `Tool` object as JSON."""
+        return [t.definition() for t in self._tools.values()]
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(
+        self, name: str, arguments: Mapping[str, Any] | None = None, progress: ProgressFn | None = None
+    ) -> TaskOutcome:
+        """Run a task tool and return its outcome (failures are outcomes, not exceptions).
+
+        Raises:
+            ConfigError: `ERR_TASK_UNKNOWN_TOOL` when there is no such tool.
+        """
+        return await self.parser.run(self.task_tool(name), arguments, progress)
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The task tools as `ToolSpec`s (`ToolProvider`)."""
+        return [t.tool.spec() for t in self._tools.values()]
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, Any], *, progress: ProgressFn | None = None
+    ) -> ToolResult:
+        """Run a task tool (`ToolProvider`).
+
+        Returns:
+            The envelope as structured content, or its JSON text followed by the images the
+            actions produced.
+
+        Raises:
+            ConfigError: `ERR_TASK_UNKNOWN_TOOL` when there is no such tool.
+            ToolError: `ERR_TOOL_TASK_FAILED` when the task ended with `error` or
+                `partial completed` (the envelope in `details["envelope"]`).
+        """
+        outcome = await self.run(name, args, progress)
+        if not outcome.ok:
+            env = outcome.envelope
+            message = env.get("error", {}).get("message", "")
+            raise ToolError(
+                f"task tool {name!r} ended with {env['status']!r} at instruction {env['index']}: {message}",
+                code="ERR_TOOL_TASK_FAILED",
+                server_text=outcome.text(),
+                details={"envelope": env},
+            )
+        if outcome.parts:
+            return ToolResult.of_parts([TextPart(outcome.text()), *outcome.parts])
+        return ToolResult.of_structured(outcome.envelope)
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the browser (if it was launched). Safe to call more than once."""
+        await self.services.aclose()
+
+    async def __aenter__(self) -> TaskToolSet:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

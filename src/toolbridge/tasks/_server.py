@@ -1,0 +1,93 @@
+"""Serving task tools as a real MCP server, with the official SDK's low-level server API.
+
+`create_server(toolset)` builds an `mcp.server.Server` whose `tools/list` gives the task tools
+(`outputSchema` = the task envelope) and whose `tools/call` runs the task and returns the
+envelope as `structuredContent` plus a JSON text block (and image blocks for screenshots), with
+`isError` when the status is not `success`. When the client sent a progress token, the
+scheduler's per-instruction progress is forwarded as `notifications/progress` (the SDK's
+`report_progress` does nothing otherwise). An unknown tool name gives an `isError` result naming
+the tools there are.
+
+The SDK's server serves both protocol eras: over stdio, `Server.run` decides per connection from
+the client's first request (the `initialize` handshake, or the 2026-07-28 per-request envelope);
+the Streamable HTTP app does the same per request.
+
+`serve_stdio` and `serve_http` own the tool set's lifetime: the browser is closed when serving
+ends, however it ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+
+from .. import __version__
+from ._provider import TaskToolSet
+
+__all__ = ["create_server", "serve_http", "serve_stdio"]
+
+SERVER_NAME = "toolbridge-tasks"
+
+
+def create_server(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> Server[Any]:
+    """An SDK low-level `Server` offering `toolset`'s tools (the caller closes the tool set)."""
+    tools = [types.Tool.model_validate(d) for d in toolset.mcp_definitions()]
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if toolset.get(params.name) is None:
+            known = ", ".join(toolset.names) or "none"
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text=f"unknown tool {params.name!r} (tools: {known})")
+                ],
+                is_error=True,
+            )
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(value, total, message)
+
+        outcome = await toolset.run(params.name, params.arguments, progress)
+        return types.CallToolResult.model_validate(outcome.to_call_result())
+
+    return Server(
+        name,
+        version=__version__,
+        instructions="Task tools: each tool runs a sequence of browser and service actions.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_stdio(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> None:
+    """Serve over stdin/stdout until the client closes the connection; then close the tool set."""
+    from mcp.server.stdio import stdio_server
+
+    server = create_server(toolset, name=name)
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        with anyio.CancelScope(shield=True):
+            await toolset.aclose()
+
+
+async def serve_http(
+    toolset: TaskToolSet, *, host: str = "127.0.0.1", port: int = 8000, name: str = SERVER_NAME
+) -> None:
+    """Serve Streamable HTTP at `http://host:port/mcp` until interrupted; then close the tool set."""
+    import uvicorn
+
+    server = create_server(toolset, name=name)
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await toolset.aclose()

@@ -1,0 +1,209 @@
+"""Built-in actions that need no browser: `wait`, `http`, `mcp` and `result`.
+
+- `wait {ms}` (0..600000) waits; no result.
+- `http {url, method?, headers?, json?, body?, timeout?}` (GET, 10000 ms) gives
+  `{status, headers, body}`.
+- `mcp {server, tool, arguments?, timeout?}` (60000 ms) gives the tool's structured content, or
+  `{text}` from its text content (images become content blocks of the task result).
+- `result {value}` gives `value` (any JSON, after substitution), which becomes the task's result.
+
+`http` reaches only hosts on the server's allow list (`TaskServices.http_allow`, from
+`serve-tasks --allow-host`); an entry is a host name (any port) or `host:port`. The request runs
+in a worker thread with `urllib`; redirects are not followed (a redirect to a host off the list
+would escape it); a JSON response body is parsed, any other is returned as text (at most 1 MB).
+A status of 400 or more fails the instruction, so its `catchInstruction` can handle it.
+
+`mcp` calls a tool on one of the servers configured for the tool set, by name, with a fresh
+connection for each call (the official SDK client). A result with `isError` fails the instruction
+with the server's text.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from pydantic import Field
+
+from ...content import TextPart, parts_from_mcp, to_json_text
+from ...errors import ToolError, bounded
+from ._context import ActionContext, McpServerConfig
+from ._registry import _DEFAULT, ActionParams, ActionResult, action
+
+__all__ = ["HttpParams", "McpParams", "ResultParams", "WaitParams"]
+
+_MAX_BODY = 1_000_000
+
+
+class WaitParams(ActionParams):
+    """`{ms}`."""
+
+    ms: int = Field(ge=0, le=600_000)
+
+
+class HttpParams(ActionParams):
+    """`{url, method?, headers?, json?, body?, timeout?}`."""
+
+    url: str = Field(min_length=1)
+    method: str = Field(default="GET", pattern=r"^(GET|POST|PUT|PATCH|DELETE|HEAD)$")
+    headers: dict[str, str] = Field(default_factory=dict)
+    json_body: Any = Field(default=None, alias="json")
+    body: str | None = None
+    timeout: int = Field(default=10_000, ge=1, le=120_000)
+
+
+class McpParams(ActionParams):
+    """`{server, tool, arguments?, timeout?}`."""
+
+    server: str = Field(min_length=1)
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    timeout: int = Field(default=60_000, ge=1, le=600_000)
+
+
+class ResultParams(ActionParams):
+    """`{value}`: any JSON value."""
+
+    value: Any
+
+
+@action("wait", params=WaitParams, registry=_DEFAULT)
+async def wait(params: WaitParams, ctx: ActionContext) -> None:
+    """Wait `ms` milliseconds."""
+    await anyio.sleep(params.ms / 1000)
+
+
+def _host_allowed(url: str, allow: frozenset[str]) -> tuple[bool, str]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ToolError(f"http: {url!r} is not an http(s) URL", code="ERR_TOOL_ACTION_FAILED")
+    host = parts.hostname.lower()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return (host in allow or f"{host}:{port}" in allow), f"{host}:{port}"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _do_request(params: HttpParams) -> dict[str, Any]:
+    headers = dict(params.headers)
+    data: bytes | None = None
+    if params.json_body is not None:
+        data = json.dumps(params.json_body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    elif params.body is not None:
+        data = params.body.encode()
+    request = urllib.request.Request(params.url, data=data, method=params.method, headers=headers)
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        response = opener.open(request, timeout=params.timeout / 1000)
+    except urllib.error.HTTPError as exc:
+        response = exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ToolError(
+            f"http {params.method} {params.url}: {reason}", code="ERR_TOOL_ACTION_FAILED"
+        ) from None
+    with response:
+        raw = response.read(_MAX_BODY + 1)
+        status = response.status if hasattr(response, "status") else response.getcode()
+        out_headers = {k.lower(): v for k, v in response.headers.items()}
+    text = raw[:_MAX_BODY].decode("utf-8", errors="replace")
+    body: Any = text
+    if "json" in out_headers.get("content-type", ""):
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = text
+    return {"status": status, "headers": out_headers, "body": body}
+
+
+@action("http", params=HttpParams, registry=_DEFAULT)
+async def http(params: HttpParams, ctx: ActionContext) -> dict[str, Any]:
+    """Send an HTTP request to a host on the allow list; a status of 400 or more fails."""
+    allowed, where = _host_allowed(params.url, ctx.services.http_allow)
+    if not allowed:
+        raise ToolError(
+            f"http: host {where} is not on this server's allow list (serve-tasks --allow-host HOST adds it)",
+            code="ERR_TOOL_ACTION_FAILED",
+        )
+    with anyio.fail_after(params.timeout / 1000 + 5):
+        result = await anyio.to_thread.run_sync(_do_request, params, abandon_on_cancel=True)
+    if result["status"] >= 400:
+        raise ToolError(
+            f"http {params.method} {params.url} answered {result['status']}: "
+            f"{bounded(to_json_text(result['body']), 300)}",
+            code="ERR_TOOL_ACTION_FAILED",
+        )
+    return result
+
+
+def _server_params(config: McpServerConfig) -> Any:
+    from mcp import StdioServerParameters
+
+    if config.url is not None:
+        return config.url
+    assert config.command is not None
+    return StdioServerParameters(
+        command=config.command,
+        args=list(config.args),
+        env=dict(config.env) if config.env is not None else None,
+        cwd=config.cwd,
+    )
+
+
+@action("mcp", params=McpParams, registry=_DEFAULT)
+async def mcp(params: McpParams, ctx: ActionContext) -> ActionResult:
+    """Call a tool on another configured MCP server; its structured content (or content) is the result."""
+    from mcp import Client
+
+    config = ctx.services.mcp_servers.get(params.server)
+    if config is None:
+        known = ", ".join(sorted(ctx.services.mcp_servers)) or "none"
+        raise ToolError(
+            f"mcp: no server named {params.server!r} is configured (configured: {known})",
+            code="ERR_TOOL_ACTION_FAILED",
+        )
+    try:
+        with anyio.fail_after(params.timeout / 1000):
+            async with Client(_server_params(config)) as client:
+                result = await client.call_tool(params.tool, params.arguments)
+    except TimeoutError:
+        raise ToolError(
+            f"mcp: {params.server}.{params.tool} gave no answer within {params.timeout} ms",
+            code="ERR_TOOL_ACTION_FAILED",
+        ) from None
+    except Exception as exc:
+        raise ToolError(
+            f"mcp: calling {params.server}.{params.tool} failed: "
+            f"{type(exc).__name__}: {bounded(str(exc), 500)}",
+            code="ERR_TOOL_ACTION_FAILED",
+        ) from None
+    blocks = [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in result.content]
+    if result.is_error:
+        text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") or to_json_text(blocks)
+        raise ToolError(
+            f"mcp: {params.server}.{params.tool} failed: {bounded(text, 1000)}",
+            code="ERR_TOOL_ACTION_FAILED",
+            server_text=text,
+        )
+    if result.structured_content is not None:
+        return ActionResult(value=result.structured_content)
+    parts = parts_from_mcp(blocks)
+    if parts is None:  # resource links, embedded resources: pass the blocks through
+        return ActionResult(value={"content": blocks})
+    text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    media = tuple(p for p in parts if not isinstance(p, TextPart))
+    return ActionResult(value={"text": text}, parts=media)
+
+
+@action("result", params=ResultParams, registry=_DEFAULT)
+async def result(params: ResultParams, ctx: ActionContext) -> ActionResult:
+    """Make `value` (after substitution) the task's result."""
+    return ActionResult(value=params.value, sets_task_result=True)
