@@ -1,0 +1,174 @@
+"""`McpToolProvider`: an MCP server's tools as a `ToolProvider` an agent can use.
+
+This is the only module that knows both sides: the tool contract (`toolbridge.tools`, which knows
+nothing of MCP) and the MCP clients (`toolbridge.clients`).
+
+Listing (`tools/list` to `ToolSpec`):
+
+- `name` as the server gives it;
+- `description` cleaned by `sanitize.clean_text` (terminal escapes, control characters and
+  invisible Unicode removed); the tool's `title` stands in when there is no description;
+- `parameters` is the tool's `inputSchema`, unchanged; an empty one becomes the open object schema
+  `{"type": "object", "additionalProperties": true}`;
+- `output_schema` is the tool's `outputSchema` (or None); `annotations` its annotations as wire JSON.
+
+Calling (`tools/call` to `ToolResult`):
+
+- `isError: true` raises `ToolError` (code `ERR_MCP_TOOL_ERROR`) naming the tool, with the server's
+  text (cleaned, bounded in length) as `server_text`;
+- `structuredContent`, when present, wins and is returned as-is (`ToolResult.of_structured`). The
+  client has already validated it against the tool's `outputSchema`: a mismatch is a
+  `ProtocolError` (`ERR_MCP_PROTOCOL`);
+- otherwise the content array becomes parts (`content.parts_from_mcp`: text, image, audio); if any
+  block is of another kind (a `resource_link`, an embedded `resource`), the original array is
+  passed through untouched (`ToolResult.of_raw`).
+
+Client errors (`TransportError`, `McpTimeoutError`, `JsonRpcError`, ...) propagate unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel
+
+from .clients import McpClient
+from .content import parts_from_mcp, to_json_text
+from .errors import ConfigError, ToolError, bounded
+from .sanitize import clean_text
+from .tools import OPEN_OBJECT_SCHEMA, ToolResult, ToolSpec
+
+__all__ = ["SERVER_TEXT_LIMIT", "McpToolProvider", "tool_to_spec"]
+
+SERVER_TEXT_LIMIT = 2000
+"""`ToolError.server_text` keeps at most this many characters of the server's error text."""
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return value
+
+
+def tool_to_spec(tool: Any) -> ToolSpec:
+    """The `ToolSpec` of one MCP tool (an `mcp_types.Tool` or its wire dict).
+
+    Raises:
+        ConfigError: `tool` has no string name.
+    """
+    data = _wire(tool)
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        raise ConfigError(f"not an MCP tool definition: {bounded(repr(tool), 200)}", code="ERR_INVALID_INPUT")
+    description = data.get("description") or data.get("title") or ""
+    parameters = data.get("inputSchema")
+    if not isinstance(parameters, Mapping) or not parameters:
+        parameters = dict(OPEN_OBJECT_SCHEMA)
+    output_schema = data.get("outputSchema")
+    annotations = data.get("annotations")
+    return ToolSpec(
+        name=data["name"],
+        description=clean_text(str(description)),
+        parameters=parameters,
+        output_schema=output_schema if isinstance(output_schema, Mapping) else None,
+        annotations=annotations if isinstance(annotations, Mapping) else None,
+    )
+
+
+def _error_text(content: Sequence[Any], structured: Any) -> str:
+    texts = [b["text"] for b in content if isinstance(b, Mapping) and isinstance(b.get("text"), str)]
+    if texts:
+        return "\n".join(texts)
+    if structured is not None:
+        return to_json_text(structured)
+    return to_json_text(list(content)) if content else "(the server gave no text)"
+
+
+class McpToolProvider:
+    """The tools of one MCP server, through any toolbridge MCP client, as a `ToolProvider`.
+
+    Args:
+        client: a `StdioClient`, `HttpClient`, `InProcessClient` (or anything with the `McpClient`
+            shape).
+
+    Closing the provider (`aclose()` or `async with`) closes the client.
+    """
+
+    def __init__(self, client: McpClient) -> None:
+        if not callable(getattr(client, "list_tools", None)) or not callable(
+            getattr(client, "call_tool", None)
+        ):
+            raise ConfigError(
+                f"McpToolProvider needs an MCP client, got {type(client).__name__}", code="ERR_INVALID_INPUT"
+            )
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"McpToolProvider({self.client!r})"
+
+    @property
+    def generation(self) -> int:
+        """The client's tool-list generation: grows when the server's tools change."""
+        value = getattr(self.client, "generation", 0)
+        return value if isinstance(value, int) else 0
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions, cleaned (None before the first connection or if none)."""
+        text = getattr(self.client, "instructions", None)
+        return clean_text(text) if isinstance(text, str) else None
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The server's tools as `ToolSpec`s.
+
+        Raises:
+            TransportError, ProtocolError, JsonRpcError, McpTimeoutError: listing failed.
+        """
+        return [tool_to_spec(tool) for tool in await self.client.list_tools()]
+
+    async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        """Call a tool and translate its result (see the module docstring).
+
+        Raises:
+            ToolError: the tool reported failure (`ERR_MCP_TOOL_ERROR`, with `server_text`).
+            ConfigError: `args` is not a mapping (`ERR_INVALID_INPUT`).
+            ProtocolError: the result broke the protocol (for example its output schema).
+            TransportError, JsonRpcError, McpTimeoutError, SessionInvalidError: the call failed.
+        """
+        if not isinstance(args, Mapping):
+            raise ConfigError(
+                f"arguments of tool {name!r} must be a JSON object, got {type(args).__name__}",
+                code="ERR_INVALID_INPUT",
+            )
+        result = _wire(await self.client.call_tool(name, dict(args)))
+        content = result.get("content") or []
+        structured = result.get("structuredContent")
+        if result.get("isError"):
+            text = clean_text(_error_text(content, structured))
+            raise ToolError(
+                f"tool {name!r} reported an error: {bounded(text, 300)}",
+                server_text=bounded(text, SERVER_TEXT_LIMIT),
+                details={"tool": name},
+            )
+        if structured is not None:
+            return ToolResult.of_structured(structured)
+        parts = parts_from_mcp(content)
+        if parts is None:
+            return ToolResult.of_raw(content)
+        return ToolResult.of_parts(parts)
+
+    async def aclose(self) -> None:
+        """Close the underlying client (idempotent)."""
+        await self.client.aclose()
+
+    async def __aenter__(self) -> McpToolProvider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
