@@ -570,6 +570,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
         self._process: anyio.abc.Process | None = None
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self._running: _Running | None = None
+        self._assembler: _LineAssembler | None = None
         self._malformed_log = _RateLimiter()
         self._stderr_log = _RateLimiter()
 
@@ -579,6 +580,11 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     def returncode(self) -> int | None:
         """The server's exit status once it exited (negative: killed by that signal), else None."""
         return self._process.returncode if self._process is not None else None
+
+    @property
+    def unfinished_line_bytes(self) -> int:
+        """Bytes of the line being received that have arrived so far (stored or discarded)."""
+        return self._assembler.pending_bytes if self._assembler is not None else 0
 
     def stderr_tail(self, lines: int = 20) -> str:
         """The last `lines` lines the server wrote to stderr, joined by newlines."""
@@ -671,7 +677,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     ) -> None:
         """Turn stdout bytes into messages; after the session is gone, drain and discard."""
         assert process.stdout is not None
-        assembler = _LineAssembler(self.max_message_bytes)
+        assembler = self._assembler = _LineAssembler(self.max_message_bytes)
         delivering = True
         reported: int | str | None = None  # id already failed for the current oversized line
 
