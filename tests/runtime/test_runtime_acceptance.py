@@ -81,7 +81,7 @@ ENVELOPES: dict[str, Any] = {
     "extra_key": {"structuredContent": {"content": "x"}, "content": [], "extra": 1},
     "is_error": {"structuredContent": {"content": "x"}, "isError": True},
     "is_error_not_bool": {"structuredContent": {"content": "x"}, "isError": "no"},
-    "text_only": {"content": [{"type": "text", "text": "{\"content\": \"x\"}"}]},
+    "text_only": {"content": [{"type": "text", "text": '{"content": "x"}'}]},
     "too_big": {"structuredContent": {"content": "y" * (1024 * 1024)}},
     "not_an_object": ["structuredContent"],
     "schema_mismatch": {"structuredContent": {"other": 1}},
