@@ -1,0 +1,221 @@
+"""`toolbridge tools` and `toolbridge call`: look at an MCP server's tools and call one.
+
+```
+toolbridge tools [--json] -- COMMAND [ARGS...]          # a stdio server
+toolbridge tools [--json] --url URL                     # a Streamable HTTP server
+toolbridge call --url URL TOOL ['{"json": "arguments"}']
+toolbridge call TOOL ['{"json": "arguments"}'] -- COMMAND [ARGS...]
+```
+
+Everything after the first `--` is the server's command line, taken literally (its own options
+included), so for a stdio server the tool name and its arguments come *before* the `--`. The
+arguments are one JSON object (default `{}`).
+
+`call` prints text parts as text, structured content as indented JSON, an image or audio part as
+one line with its media type and size, and a passed-through content array as JSON. A tool error
+prints the server's message on stderr and exits with 1. A bad command, an unreachable URL or
+invalid JSON arguments give one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from ..bridge import McpToolProvider
+from ..clients import HttpClient, StdioClient
+from ..errors import ConfigError, ToolbridgeError, ToolError
+from ..tools import ToolResult, ToolSpec
+
+__all__ = ["register"]
+
+_DESCRIPTION_WIDTH = 72
+
+
+def register(subparsers: Any) -> None:
+    """Add the `tools` and `call` subcommands."""
+    tools = subparsers.add_parser(
+        "tools",
+        help="list the tools of an MCP server",
+        description="List the tools of an MCP server: `tools -- COMMAND [ARGS...]` or `tools --url URL`.",
+    )
+    _add_server_options(tools)
+    tools.add_argument("--json", action="store_true", help="print the tools as JSON")
+    tools.add_argument(
+        "command", nargs=argparse.REMAINDER, help="after `--`: the stdio server's command line"
+    )
+    tools.set_defaults(handler=_run_tools)
+
+    call = subparsers.add_parser(
+        "call",
+        help="call one tool of an MCP server",
+        description=(
+            "Call one tool: `call --url URL TOOL [JSON]` or `call TOOL [JSON] -- COMMAND [ARGS...]` "
+            "(the tool and its JSON arguments come before the `--`)."
+        ),
+    )
+    _add_server_options(call)
+    call.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="deadline for the call")
+    call.add_argument("words", nargs=argparse.REMAINDER, help="TOOL [JSON] [-- COMMAND [ARGS...]]")
+    call.set_defaults(handler=_run_call)
+
+
+def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="Streamable HTTP endpoint of the server (http://host:port/mcp)")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="an HTTP header for --url (repeatable)",
+    )
+
+
+def _one_line(text: str) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"toolbridge: {_one_line(message)}", file=sys.stderr)
+    return code
+
+
+def _split_command(words: list[str]) -> tuple[list[str], list[str]]:
+    """Split REMAINDER words at the first `--`: (before, command)."""
+    if "--" in words:
+        cut = words.index("--")
+        return words[:cut], words[cut + 1 :]
+    return words, []
+
+
+def _headers(items: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header must look like NAME:VALUE, got {item!r}", code="ERR_INVALID_INPUT")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _provider(
+    url: str | None, headers: list[str], command: list[str], timeout: float | None
+) -> McpToolProvider:
+    if url and command:
+        raise ConfigError("give either --url URL or `-- COMMAND`, not both", code="ERR_INVALID_INPUT")
+    if url:
+        return McpToolProvider(HttpClient(url, headers=_headers(headers), timeout=timeout))
+    if not command:
+        raise ConfigError("no server: give --url URL or `-- COMMAND [ARGS...]`", code="ERR_INVALID_INPUT")
+    if headers:
+        raise ConfigError("--header applies to --url only", code="ERR_INVALID_INPUT")
+    return McpToolProvider(StdioClient(command[0], command[1:], timeout=timeout))
+
+
+def _parse_arguments(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the tool arguments are not valid JSON: {exc}", code="ERR_INVALID_INPUT") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"the tool arguments must be a JSON object, got {type(value).__name__}", code="ERR_INVALID_INPUT"
+        )
+    return value
+
+
+def _spec_json(spec: ToolSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "inputSchema": dict(spec.parameters),
+    }
+    if spec.output_schema is not None:
+        out["outputSchema"] = dict(spec.output_schema)
+    if spec.annotations is not None:
+        out["annotations"] = dict(spec.annotations)
+    return out
+
+
+def _table(specs: list[ToolSpec]) -> str:
+    if not specs:
+        return "(no tools)"
+    width = max(len("NAME"), *(len(s.name) for s in specs))
+    lines = [f"{'NAME'.ljust(width)}  DESCRIPTION"]
+    for spec in specs:
+        first = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+        if len(first) > _DESCRIPTION_WIDTH:
+            first = first[: _DESCRIPTION_WIDTH - 1] + "…"
+        lines.append(f"{spec.name.ljust(width)}  {first}")
+    return "\n".join(lines)
+
+
+def _emit(text: str) -> None:
+    """Print to stdout; a reader that went away (`| head`) is not an error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet
+
+
+def _render(result: ToolResult) -> str:
+    if result.kind == "structured":
+        return json.dumps(result.structured, indent=2, ensure_ascii=False)
+    if result.kind == "raw":
+        return json.dumps(list(result.raw), indent=2, ensure_ascii=False)
+    return result.to_text()
+
+
+async def _list(provider: McpToolProvider) -> list[ToolSpec]:
+    async with provider:
+        return await provider.list_tools()
+
+
+async def _call(provider: McpToolProvider, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    async with provider:
+        return await provider.call_tool(tool, arguments)
+
+
+def _run_tools(args: argparse.Namespace) -> int:
+    before, command = _split_command(list(args.command))
+    if before:
+        return _fail(f"unexpected arguments {before!r}: put the server command after `--`")
+    try:
+        provider = _provider(args.url, args.header, command, None)
+        specs = asyncio.run(_list(provider))
+    except ToolbridgeError as exc:
+        return _fail(str(exc), 1)
+    if args.json:
+        _emit(json.dumps([_spec_json(s) for s in specs], indent=2, ensure_ascii=False))
+    else:
+        _emit(_table(specs))
+    return 0
+
+
+def _run_call(args: argparse.Namespace) -> int:
+    before, command = _split_command(list(args.words))
+    if not before:
+        return _fail("no tool named: `call --url URL TOOL [JSON]` or `call TOOL [JSON] -- COMMAND`")
+    if len(before) > 2:
+        return _fail(f"too many arguments before the server command: {before[2:]!r}")
+    tool = before[0]
+    try:
+        if args.timeout is not None and args.timeout <= 0:
+            raise ConfigError(f"--timeout must be positive, got {args.timeout}", code="ERR_INVALID_INPUT")
+        arguments = _parse_arguments(before[1] if len(before) > 1 else None)
+        provider = _provider(args.url, args.header, command, args.timeout)
+        result = asyncio.run(_call(provider, tool, arguments))
+    except ToolError as exc:
+        print(exc.server_text or exc.message, file=sys.stderr)
+        return 1
+    except ToolbridgeError as exc:
+        return _fail(str(exc), 1)
+    _emit(_render(result))
+    return 0
