@@ -45,3 +45,18 @@ def scripted(*turns: Any) -> Any:
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     """A scripted turn that calls one tool."""
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def exists(path: Any) -> bool:
+    """`path.exists()`, as a sync helper for async tests."""
+    return bool(path.exists())
+
+
+def read_bytes_of(folder: Any, prefix: str) -> bytes:
+    """All bytes of the files in `folder` whose names start with `prefix`."""
+    return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.name.startswith(prefix))
+
+
+def read_text(path: Any) -> str:
+    """`path.read_text()`, as a sync helper for async tests."""
+    return str(path.read_text())

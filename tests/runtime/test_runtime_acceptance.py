@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 import pytest
 from mcp import Client
-from rt_helpers import CraftedClient, Empty, Message, call, scripted
+from rt_helpers import CraftedClient, Empty, Message, call, read_bytes_of, scripted
 from rt_server import SERVER_MARKER, server
 
 from toolbridge.agent import Agent
@@ -58,7 +58,7 @@ async def run_one(client: Any, remote: str, effects: str, args: dict[str, Any], 
 
 async def test_official_client_structured_result_is_accepted() -> None:
     async with Client(server) as client:
-        result, runtime, model = await run_one(client, "ok", "read", {"message": "hi"}, input=OkIn)
+        result, _runtime, model = await run_one(client, "ok", "read", {"message": "hi"}, input=OkIn)
     assert result.outcome == "succeeded"
     assert model.requests[1].messages[-1].content[0].text == '{"content":"hi"}'
 
@@ -92,7 +92,7 @@ ENVELOPES: dict[str, Any] = {
 @pytest.mark.parametrize("effects", ["none", "write"])
 async def test_crafted_envelopes_fail(case: str, effects: str) -> None:
     client = CraftedClient(ENVELOPES[case])
-    result, runtime, _ = await run_one(client, "crafted", effects, {})
+    result, _runtime, _ = await run_one(client, "crafted", effects, {})
     assert len(client.calls) == 1
     if effects == "write":
         assert (result.outcome, result.error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
@@ -118,7 +118,7 @@ async def test_invalid_input_is_refused_before_any_call() -> None:
 
 async def test_client_exception_is_outcome_unknown_for_write() -> None:
     client = CraftedClient(error=ConnectionError(f"lost {MARKER}"))
-    result, _, model = await run_one(client, "crafted", "write", {})
+    result, _, _model = await run_one(client, "crafted", "write", {})
     assert (result.outcome, result.error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
     assert MARKER not in repr(result)
 
@@ -149,7 +149,7 @@ async def test_server_error_text_never_leaks(effects: str, tmp_path: Path) -> No
     assert SERVER_MARKER not in "".join(repr(r) for r in requests)
     assert SERVER_MARKER not in json.dumps([e.to_dict() for e in events])
     assert SERVER_MARKER not in repr(result) and SERVER_MARKER not in json.dumps(result.to_dict())
-    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("journal"))
+    stored = read_bytes_of(tmp_path, "journal")
     assert stored and SERVER_MARKER.encode() not in stored
     record = create_runtime("durable", journal=journal).inspect(result.run_id)
     assert SERVER_MARKER not in json.dumps(record.to_dict())

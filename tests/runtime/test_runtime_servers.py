@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pydantic
 from mcp import Client, StdioServerParameters
-from rt_helpers import Empty, Message, WriteIn, call, scripted
+from rt_helpers import Empty, Message, WriteIn, call, exists, read_text, scripted
 
 from toolbridge.agent import Agent
 from toolbridge.runtime import create_runtime, define_mcp_tool
@@ -46,7 +46,7 @@ async def _without_each_grant(fs_client: Client, target: Path) -> None:
         result = await runtime.run(agent, "write it")
         assert (result.outcome, result.error_code) == ("blocked", "PERMISSION_DENIED"), missing
         assert missing in (result.error_message or "")
-        assert not target.exists()
+        assert not exists(target)
         (evidence,) = runtime.inspect(result.run_id).calls
         assert evidence.request_sent is False and evidence.outcome == "not_started"
 
@@ -59,7 +59,7 @@ async def test_write_with_permission_succeeds(fs_params: StdioServerParameters, 
         result = await runtime.run(Agent(model, tools=[write_tool(fs_client)]), "write it")
     assert result.outcome == "succeeded", result
     assert result.output == "done"
-    assert target.read_text() == "hello"
+    assert read_text(target) == "hello"
     (evidence,) = runtime.inspect(result.run_id).calls
     assert evidence.request_sent and evidence.response_received and evidence.outcome == "succeeded"
     assert evidence.tool_id == "fs.write_file" and evidence.tool_version == "1"

@@ -1,0 +1,152 @@
+"""`toolbridge runs`: read the evidence journal of a durable runtime.
+
+```
+toolbridge runs --journal FILE [--json] [--limit N]       # the most recent runs, newest first
+toolbridge runs show RUN_ID --journal FILE [--json]       # one run and the evidence of its calls
+```
+
+The journal is only read. A run whose process died mid-run is shown as the runtime reads it
+back (`outcome_unknown` when a call with effects had its request sent and no response, else
+`failed` / `INTERRUPTED`), marked `(interrupted)`. Nothing here ever contains arguments, results
+or a tool's error text: the journal does not store them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from ..errors import ConfigError
+from ..runtime._journal import Journal, RunRecord
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the `runs` subcommand (with its `show` action)."""
+    runs = subparsers.add_parser(
+        "runs",
+        help="list the runs in a durable runtime's journal, or show one run's evidence",
+        description="`runs --journal FILE` lists runs; `runs show RUN_ID --journal FILE` shows one.",
+    )
+    runs.add_argument("action", nargs="?", choices=["show"], help="show one run")
+    runs.add_argument("run_id", nargs="?", help="the run to show")
+    runs.add_argument("--journal", required=True, help="the SQLite journal file")
+    runs.add_argument("--json", action="store_true", help="print JSON")
+    runs.add_argument("--limit", type=int, default=50, help="how many runs to list (default 50)")
+    runs.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    journal = Journal.open_existing(args.journal)
+    try:
+        if args.action == "show":
+            if not args.run_id:
+                raise ConfigError("runs show needs a RUN_ID")
+            record = journal.get_run(args.run_id)
+            if record is None:
+                raise ConfigError(f"no run {args.run_id!r} in the journal {args.journal!r}")
+            _print_run(record, as_json=args.json)
+            return 0
+        if args.run_id:
+            raise ConfigError(
+                f"unexpected argument {args.run_id!r} (did you mean `runs show {args.run_id}`?)"
+            )
+        if args.limit < 1:
+            raise ConfigError("--limit must be at least 1")
+        _print_runs(journal.list_runs(args.limit), as_json=args.json)
+        return 0
+    finally:
+        journal.close()
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch))
+
+
+def _outcome(record: RunRecord) -> str:
+    text = record.outcome
+    if record.interrupted:
+        text += " (interrupted)"
+    return text
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
+        return
+    if not records:
+        print("no runs")
+        return
+    rows = [["RUN", "STARTED (UTC)", "OUTCOME", "CODE", "COST", "AGENT"]]
+    for r in records:
+        rows.append(
+            [
+                r.run_id,
+                _when(r.started_at),
+                _outcome(r),
+                r.error_code or "-",
+                str(r.cost_micros),
+                r.agent or "-",
+            ]
+        )
+    print(_table(rows))
+
+
+def _print_run(record: RunRecord, *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(record.to_dict(), indent=2, sort_keys=True))
+        return
+    out = sys.stdout
+    print(f"run       {record.run_id}", file=out)
+    print(f"agent     {record.agent or '-'}", file=out)
+    print(f"profile   {record.profile}", file=out)
+    print(f"outcome   {_outcome(record)}" + (f"  {record.error_code}" if record.error_code else ""), file=out)
+    print(f"started   {_when(record.started_at)}   ended {_when(record.ended_at)}", file=out)
+    usage = record.usage
+    print(
+        f"cost      {record.cost_micros} micro-USD; {usage.get('model_calls', 0)} model calls, "
+        f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens",
+        file=out,
+    )
+    if not record.calls:
+        print("calls     none", file=out)
+        return
+    print("calls", file=out)
+    rows = [
+        ["CALL", "TOOL", "VERSION", "EFFECTS", "SENT", "RESPONSE", "OUTCOME", "CODE", "COST", "ARGS SHA-256"]
+    ]
+    for c in record.calls:
+        rows.append(
+            [
+                c.call_id,
+                c.tool_id,
+                c.tool_version or "-",
+                c.effects,
+                "yes" if c.request_sent else "no",
+                "yes" if c.response_received else "no",
+                c.outcome,
+                c.error_code or "-",
+                str(c.cost_micros),
+                c.args_sha256[:16],
+            ]
+        )
+    print(_table(rows), file=out)
+    if any(c.outcome == "outcome_unknown" for c in record.calls):
+        print(
+            "\noutcome_unknown: the request was sent and the remote side may have acted; check it "
+            "(run id + call id identify the call) before retrying.",
+            file=out,
+        )
