@@ -256,35 +256,31 @@ async def _run_governed(runtime: Any, agent: Any, prompt: str, view: _LiveView |
     finally:
         if callable(unsubscribe):
             unsubscribe()
-    out = _result_json(getattr(result, "result", None) or result)
+    out = _result_json(result)
     out["outcome"] = result.outcome
     out["runId"] = result.run_id
-    out["errorCode"] = getattr(result, "error_code", None)
-    out["costMicros"] = getattr(result, "cost_micros", 0)
-    if "text" not in out or out["text"] is None:
-        output = getattr(result, "output", None)
-        out["text"] = output if isinstance(output, str) else None
-    if result.outcome != "succeeded" and out.get("errorCode"):
-        out["error"] = f"{out['errorCode']}"
+    out["errorCode"] = result.error_code
+    out["costMicros"] = result.cost_micros
+    if result.outcome != "succeeded":
+        out["error"] = f"{result.error_code}: {result.error_message}"
     return out
 
 
 def _runtime_listener(view: _LiveView) -> Any:
+    """Feed the live view from the runtime's events (metadata only: names, timings, codes)."""
+    current = {"step": 0}
+
     def listener(event: Any) -> None:
-        name = getattr(event, "name", None) or getattr(event, "type", "")
-        data = getattr(event, "data", None) or {}
-        if not isinstance(data, Mapping):
-            data = {}
-        if name == "tool_call.start":
-            view.tool_started(int(data.get("step", 0)), str(data.get("call_id")), str(data.get("tool")))
-        elif name == "tool_call.end":
-            ok = data.get("outcome") in (None, "succeeded", "ok")
+        data = event.data if isinstance(getattr(event, "data", None), Mapping) else {}
+        if event.type == "step.started":
+            current["step"] = int(data.get("step", 0))
+            view.step(current["step"])
+        elif event.type == "tool.started":
+            view.tool_started(current["step"], str(data.get("call_id")), str(data.get("tool_id")))
+        elif event.type == "tool.completed":
+            failed = data.get("outcome") != "succeeded"
             view.tool_finished(
-                int(data.get("step", 0)),
-                str(data.get("call_id")),
-                str(data.get("tool")),
-                not ok,
-                data.get("code"),
+                current["step"], str(data.get("call_id")), str(data.get("tool_id")), failed, data.get("code")
             )
 
     return listener

@@ -536,16 +536,18 @@ class _FileAnalysis:
     def _task_tool_names(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> list[str] | None:
         from ._tasks import TaskLoadError, load_task_tool_names
 
-        where = ("file",) if model.file is not None else ("tools",)
         try:
             return load_task_tool_names(model, self.result.base_dir)
         except TaskLoadError as exc:
-            pos = (
-                mdoc.source.value_pos((*where, *exc.path))
-                if model.file is None
-                else mdoc.source.value_pos(where)
-            )
-            self.add(pos, "ERR_MANIFEST_TOOLSET_LOAD", f"Tasks.ToolSet {mdoc.name}: {exc.message}")
+            for path, message in exc.problems:
+                if model.file is None and path[:1] == ("tools",):
+                    pos = mdoc.source.value_pos(path)
+                else:
+                    pos = mdoc.source.value_pos(("file",) if model.file is not None else ("tools",))
+                prefix = (
+                    f"{model.file}: " if model.file is not None and not message.startswith(model.file) else ""
+                )
+                self.add(pos, "ERR_MANIFEST_TOOLSET_LOAD", f"Tasks.ToolSet {mdoc.name}: {prefix}{message}")
             return None
 
     def _function_tool_names(self, mdoc: ManifestDoc, model: ToolsDoc) -> list[str] | None:

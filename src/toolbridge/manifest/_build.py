@@ -153,10 +153,13 @@ class LiveManifest:
     async def _own(self, obj: Any) -> Any:
         """Register `obj` for closing when the manifest closes."""
         aclose = getattr(obj, "aclose", None)
+        close = getattr(obj, "close", None)
         if callable(aclose):
             self._stack.push_async_callback(aclose)
         elif hasattr(obj, "__aexit__"):
             await self._stack.enter_async_context(obj)
+        elif callable(close):
+            self._stack.callback(close)
         return obj
 
     async def build(self, name: str) -> Any:
@@ -299,11 +302,30 @@ class LiveManifest:
         raise ConfigError(f"{model.kind} {mdoc.name} is not something to build", code="ERR_MANIFEST_BUILD")
 
     async def _make_task_tools(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> Any:
-        from ..tasks import TaskToolSet
+        from ..tasks import McpServerConfig, TaskToolSet
         from ._tasks import task_tools_json
 
-        data = task_tools_json(model, self.manifest.analysis.base_dir)
-        tool_set = TaskToolSet.from_dict(data) if hasattr(TaskToolSet, "from_dict") else TaskToolSet(data)
+        base = self.manifest.analysis.base_dir
+        servers: dict[str, Any] = {}
+        for alias, ref in model.mcp_servers.items():
+            target = self._doc(ref.name).model
+            if isinstance(target, StdioClientDoc):
+                servers[alias] = McpServerConfig(
+                    command=_reveal(target.command),
+                    args=tuple(_reveal(a) for a in target.args),
+                    env={k: _reveal(v) for k, v in target.env.items()} if target.env is not None else None,
+                    cwd=str(base if target.cwd is None else base / target.cwd),
+                )
+            elif isinstance(target, HttpClientDoc):
+                servers[alias] = McpServerConfig(url=_reveal(target.url))
+        tool_set = TaskToolSet(
+            task_tools_json(model, base),
+            chromium=model.chromium,
+            headless=model.headless,
+            http_allow=model.http_allow,
+            mcp_servers=servers,
+            default_timeout_ms=model.default_timeout_ms,
+        )
         return await self._own(tool_set)
 
     async def _make_agent(self, mdoc: ManifestDoc, model: AgentDoc) -> Any:

@@ -334,7 +334,19 @@ class TaskToolSetDoc(KindDoc):
 
     kind: Literal["Tasks.ToolSet"]
     file: str | None = None
+    """Path of a task-tools JSON file (`{"tools": [...]}`), relative to the manifest."""
     tools: list[PlainObject] | None = None
+    """The tools inline, in the same format as the file's `tools`."""
+    http_allow: list[str] = []
+    """Hosts (`name` or `name:port`) the `http` action may reach."""
+    mcp_servers: dict[str, Annotated[Ref, RefTo(*CLIENT_KINDS)]] = {}
+    """MCP servers the `mcp` action may call, by the name the instructions use."""
+    headless: bool = True
+    """Run the browser without a window."""
+    chromium: str | None = None
+    """The Chromium executable (default: `$TOOLBRIDGE_CHROMIUM` or `/usr/bin/chromium`)."""
+    default_timeout_ms: NonNegativeInt = 3000
+    """How long element lookups retry."""
 
     @model_validator(mode="after")
     def _one_source(self) -> TaskToolSetDoc:

@@ -9,6 +9,7 @@ the file's JSON shape and the tool names are checked.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,28 @@ __all__ = ["TaskLoadError", "load_task_tool_names", "task_tools_json"]
 
 
 class TaskLoadError(Exception):
-    """The tool set cannot be loaded; `path` points into inline `tools` when it can."""
+    """The tool set cannot be loaded.
+
+    Attributes:
+        problems: `(path, message)` pairs; `path` points into the tools document
+            (`("tools", 0, "task", ...)`) when the loader named a place, else is empty.
+    """
 
     def __init__(self, message: str, path: tuple[str | int, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
-        self.path = path
+        self.problems: list[tuple[tuple[str | int, ...], str]] = [(path, message)]
+
+
+_PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def parse_error_path(text: str) -> tuple[str | int, ...]:
+    """`tools[0].task.instructions[1].params.x` -> `("tools", 0, "task", "instructions", 1, "params", "x")`."""
+    out: list[str | int] = []
+    for name, index in _PATH_TOKEN.findall(text):
+        out.append(int(index) if index else name)
+    return tuple(out)
 
 
 def task_tools_json(doc: TaskToolSetDoc, base_dir: Path) -> dict[str, Any]:
@@ -65,21 +82,28 @@ def load_task_tool_names(doc: TaskToolSetDoc, base_dir: Path) -> list[str]:
             raise TaskLoadError(f"tools[{i}] needs a string `name`", (i,))
         names.append(tool["name"])
     try:
-        from .. import tasks as tasks_pkg  # noqa: F401
-    except ImportError:
+        import toolbridge.tasks  # noqa: F401
+    except ImportError:  # a build without task tools: the shape check above is all we can do
         return names
     return _validate_with_tasks(data, doc)
 
 
 def _validate_with_tasks(data: dict[str, Any], doc: TaskToolSetDoc) -> list[str]:
-    from ..errors import ToolbridgeError
+    from ..errors import ConfigError
+    from ..tasks import compile_tools
 
     try:
-        from ..tasks import load_tools  # type: ignore[attr-defined]
-    except ImportError:
-        return [t["name"] for t in data["tools"]]
-    try:
-        loaded = load_tools(data)
-    except ToolbridgeError as exc:
-        raise TaskLoadError(exc.message) from None
-    return [getattr(t, "name", None) or t["name"] for t in loaded]
+        loaded = compile_tools(data)
+    except ConfigError as exc:
+        problems = exc.details.get("problems") or []
+        error = TaskLoadError(exc.message)
+        if problems:
+            error.problems = [
+                (
+                    parse_error_path(str(p.get("path", ""))),
+                    f"{p.get('path', '')}: {p.get('message', '')} [{p.get('code', exc.code)}]",
+                )
+                for p in problems
+            ]
+        raise error from None
+    return [t.name for t in loaded]
