@@ -183,6 +183,7 @@ class _Connection:
         self.task: asyncio.Task[None] | None = None
         self.transport: Any = None  # the transport object, when the subclass exposes one
         self.retired = False
+        self.session_rejected = False  # set by the HTTP layer when the server rejects the session
 
     def dispatcher_closed(self) -> bool:
         """Whether the SDK dispatcher has seen the connection end (private attribute, read defensively)."""
@@ -473,6 +474,7 @@ class ConnectionClient:
                     what,
                     connection_closed=lambda: not client._alive(conn) or conn.dispatcher_closed(),
                     stderr_tail=lambda: client._stderr_tail(conn),
+                    session_rejected=lambda: conn.session_rejected,
                 ):
                     yield
             except TransportError:

@@ -8,7 +8,9 @@ mapping, in the order it is tried:
   for a malformed or oversized response): `ProtocolError`;
 - an `MCPError` with code `CONNECTION_CLOSED` raised because the connection really ended:
   `TransportError`;
-- the `MCPError` "Session terminated" (Streamable HTTP 404 on a known session):
+- the `MCPError` "Session terminated" (Streamable HTTP 404 on a known session), or any
+  `MCPError` for a request the HTTP layer saw rejected for its session (`session_rejected`: 404,
+  410, or a 400 that names the session, which some servers send):
   `SessionInvalidError` (the client re-handshakes once before surfacing it);
 - any other `MCPError`: `JsonRpcError(rpc_code, rpc_message, data)`;
 - `pydantic.ValidationError`, and `RuntimeError` (the SDK's output-schema validation and other
@@ -34,7 +36,7 @@ import anyio
 import httpx2
 from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
 from pydantic import ValidationError
 
 from ..errors import (
@@ -81,6 +83,7 @@ def map_exception(
     what: str,
     connection_closed: Callable[[], bool] | None = None,
     stderr_tail: Callable[[], str] | None = None,
+    session_rejected: Callable[[], bool] | None = None,
 ) -> BaseException:
     """Translate one foreign exception into a toolbridge error (or return it unchanged).
 
@@ -89,6 +92,7 @@ def map_exception(
         what: a short description of the operation, for the message (`"tools/call 'echo'"`).
         connection_closed: returns True when the connection has really ended.
         stderr_tail: returns the last lines of the server's stderr, quoted on transport failures.
+        session_rejected: returns True when the HTTP layer saw the server reject the session.
 
     Returns:
         A `ToolbridgeError` (with `exc` as `__cause__`), or `exc` itself for cancellations and
@@ -113,7 +117,11 @@ def map_exception(
             closed or (exc.message == "Connection closed" and exc.data is None)
         ):
             mapped = transport(f"{what}: the connection to the server closed")
-        elif is_session_terminated(exc):
+        elif is_session_terminated(exc) or (
+            exc.code in (INVALID_REQUEST, INTERNAL_ERROR)
+            and session_rejected is not None
+            and session_rejected()
+        ):
             mapped = SessionInvalidError(f"{what}: the server rejected the HTTP session")
         else:
             mapped = JsonRpcError(
@@ -153,6 +161,7 @@ def map_sdk_errors(
     *,
     connection_closed: Callable[[], bool] | None = None,
     stderr_tail: Callable[[], str] | None = None,
+    session_rejected: Callable[[], bool] | None = None,
 ) -> Iterator[None]:
     """Run a block that calls the SDK; re-raise whatever escapes as a toolbridge error.
 
@@ -162,7 +171,13 @@ def map_sdk_errors(
     try:
         yield
     except BaseException as exc:
-        mapped = map_exception(exc, what=what, connection_closed=connection_closed, stderr_tail=stderr_tail)
+        mapped = map_exception(
+            exc,
+            what=what,
+            connection_closed=connection_closed,
+            stderr_tail=stderr_tail,
+            session_rejected=session_rejected,
+        )
         if mapped is exc:
             raise
         raise mapped from unwrap_group(exc)

@@ -1,8 +1,11 @@
 """`HttpClient`: an MCP server reached over Streamable HTTP.
 
 One HTTP session (the `Mcp-Session-Id` the server assigns at the handshake, on 2025-11-25 servers)
-is reused by every call. If the server forgets the session (HTTP 404 on a known session), the
-client opens a new one and resends the call once; a second rejection is `SessionInvalidError`.
+is reused by every call. If the server forgets the session (HTTP 404 or 410 on a request that
+carried the session id, or a 400 whose body names the session, as some servers answer), the client
+opens a new session and resends the call once; a second rejection is `SessionInvalidError`. A
+response hook on the HTTP client notices the rejection, since the SDK reports it only as a generic
+JSON-RPC error.
 A response stream that breaks is resumed by the SDK with `Last-Event-ID`. Headers, authentication
 (any `httpx2.Auth`, for example the SDK's `OAuthClientProvider`) and HTTP timeouts go on the
 `httpx2.AsyncClient` each connection creates.
@@ -25,6 +28,8 @@ from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, Connectio
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
 
 __all__ = ["HttpClient"]
+
+_SESSION_HEADER = "mcp-session-id"
 
 
 class HttpClient(ConnectionClient):
@@ -91,9 +96,22 @@ class HttpClient(ConnectionClient):
         parts = urlsplit(self.url)
         return f"HTTP server {parts.scheme}://{parts.netloc}{parts.path}"
 
-    def _make_http_client(self) -> httpx2.AsyncClient:
+    def _make_http_client(self, conn: _Connection) -> httpx2.AsyncClient:
         """The HTTP client of one connection (response size limits apply when available)."""
         client = create_mcp_http_client(headers=self.headers or None, auth=self.auth)
+
+        async def notice_session_rejection(response: httpx2.Response) -> None:
+            if not response.request.headers.get(_SESSION_HEADER):
+                return
+            status = response.status_code
+            if status in (404, 410):
+                conn.session_rejected = True
+            elif status == 400:
+                body = await response.aread()
+                if b"session" in body[:4096].lower():
+                    conn.session_rejected = True
+
+        client.event_hooks["response"].append(notice_session_rejection)
         try:
             from ._http_limits import limit_http_client  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
@@ -102,5 +120,5 @@ class HttpClient(ConnectionClient):
         return limited
 
     async def _open(self, stack: AsyncExitStack, conn: _Connection) -> Any:
-        http = await stack.enter_async_context(self._make_http_client())
+        http = await stack.enter_async_context(self._make_http_client(conn))
         return streamable_http_client(self.url, http_client=http, max_sse_event_size=self.max_message_bytes)
