@@ -78,5 +78,7 @@ async def fs_client(node: str, filesystem_js: str, data_dir: Path) -> AsyncItera
 
 @pytest.fixture
 async def everything_client(everything_cmd: list[str]) -> AsyncIterator[StdioClient]:
-    async with StdioClient(everything_cmd[0], everything_cmd[1:]) as client:
+    # server-everything keeps a long-running operation going after a cancel: a short grace
+    # period lets the fixture stop it promptly (SIGTERM) once the test is done.
+    async with StdioClient(everything_cmd[0], everything_cmd[1:], shutdown_grace_ms=500) as client:
         yield client
