@@ -1,0 +1,31 @@
+"""docs/declare.md: its example is examples/declare_filesystem.py verbatim, and it runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "declare_filesystem.py"
+
+
+def test_doc_includes_the_example_verbatim() -> None:
+    doc = (ROOT / "docs" / "declare.md").read_text()
+    assert "```python\n" + EXAMPLE.read_text() + "```" in doc
+
+
+def test_example_runs(tmp_path: Path, filesystem_js: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "without grants: blocked PERMISSION_DENIED; file exists: False"
+    assert lines[1] == "with grants: succeeded; answer: 'Wrote note.txt.'; file: 'hello'"
+    assert lines[2].startswith("  fs.write_file v1: sent=True response=True outcome=succeeded")
+    assert (tmp_path / "note.txt").read_text() == "hello"
