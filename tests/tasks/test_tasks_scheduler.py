@@ -17,6 +17,7 @@ from toolbridge.tasks import (
     ActionParams,
     ActionRegistry,
     McpServerConfig,
+    Task,
     TaskToolSet,
     default_registry,
 )
@@ -72,6 +73,22 @@ def tools(*defs: dict[str, Any]) -> dict[str, Any]:
 
 def note(text: str, ms: int = 0, **extra: Any) -> dict[str, Any]:
     return {"action": "note", "params": {"text": text, "ms": ms}, **extra}
+
+
+async def started_task(toolset: TaskToolSet) -> Task:
+    """The next task the tool set's scheduler creates, once its first instruction is about to run."""
+    created: list[Task] = []
+    event = anyio.Event()
+
+    def on_created(task: Task) -> None:
+        created.append(task)
+        event.set()
+
+    toolset.scheduler.on_created = on_created
+    with anyio.fail_after(5):
+        await event.wait()
+        await created[0].wait_started()
+    return created[0]
 
 
 TestFn = Callable[..., Awaitable[None]]
@@ -199,10 +216,10 @@ async def test_stop_gives_partial_completed_and_frees_the_scheduler(toolset: Tas
     started = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
-        with anyio.fail_after(5):
-            while toolset.scheduler.current is None or toolset.scheduler.current.index < 1:
-                await anyio.sleep(0.01)
-        toolset.scheduler.current.stop()
+        task = await started_task(toolset)
+        await anyio.sleep(0.2)  # "a" is done at once; the long wait is running
+        assert task.index == 1
+        task.stop()
     assert time.monotonic() - started < 5, "stop cancels the running wait"
     env = outcome.envelope
     assert env["status"] == "partial completed" and env["index"] == 1
@@ -227,10 +244,7 @@ async def test_pause_resume_and_skip(toolset: TaskToolSet) -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
-        with anyio.fail_after(5):
-            while toolset.scheduler.current is None:
-                await anyio.sleep(0.005)
-        task = toolset.scheduler.current
+        task = await started_task(toolset)
         task.pause()  # the running instruction ("a") finishes first
         await anyio.sleep(0.4)
         assert LOG == ["a"] and task.state == "paused"

@@ -234,7 +234,7 @@ def test_references_take_values_from_earlier_results() -> None:
     assert out == {"value": {"n": 2, "t": 'Ada has [{"n":1},{"n":2}]'}}
     # before the task runs, references stay in place (and the instruction is not type-checked)
     assert tool.render_params(tool.instructions[1], "i1", args, None)["value"]["n"] == "{{first.rows[1].n}}"
-    with pytest.raises(PathError, match="first.rows"):
+    with pytest.raises(PathError, match=r"first\.rows"):
         tool.render_params(tool.instructions[1], "i1", args, {"first": {"rows": []}})
 
 
