@@ -137,3 +137,103 @@ def test_run_stops_on_analysis_errors(
     err = capsys.readouterr().err
     assert "secret openaiApiKey cannot be resolved" in err
     assert "nothing was started" in err
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().decode(errors="replace").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_cancels_cleanly(tmp_path: Path, everything_js: str, node: str) -> None:
+    """SIGINT mid-tool-call: exit 130, no server left behind, the journal says cancelled."""
+    import selectors
+    import signal
+    import time
+
+    from conftest import descendants_of_this_process
+
+    from toolbridge.runtime import create_runtime
+
+    manifest = tmp_path / "slow.yaml"
+    manifest.write_text(
+        f"""\
+kind: Runtime
+metadata: {{ name: Policy }}
+profile: durable
+journal: runs.db
+permissions: {{ allow: ["model:scripted", "tool:ev_trigger-long-running-operation"] }}
+---
+kind: Ai.ScriptedModel
+metadata: {{ name: Scripted }}
+turns:
+  - toolCalls: [ {{ name: ev_trigger-long-running-operation, arguments: {{ duration: 30, steps: 30 }} }} ]
+  - text: never reached
+---
+kind: Mcp.StdioClient
+metadata: {{ name: Everything }}
+command: {node}
+args: ["{everything_js}", "stdio"]
+shutdownGraceMs: 2000
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Ev }}
+client: !ref Everything
+---
+kind: Ai.Agent
+metadata: {{ name: Slow }}
+model: !ref Scripted
+toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
+"""
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, toolbridge.cli as c; sys.exit(c.main())",
+            "run",
+            str(manifest),
+            "--input",
+            "go",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        seen = ""
+        deadline = time.monotonic() + 30
+        while "→ ev_trigger-long-running-operation" not in seen:
+            assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
+            if sel.select(timeout=0.5):
+                line = proc.stderr.readline()
+                assert line, f"toolbridge run exited early: {seen!r}"
+                seen += line
+        time.sleep(0.3)  # the call is in flight on the server now
+        servers = [pid for pid, cmd in descendants_of_this_process() if "server-everything" in cmd]
+        assert servers, "the server should be running"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out, seen + err)
+    assert "interrupted" in err and "Traceback" not in err
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in servers), "a server process outlived the run"
+    runtime = create_runtime(profile="durable", journal=tmp_path / "runs.db")
+    try:
+        [run] = runtime.runs()
+        assert run.outcome == "cancelled", run
+        assert run.error_code == "CANCELLED"
+    finally:
+        runtime.close()

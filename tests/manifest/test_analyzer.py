@@ -439,3 +439,41 @@ def test_several_files_and_json_shape(tmp_path: Path) -> None:
 )
 def test_more_schema_findings(tmp_path: Path, text: str, expected: list[tuple[str, int, int]]) -> None:
     assert found(tmp_path, text) == expected
+
+
+def test_inline_task_tool_error_points_into_the_tool(tmp_path: Path) -> None:
+    text = BASE + textwrap.dedent(
+        """\
+        kind: Tasks.ToolSet
+        metadata: { name: T }
+        tools:
+          - name: add_user
+            description: Add a user.
+            inputSchema: { type: object }
+            task:
+              instructions:
+                - action: wait
+                  params: { ms: 1 }
+                - action: teleport
+                  params: {}
+        """
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    [d] = check_manifest(path, env={}).diagnostics
+    assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 24, 19)
+    assert "tools[0].task.instructions[1].action: unknown action 'teleport'" in d.message
+    assert "ERR_TASK_UNKNOWN_ACTION" in d.message
+
+
+def test_task_file_error_is_reported_with_its_path(tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(
+        '{"tools": [{"name": "a", "description": "d", "inputSchema": {"type": "object"},'
+        ' "task": {"instructions": [{"action": "goto", "params": {"url": "{{nowhere}}"}}]}}]}'
+    )
+    text = BASE + "kind: Tasks.ToolSet\nmetadata: { name: T }\nfile: tools.json\n"
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    [d] = check_manifest(path, env={}).diagnostics
+    assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 16, 7)
+    assert "tools.json: tools[0].task.instructions[0].params.url: placeholder {{nowhere}}" in d.message

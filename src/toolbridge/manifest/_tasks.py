@@ -36,7 +36,7 @@ _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def parse_error_path(text: str) -> tuple[str | int, ...]:
-    """`tools[0].task.instructions[1].params.x` -> `("tools", 0, "task", "instructions", 1, "params", "x")`."""
+    """`tools[0].task.params.x` -> `("tools", 0, "task", "params", "x")`."""
     out: list[str | int] = []
     for name, index in _PATH_TOKEN.findall(text):
         out.append(int(index) if index else name)

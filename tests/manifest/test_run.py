@@ -1,0 +1,161 @@
+"""Running manifests end to end: real servers, scripted models, the governed runtime."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FILESYSTEM_JS
+
+from toolbridge.cli import main
+from toolbridge.errors import ConfigError
+from toolbridge.manifest import load_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "manifests"
+RELATIVE_FS = "../../tests/servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+SECRET = "sk-RUN-SECRET-77c0e1"
+
+
+def _copy_example(name: str, tmp_path: Path, *, grant_write: bool = False) -> Path:
+    """The example with its data dir in tmp_path and the server path made absolute."""
+    (tmp_path / "data").mkdir()
+    shutil.copy(EXAMPLES / "data" / "notes.txt", tmp_path / "data" / "notes.txt")
+    text = (EXAMPLES / name).read_text().replace(RELATIVE_FS, str(FILESYSTEM_JS))
+    if grant_write:
+        text = text.replace("    # - ", "    - ")
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_offline_example_reads_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped example as written: relative paths resolve from the manifest's directory."""
+    path = EXAMPLES / "offline-assistant.yaml"
+    assert main(["run", str(path), "--input", "What do my notes say?"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "Your notes are about shipping the manifest checker and the offline demo."
+    assert "step 1" in err and "✓ fs_list_directory" in err and "✓ fs_read_file" in err
+
+
+def test_offline_example_json(capsys: pytest.CaptureFixture[str]) -> None:
+    path = EXAMPLES / "offline-assistant.yaml"
+    assert main(["run", str(path), "--input", "What do my notes say?", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    result = json.loads(out)
+    assert result["finishReason"] == "stop"
+    assert result["usage"]["requests"] == 3
+    [listing], [reading] = (s["toolResults"] for s in result["steps"][:2])
+    assert listing["name"] == "fs_list_directory" and "notes.txt" in json.dumps(listing["content"])
+    assert reading["error"] is False
+    assert "ship the manifest checker" in json.dumps(reading["content"])
+    assert result["steps"][1]["toolCalls"] == [
+        {"id": "call_1_0", "name": "fs_read_file", "arguments": {"path": "notes.txt"}}
+    ]
+
+
+def test_governed_run_blocks_the_ungranted_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _copy_example("governed-assistant.yaml", tmp_path)
+    assert main(["run", str(path), "--input", "Summarise my notes", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert (result["outcome"], result["errorCode"]) == ("blocked", "PERMISSION_DENIED")
+    assert result["runId"].startswith("run_")
+    assert not (tmp_path / "data" / "summary.txt").exists()  # the server never heard of it
+
+
+def test_governed_run_with_the_grants(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _copy_example("governed-assistant.yaml", tmp_path, grant_write=True)
+    assert main(["run", str(path), "--input", "Summarise my notes", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["outcome"] == "succeeded", result
+    assert result["text"] == "Summary written to summary.txt."
+    first = {r["name"]: r for r in result["steps"][0]["toolResults"]}
+    assert "ship the manifest checker" in json.dumps(first["fs_read_file"]["content"])
+    assert first["greet"]["content"]["result"] == "Hello, Ada!"  # the Tasks.ToolSet tool ran
+    assert (tmp_path / "data" / "summary.txt").read_text() == "Ship the manifest checker."
+
+
+def test_governed_live_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _copy_example("governed-assistant.yaml", tmp_path)
+    assert main(["run", str(path), "--input", "Summarise my notes"]) == 1
+    err = capsys.readouterr().err
+    assert "✓ fs_read_file" in err and "✓ greet" in err
+    assert "run blocked: PERMISSION_DENIED" in err
+
+
+async def test_load_and_open_from_python(tmp_path: Path) -> None:
+    path = _copy_example("offline-assistant.yaml", tmp_path)
+    manifest = load_manifest(path)
+    assert manifest.agent_names == ["Assistant"]
+    async with manifest.open() as live:
+        agent = await live.agent()
+        assert await live.runtime() is None
+        assert await live.build("FileTools") is await live.build("FileTools")  # built once, shared
+        result = await agent.run("What do my notes say?")
+    assert result.text.startswith("Your notes are about")
+
+
+def test_agent_selection(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "kind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [ { text: a } ]\n---\n"
+        "kind: Ai.Agent\nmetadata: { name: One }\nmodel: !ref M\n---\n"
+        "kind: Ai.Agent\nmetadata: { name: Two }\nmodel: !ref M\n"
+    )
+    manifest = load_manifest(path)
+    with pytest.raises(ConfigError) as info:
+        manifest.pick_agent()
+    assert info.value.code == "ERR_MANIFEST_AGENT" and "--agent" in info.value.message
+    with pytest.raises(ConfigError):
+        manifest.pick_agent("Three")
+    assert manifest.pick_agent("Two") == "Two"
+
+
+def test_run_with_agent_and_input_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "kind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [ { text: from-two } ]\n---\n"
+        "kind: Ai.Agent\nmetadata: { name: One }\nmodel: !ref M\n---\n"
+        "kind: Ai.Agent\nmetadata: { name: Two }\nmodel: !ref M\n"
+    )
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("hello")
+    assert main(["run", str(path), "--input-file", str(prompt)]) == 1
+    assert "choose one with --agent" in capsys.readouterr().err
+    assert main(["run", str(path), "--agent", "Two", "--input-file", str(prompt)]) == 0
+    assert capsys.readouterr().out.strip() == "from-two"
+
+
+def test_secret_values_never_printed_by_run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A secret given to a server's environment and to a model's key is in no output channel."""
+    monkeypatch.setenv("SERVER_TOKEN", SECRET)
+    path = _copy_example("offline-assistant.yaml", tmp_path)
+    text = path.read_text().replace(
+        "clientInfo: { name: my-app, version: 1.0.0 }",
+        'clientInfo: { name: my-app, version: 1.0.0 }\nenv: { API_TOKEN: "${{ secrets.serverToken }}" }',
+    )
+    text += (
+        "---\nkind: AiOpenai.OpenaiModel\nmetadata: { name: Remote }\nmodel: gpt-4o-mini\n"
+        'apiKey: "${{ secrets.serverToken }}"\nbaseUrl: http://127.0.0.1:9/v1\n'
+        "---\nkind: Ai.Agent\nmetadata: { name: Failing }\nmodel: !ref Remote\n"
+    )
+    path.write_text(text)
+    caplog.set_level(logging.DEBUG)
+    assert main(["-vv", "run", str(path), "--agent", "Assistant", "--input", "notes?"]) == 0
+    assert main(["run", str(path), "--agent", "Assistant", "--input", "notes?", "--json"]) == 0
+    # a model that cannot be reached: the error path must not show the key either
+    assert main(["-vv", "run", str(path), "--agent", "Failing", "--input", "hi", "--json"]) == 1
+    assert main(["check", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "ERR_MODEL" in out + err
+    everything = out + err + caplog.text + "".join(str(r.__dict__) for r in caplog.records)
+    assert SECRET not in everything
