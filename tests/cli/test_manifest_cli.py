@@ -155,7 +155,6 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path, everything_js: str, node: str) -
     import time
 
     from conftest import descendants_of_this_process
-
     from toolbridge.runtime import create_runtime
 
     manifest = tmp_path / "slow.yaml"

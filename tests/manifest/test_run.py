@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FILESYSTEM_JS
 
+from conftest import FILESYSTEM_JS
 from toolbridge.cli import main
 from toolbridge.errors import ConfigError
 from toolbridge.manifest import load_manifest
