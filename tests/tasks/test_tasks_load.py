@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from toolbridge.errors import ConfigError
+from toolbridge.errors import ConfigError, ToolError
 from toolbridge.tasks import (
     ActionContext,
     ActionParams,
@@ -23,6 +23,7 @@ from toolbridge.tasks import (
     default_registry,
     task_output_schema,
 )
+from toolbridge.tasks.actions.browser import find_chromium
 
 
 def tool(instructions: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -417,3 +418,14 @@ def test_entry_point_actions_are_loaded(tmp_path: Path, monkeypatch: pytest.Monk
         ActionRegistry().load_entry_points()
     assert info.value.code == "ERR_TASK_ACTION_PLUGIN" and "broken" in str(info.value)
     sys.modules.pop("tb_plugin_demo", None)
+
+
+@pytest.mark.browser
+def test_find_chromium(monkeypatch: pytest.MonkeyPatch, chromium: str) -> None:
+    assert find_chromium(chromium) == chromium
+    with pytest.raises(ToolError) as info:
+        find_chromium("/nonexistent/chromium")
+    assert info.value.code == "ERR_TOOL_BROWSER"
+    monkeypatch.setenv("TOOLBRIDGE_CHROMIUM", "/nonexistent/env-chromium")
+    with pytest.raises(ToolError, match="env-chromium"):
+        find_chromium()

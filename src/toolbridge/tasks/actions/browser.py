@@ -316,12 +316,20 @@ async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
     from playwright.async_api import Error as PlaywrightError
 
     page = await ctx.page()
-    try:
-        await page.goto(params.url, timeout=params.timeout)
-    except PlaywrightError as exc:
-        raise ToolError(
-            f"could not open {params.url!r}: {_first_line(exc)}", code="ERR_TOOL_ACTION_FAILED"
-        ) from None
+    for attempt in range(3):
+        try:
+            await page.goto(params.url, timeout=params.timeout)
+            break
+        except PlaywrightError as exc:
+            # A failed navigation is followed by Chromium's error page, which may still be
+            # committing: let it settle, so that it neither interrupts a retry nor the next goto.
+            with contextlib.suppress(PlaywrightError):
+                await page.wait_for_load_state("load", timeout=2000)
+            if attempt < 2 and "interrupted by another navigation" in str(exc):
+                continue
+            raise ToolError(
+                f"could not open {params.url!r}: {_first_line(exc)}", code="ERR_TOOL_ACTION_FAILED"
+            ) from None
     return {"url": page.url, "title": await page.title()}
 
 
