@@ -42,7 +42,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from ..content import AudioPart, ImagePart, Part, TextPart, decoded_size, to_json_text
-from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
+from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError, bounded
 from ..tools import ToolResult, ToolSpec, provider_generation
 from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
 from ._naming import model_legal
@@ -238,10 +238,13 @@ class _Catalog:
 
 
 def _label(source: Any, index: int | None) -> str:
-    name = getattr(source, "name", None) or getattr(source, "id", None)
-    kind = type(source).__name__
+    name = getattr(source, "name", None)
+    if not isinstance(name, str):
+        name = getattr(source, "id", None)
     where = f"binding #{index} " if index is not None else "declared tool "
-    return f"{where}({kind} {name!r})" if isinstance(name, str) else f"{where}({kind})"
+    if isinstance(name, str):
+        return f"{where}({type(source).__name__} {name!r})"
+    return f"{where}({bounded(repr(source), 120)})"
 
 
 # -- results to the model ----------------------------------------------------------------------

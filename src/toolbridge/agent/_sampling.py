@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from ..content import AudioPart, ImagePart, Part, TextPart
 from ..errors import ToolbridgeError, bounded
@@ -26,10 +24,15 @@ from .models._base import Message, ModelRequest
 
 __all__ = ["ModelSamplingHandler"]
 
+if TYPE_CHECKING:
+    import mcp_types as types
+
 _log = logging.getLogger("toolbridge.agent.sampling")
 
 
 def _parts(content: Any) -> tuple[Part, ...]:
+    import mcp_types as types
+
     blocks = content if isinstance(content, list) else [content]
     parts: list[Part] = []
     for block in blocks:
@@ -92,6 +95,8 @@ class ModelSamplingHandler:
         Returns:
             The assistant's message, or `ErrorData` when the model failed.
         """
+        import mcp_types as types
+
         if params is None:
             params = context
         assert isinstance(params, types.CreateMessageRequestParams)
