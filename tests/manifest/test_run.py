@@ -145,7 +145,7 @@ def test_secret_values_never_printed_by_run(
     )
     text += (
         "---\nkind: AiOpenai.OpenaiModel\nmetadata: { name: Remote }\nmodel: gpt-4o-mini\n"
-        'apiKey: "${{ secrets.serverToken }}"\nbaseUrl: http://127.0.0.1:9/v1\n'
+        'apiKey: "${{ secrets.serverToken }}"\nbaseUrl: http://127.0.0.1:9/v1\nmaxRetries: 0\n'
         "---\nkind: Ai.Agent\nmetadata: { name: Failing }\nmodel: !ref Remote\n"
     )
     path.write_text(text)

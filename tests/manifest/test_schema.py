@@ -45,3 +45,14 @@ def test_unknown_field_is_rejected_by_the_schema() -> None:
     validator = jsonschema.Draft202012Validator(manifest_json_schema())
     doc = {"kind": "Mcp.StdioClient", "metadata": {"name": "A"}, "command": "node", "argz": []}
     assert list(validator.iter_errors(doc))
+
+
+def test_published_schema_file_is_current() -> None:
+    """`docs/manifest.schema.json` (referenced by the examples' language-server line) is up to date.
+
+    Regenerate it with `toolbridge schema > docs/manifest.schema.json`.
+    """
+    import json
+
+    published = json.loads((ROOT / "docs" / "manifest.schema.json").read_text())
+    assert published == manifest_json_schema()

@@ -271,6 +271,7 @@ class LiveManifest:
                 "api_key": _reveal(model.api_key),
                 "base_url": _reveal(model.base_url),
                 "options": dict(model.options) if model.options else None,
+                "max_retries": model.max_retries,
             }
             if model.prices is not None:
                 from ..agent.models._base import ModelPrices

@@ -272,7 +272,11 @@ class OpenaiModelDoc(KindDoc):
     api_key: SecretText | None = None
     base_url: SecretText | None = None
     options: PlainObject | None = None
+    """Request options (camelCase or snake_case), e.g. `temperature`."""
     prices: Prices | None = None
+    """What the model costs; the runtime's budget uses it."""
+    max_retries: NonNegativeInt = 3
+    """Retries on 429 and 5xx answers and connection failures, with backoff."""
 
 
 class ScriptedToolCall(_Closed):
