@@ -18,7 +18,8 @@ mapping, in the order it is tried:
 - `OSError`, anyio stream errors, `httpx2` errors, OAuth flow errors: `TransportError`;
 - an `ExceptionGroup`: unwrapped to its first leaf that is not a cancellation, then mapped.
 
-Cancellation is never mapped. The foreign exception is always kept as `__cause__`.
+Cancellation (and any other `BaseException` that is not an `Exception`) is never mapped. The
+foreign exception is always kept as `__cause__`.
 
 A server may itself answer with code -32000 (the SDK's `CONNECTION_CLOSED`) as a generic error, so
 that code alone does not mean the connection ended: the caller passes `connection_closed`, a probe of
@@ -57,13 +58,15 @@ _SESSION_TERMINATED = "Session terminated"
 
 
 def unwrap_group(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group that is not a cancellation (or the first leaf at all)."""
+    """The first leaf of an exception group that is an `Exception` (not a cancellation or exit).
+
+    Falls back to the first leaf when every leaf is a `BaseException` only.
+    """
     while isinstance(exc, BaseExceptionGroup):
         leaves = list(exc.exceptions)
         if not leaves:
             break
-        cancelled = anyio.get_cancelled_exc_class()
-        meaningful = [e for e in leaves if not isinstance(e, cancelled | GeneratorExit)]
+        meaningful = [e for e in leaves if isinstance(e, Exception)]
         exc = (meaningful or leaves)[0]
     return exc
 
@@ -99,8 +102,8 @@ def map_exception(
         exceptions that are not the server's doing.
     """
     exc = unwrap_group(exc)
-    if isinstance(exc, ToolbridgeError | anyio.get_cancelled_exc_class()):
-        return exc
+    if isinstance(exc, ToolbridgeError) or not isinstance(exc, Exception):
+        return exc  # already ours, or a cancellation / exit signal: never translated
 
     def transport(message: str) -> TransportError:
         tail = stderr_tail() if stderr_tail is not None else ""
