@@ -477,3 +477,31 @@ def test_task_file_error_is_reported_with_its_path(tmp_path: Path) -> None:
     [d] = check_manifest(path, env={}).diagnostics
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 16, 7)
     assert "tools.json: tools[0].task.instructions[0].params.url: placeholder {{nowhere}}" in d.message
+
+
+def test_declared_tool_schemas_are_checked(tmp_path: Path) -> None:
+    text = BASE + textwrap.dedent(
+        """\
+        kind: AiMcp.Tool
+        metadata: { name: W }
+        id: fs.write
+        version: "1"
+        description: Write.
+        client: !ref Files
+        input:
+          type: object
+          properties:
+            path: { type: 12 }
+        output: { type: string }
+        effects: write
+        capabilities: []
+        """
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    diags = check_manifest(path, env={}).diagnostics
+    assert [(d.code, d.line, d.column) for d in diags] == [
+        ("ERR_MANIFEST_INVALID_VALUE", 23, 19),
+        ("ERR_MANIFEST_INVALID_VALUE", 24, 9),
+    ]
+    assert "`input.properties.path.type` is not a valid JSON Schema" in diags[0].message

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -159,3 +164,93 @@ def test_secret_values_never_printed_by_run(
     assert "ERR_MODEL" in out + err
     everything = out + err + caplog.text + "".join(str(r.__dict__) for r in caplog.records)
     assert SECRET not in everything
+
+
+@pytest.fixture
+def everything_http(everything_js: str, node: str) -> Iterator[str]:
+    """server-everything over Streamable HTTP on a free port; yields its endpoint."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [node, everything_js, "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, "server-everything exited"
+                assert time.monotonic() < deadline, "server-everything did not listen"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def test_http_server_and_python_functions_from_yaml(tmp_path: Path, everything_http: str) -> None:
+    """References across kinds at run time: an HTTP client, a discovered provider, native tools."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        f"""\
+kind: Ai.Agent
+metadata: {{ name: Mixed }}
+model: !ref Script
+toolProviders:
+  - {{ provider: !ref Everything, prefix: ev_, include: [echo] }}
+  - {{ provider: !ref Native, include: [add] }}
+---
+kind: Ai.ScriptedModel
+metadata: {{ name: Script }}
+turns:
+  - toolCalls:
+      - {{ name: ev_echo, arguments: {{ message: hi there }} }}
+      - {{ name: add, arguments: {{ a: 2, b: 40 }} }}
+  - text: done
+---
+kind: Ai.Tools
+metadata: {{ name: Native }}
+functions: ["manifest_native_tools:add"]
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Everything }}
+client: !ref Web
+---
+kind: Mcp.HttpClient
+metadata: {{ name: Web }}
+url: "{everything_http}"
+headers: {{ X-Trace: manifest-test }}
+"""
+    )
+    manifest = load_manifest(path)
+    async with manifest.open() as live:
+        result = await (await live.agent()).run("go")
+    [echo, added] = result.steps[0].tool_results
+    assert not echo.error and "hi there" in json.dumps(echo.content, default=str)
+    assert not added.error and "42" in json.dumps(added.content, default=str)
+
+
+def test_ai_tools_names_are_checked(tmp_path: Path) -> None:
+    from toolbridge.manifest import check_manifest
+
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "kind: Ai.Tools\nmetadata: { name: N }\n"
+        'functions: ["manifest_native_tools:add", "manifest_native_tools:not_a_function"]\n'
+        "---\nkind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [ { text: x } ]\n"
+        "---\nkind: Ai.Agent\nmetadata: { name: A }\nmodel: !ref M\n"
+        "toolProviders: [ { provider: !ref N, include: [sub] } ]\n"
+    )
+    assert [(d.code, d.line, d.column) for d in check_manifest(path).diagnostics] == [
+        ("ERR_MANIFEST_IMPORT", 3, 42)
+    ]

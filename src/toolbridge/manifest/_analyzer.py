@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ._kinds import KINDS, AgentDoc, KindDoc, SecretsDoc, TaskToolSetDoc, ToolsDoc
+from ._kinds import KINDS, AgentDoc, KindDoc, McpToolDoc, SecretsDoc, TaskToolSetDoc, ToolsDoc
 from ._secrets import Secret, SecretSources, expand, read_secrets_file
 from ._yaml import Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
 
@@ -308,6 +308,7 @@ class _FileAnalysis:
 
         self._check_refs(documents, kinds_by_name)
         self._check_runtimes()
+        self._check_json_schemas()
         self._check_tool_sets()
         self._check_includes()
         self.result.diagnostics.sort(key=lambda d: (d.line, d.column))
@@ -522,6 +523,34 @@ class _FileAnalysis:
                 "ERR_MANIFEST_MULTIPLE_RUNTIMES",
                 f"a manifest has at most one Runtime; {runtimes[0].name} is already declared",
             )
+
+    def _check_json_schemas(self) -> None:
+        import jsonschema
+
+        for mdoc in self.result.of_kind("AiMcp.Tool"):
+            assert isinstance(mdoc.model, McpToolDoc)
+            for field_name in ("input", "output"):
+                schema = getattr(mdoc.model, field_name)
+                validator = jsonschema.validators.validator_for(
+                    schema, default=jsonschema.Draft202012Validator
+                )
+                try:
+                    validator.check_schema(schema)
+                except jsonschema.SchemaError as exc:
+                    where = (field_name, *exc.path)
+                    self.add(
+                        mdoc.source.value_pos(tuple(where)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"AiMcp.Tool {mdoc.name}: `{_dotted(where)}` is not a valid JSON Schema: "
+                        f"{exc.message}",
+                    )
+                    continue
+                if schema.get("type", "object") != "object":
+                    self.add(
+                        mdoc.source.value_pos((field_name,)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"AiMcp.Tool {mdoc.name}: `{field_name}` must describe an object (`type: object`)",
+                    )
 
     def _check_tool_sets(self) -> None:
         for mdoc in self.result.of_kind("Tasks.ToolSet", "Ai.Tools"):
