@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import StdioClient
-
-
-def mcp_provider(client: Any) -> McpToolProvider:
-    """An MCP client as a `ToolProvider`."""
-    return McpToolProvider(client)
 
 
 @pytest.fixture

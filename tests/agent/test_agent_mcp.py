@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import mcp_provider
 from toolbridge.agent import Agent, Message, ModelRequest, ScriptedModel
+from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import StdioClient
 from toolbridge.content import ImagePart, TextPart
 from toolbridge.errors import AgentError
@@ -64,7 +64,7 @@ async def test_multi_step_across_filesystem_and_function_tools(
         model,
         [
             {
-                "provider": mcp_provider(fs_client),
+                "provider": McpToolProvider(fs_client),
                 "prefix": "fs_",
                 "include": ["list_directory", "read_text_file", "write_file"],
             },
@@ -89,7 +89,7 @@ async def test_multi_step_across_filesystem_and_function_tools(
 
 
 async def test_exclude_and_collision_with_an_mcp_server(fs_client: StdioClient) -> None:
-    provider = mcp_provider(fs_client)
+    provider = McpToolProvider(fs_client)
     model = ScriptedModel([{"text": "ok"}])
     await Agent(model, [{"provider": provider, "exclude": ["write_file", "edit_file", "move_file"]}]).run(
         "go"
@@ -118,7 +118,7 @@ async def test_server_error_text_reaches_the_next_model_turn(fs_client: StdioCli
             {"text": "recovered"},
         ]
     )
-    result = await Agent(model, [mcp_provider(fs_client)]).run("read it")
+    result = await Agent(model, [McpToolProvider(fs_client)]).run("read it")
     failure = result.steps[0].tool_results[0]
     assert failure.error and failure.error_code == "ERR_MCP_TOOL_ERROR"
     fed_back = tool_texts(model.requests[1])[0]
@@ -129,7 +129,7 @@ async def test_server_error_text_reaches_the_next_model_turn(fs_client: StdioCli
 
 async def test_image_tool_result_reaches_the_model_as_an_image(everything_client: StdioClient) -> None:
     model = ScriptedModel([{"tool_calls": [{"name": "get-tiny-image"}]}, {"text": "a tiny image"}])
-    await Agent(model, [mcp_provider(everything_client)]).run("show me")
+    await Agent(model, [McpToolProvider(everything_client)]).run("show me")
     (message,) = [m for m in model.requests[1].messages if m.role == "tool"]
     assert isinstance(message, Message) and not isinstance(message.content, str)
     images = [p for p in message.content if isinstance(p, ImagePart)]
@@ -138,12 +138,12 @@ async def test_image_tool_result_reaches_the_model_as_an_image(everything_client
     blind = ScriptedModel(
         [{"tool_calls": [{"name": "get-tiny-image"}]}, {"text": "x"}], supports_images=False
     )
-    await Agent(blind, [mcp_provider(everything_client)]).run("show me")
+    await Agent(blind, [McpToolProvider(everything_client)]).run("show me")
     assert "[image: image/png, " in tool_texts(blind.requests[1])[0]
 
 
 async def test_two_slow_server_calls_run_in_parallel(everything_client: StdioClient) -> None:
-    provider = mcp_provider(everything_client)
+    provider = McpToolProvider(everything_client)
     await provider.list_tools()  # connect before timing
     one_call = {"name": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}
     start = time.monotonic()
@@ -158,7 +158,7 @@ async def test_two_slow_server_calls_run_in_parallel(everything_client: StdioCli
 
 
 async def test_cancellation_mid_run_leaves_no_call_or_task(everything_client: StdioClient) -> None:
-    provider = mcp_provider(everything_client)
+    provider = McpToolProvider(everything_client)
     await provider.list_tools()
     model = ScriptedModel(
         [
