@@ -525,7 +525,7 @@ class _FileAnalysis:
             )
 
     def _check_json_schemas(self) -> None:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
 
         for mdoc in self.result.of_kind("AiMcp.Tool"):
             assert isinstance(mdoc.model, McpToolDoc)
