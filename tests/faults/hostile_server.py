@@ -17,7 +17,7 @@ call. Arguments are in `arguments`:
   `order="ts"` puts `result` first and `id` last, as the TypeScript SDK does.
 * `nonewline {size, with_id}` -> writes the start of a response (with its id, unless
   `with_id` is false) followed by `size` bytes and no newline; the line is only ended (by a lone
-  newline) just before the server answers its next request.
+  newline) just before the server writes anything else (its next answer).
 * `malformed {kind}` -> `kind="truncated"`: a broken JSON line with the call's id;
   `"invalid"`: valid JSON with the id but not a valid response; `"noid"`: a garbage line and a
   JSON line without id, then the real answer "ok".
@@ -70,6 +70,10 @@ def write_raw(data: bytes) -> None:
 
 
 def _write_locked(data: bytes) -> None:
+    global _pending_newline
+    if _pending_newline:  # end the unfinished `nonewline` line before anything else
+        _pending_newline = False
+        _out.write(b"\n")
     view = memoryview(data)
     step = 1 << 20
     for start in range(0, len(view), step):
@@ -196,16 +200,10 @@ def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
 
 
 def handle(message: dict[str, Any]) -> None:
-    global _pending_newline
     method = message.get("method")
     request_id = message.get("id")
     if request_id is None:
         return  # a notification (initialized, cancelled: ignored on purpose)
-    if _pending_newline:
-        with _lock:
-            if _pending_newline:
-                _write_locked(b"\n")
-                _pending_newline = False
     if method == "server/discover":
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "Method not found"}})
     elif method == "initialize":
