@@ -26,9 +26,9 @@ this boundary: the run result, events and journal carry codes and generic messag
 
 Discovered tools (an `McpToolProvider` binding of the agent) are governed too: their permission id
 is the model-facing name, their effects come from the binding (`effects=`, default `write`),
-tightened by server annotations (see `_permissions.effective_effects`), their capabilities from
-`capabilities=`, their cost from `cost_micros=` (default 0) and their timeout from `timeout_ms=`
-(default `limits.tool_timeout_ms`).
+tightened by server annotations (see `_permissions.effective_effects`), and their capabilities
+from `capabilities=`. They cost nothing and time out after `limits.tool_timeout_ms` (a binding
+that carries integer `cost_micros` / `timeout_ms` attributes overrides these).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import pydantic
 
 from ..agent._hooks import AgentHooks, PlannedToolCall, RunContext
 from ..content import AudioPart, ImagePart, TextPart
@@ -442,7 +443,9 @@ class _Governor(AgentHooks):
             raise self._fail("PERMISSION_DENIED", "tool call was not checked")
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
-            rt._journal.end_call(plan.row, outcome="not_started", error_code=st.failure.code, cost_micros=charged)
+            rt._journal.end_call(
+                plan.row, outcome="not_started", error_code=st.failure.code, cost_micros=charged
+            )
             raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {
@@ -605,6 +608,8 @@ def _ms(started: float) -> float:
 
 
 def _input_bytes(value: Any) -> int:
+    if isinstance(value, pydantic.BaseModel):
+        return len(value.model_dump_json().encode("utf-8"))
     if isinstance(value, str):
         return len(value.encode("utf-8"))
     try:
