@@ -148,8 +148,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_ctrl_c_cancels_cleanly(tmp_path: Path, everything_js: str, node: str) -> None:
-    """SIGINT mid-tool-call: exit 130, no server left behind, the journal says cancelled."""
+@pytest.mark.parametrize("governed", [True, False], ids=["runtime", "plain"])
+def test_ctrl_c_cancels_cleanly(tmp_path: Path, everything_js: str, node: str, governed: bool) -> None:
+    """SIGINT mid-tool-call: exit 130, no server left behind, the journal (if any) says cancelled."""
     import selectors
     import signal
     import time
@@ -158,8 +159,7 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path, everything_js: str, node: str) -
     from toolbridge.runtime import create_runtime
 
     manifest = tmp_path / "slow.yaml"
-    manifest.write_text(
-        f"""\
+    text = f"""\
 kind: Runtime
 metadata: {{ name: Policy }}
 profile: durable
@@ -187,7 +187,9 @@ metadata: {{ name: Slow }}
 model: !ref Scripted
 toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
 """
-    )
+    if not governed:
+        text = text.split("---\n", 1)[1]  # drop the Runtime document
+    manifest.write_text(text)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -229,6 +231,8 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
     while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in servers), "a server process outlived the run"
+    if not governed:
+        return
     runtime = create_runtime(profile="durable", journal=tmp_path / "runs.db")
     try:
         [run] = runtime.runs()

@@ -202,17 +202,6 @@ class _LiveView:
         status = f"error{f' {code}' if code else ''}" if error else "ok"
         self._print(f"  {'✗' if error else '✓'} {name} {ms} {status}")
 
-    def event(self, event: Any) -> None:
-        kind = getattr(event, "type", None)
-        if kind == "tool-call-started":
-            call = event.call
-            self.tool_started(event.step, call.tool_call_id, call.name)
-        elif kind == "tool-call-finished":
-            res = event.result
-            self.tool_finished(
-                event.step, res.tool_call_id, res.name, res.error, getattr(res, "error_code", None)
-            )
-
 
 async def _run_async(manifest: Any, agent_name: str, prompt: str, view: _LiveView | None) -> dict[str, Any]:
     async with manifest.open() as live:
@@ -224,27 +213,36 @@ async def _run_async(manifest: Any, agent_name: str, prompt: str, view: _LiveVie
 
 
 async def _run_plain(agent: Any, prompt: str, view: _LiveView | None) -> dict[str, Any]:
-    if view is None or not hasattr(agent, "stream"):
-        try:
-            result = await agent.run(prompt)
-        except ToolbridgeError as exc:
-            return {"outcome": "failed", "errorCode": exc.code, "error": str(exc)}
-        return _result_json(result)
-    result = None
-    async for event in agent.stream(prompt):
-        kind = getattr(event, "type", None)
-        if kind == "run-finished":
-            result = event.result
-        elif kind == "error":
-            err = event.error
-            if isinstance(err, ToolbridgeError):
-                return {"outcome": "failed", "errorCode": err.code, "error": str(err)}
-            raise err
-        else:
-            view.event(event)
-    if result is None:  # pragma: no cover - the stream always ends with one terminal frame
-        raise ConfigError("the run ended without a result", code="ERR_AGENT")
+    hooks = [_live_hooks(view)] if view is not None else None
+    try:
+        result = await agent.run(prompt, hooks=hooks)
+    except ToolbridgeError as exc:
+        return {"outcome": "failed", "errorCode": exc.code, "error": str(exc)}
     return _result_json(result)
+
+
+def _live_hooks(view: _LiveView) -> Any:
+    """Agent hooks that show each tool call as it starts and ends (the agent's own seam)."""
+    from ..agent import AgentHooks
+
+    class LiveHooks(AgentHooks):
+        async def before_model_call(self, ctx: Any, model: Any, request: Any) -> None:
+            view.step(int(ctx.step))
+
+        async def call_tool(self, ctx: Any, call: Any, invoke: Any) -> Any:
+            view.tool_started(int(ctx.step), call.call_id, call.name)
+            try:
+                result = await invoke()
+            except ToolbridgeError as exc:
+                view.tool_finished(int(ctx.step), call.call_id, call.name, True, exc.code)
+                raise
+            except Exception:
+                view.tool_finished(int(ctx.step), call.call_id, call.name, True, None)
+                raise
+            view.tool_finished(int(ctx.step), call.call_id, call.name, False, None)
+            return result
+
+    return LiveHooks()
 
 
 async def _run_governed(runtime: Any, agent: Any, prompt: str, view: _LiveView | None) -> dict[str, Any]:
