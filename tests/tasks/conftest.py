@@ -90,10 +90,3 @@ def chromium() -> str:
             "(as .ci/run does) or set TOOLBRIDGE_CHROMIUM to a Chromium executable"
         )
     return path
-
-
-def write_tools(tmp_path: Path, tools: list[dict[str, Any]], name: str = "tools.json") -> Path:
-    """Write a tool file and return its path."""
-    path = tmp_path / name
-    path.write_text(json.dumps({"tools": tools}), encoding="utf-8")
-    return path
