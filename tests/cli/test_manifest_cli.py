@@ -149,13 +149,14 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("governed", [True, False], ids=["runtime", "plain"])
-def test_ctrl_c_cancels_cleanly(tmp_path: Path, everything_js: str, node: str, governed: bool) -> None:
+def test_ctrl_c_cancels_cleanly(
+    tmp_path: Path, everything_js: str, node: str, governed: bool, request: pytest.FixtureRequest
+) -> None:
     """SIGINT mid-tool-call: exit 130, no server left behind, the journal (if any) says cancelled."""
     import selectors
     import signal
     import time
 
-    from conftest import descendants_of_this_process
     from toolbridge.runtime import create_runtime
 
     manifest = tmp_path / "slow.yaml"
@@ -217,7 +218,8 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
                 assert line, f"toolbridge run exited early: {seen!r}"
                 seen += line
         time.sleep(0.3)  # the call is in flight on the server now
-        servers = [pid for pid, cmd in descendants_of_this_process() if "server-everything" in cmd]
+        helpers = request.config.pluginmanager.get_plugin(str(ROOT / "tests" / "conftest.py"))
+        servers = [pid for pid, cmd in helpers.descendants_of_this_process() if "server-everything" in cmd]
         assert servers, "the server should be running"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)

@@ -9,12 +9,11 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import FILESYSTEM_JS
 from toolbridge.cli import main
 from toolbridge.errors import ConfigError
 from toolbridge.manifest import load_manifest
@@ -25,11 +24,20 @@ RELATIVE_FS = "../../tests/servers/node_modules/@modelcontextprotocol/server-fil
 SECRET = "sk-RUN-SECRET-77c0e1"
 
 
-def _copy_example(name: str, tmp_path: Path, *, grant_write: bool = False) -> Path:
-    """The example with its data dir in tmp_path and the server path made absolute."""
+@pytest.fixture
+def copy_example(tmp_path: Path, filesystem_js: str) -> Callable[..., Path]:
+    """Copy an example with its data dir into tmp_path, the server path made absolute."""
+
+    def copy(name: str, *, grant_write: bool = False) -> Path:
+        return _copy_example(name, tmp_path, filesystem_js, grant_write=grant_write)
+
+    return copy
+
+
+def _copy_example(name: str, tmp_path: Path, filesystem_js: str, *, grant_write: bool = False) -> Path:
     (tmp_path / "data").mkdir()
     shutil.copy(EXAMPLES / "data" / "notes.txt", tmp_path / "data" / "notes.txt")
-    text = (EXAMPLES / name).read_text().replace(RELATIVE_FS, str(FILESYSTEM_JS))
+    text = (EXAMPLES / name).read_text().replace(RELATIVE_FS, filesystem_js)
     if grant_write:
         text = text.replace("    # - ", "    - ")
     path = tmp_path / name
@@ -63,8 +71,10 @@ def test_offline_example_json(capsys: pytest.CaptureFixture[str]) -> None:
     ]
 
 
-def test_governed_run_blocks_the_ungranted_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _copy_example("governed-assistant.yaml", tmp_path)
+def test_governed_run_blocks_the_ungranted_write(
+    tmp_path: Path, copy_example: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = copy_example("governed-assistant.yaml")
     assert main(["run", str(path), "--input", "Summarise my notes", "--json"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert (result["outcome"], result["errorCode"]) == ("blocked", "PERMISSION_DENIED")
@@ -72,8 +82,10 @@ def test_governed_run_blocks_the_ungranted_write(tmp_path: Path, capsys: pytest.
     assert not (tmp_path / "data" / "summary.txt").exists()  # the server never heard of it
 
 
-def test_governed_run_with_the_grants(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _copy_example("governed-assistant.yaml", tmp_path, grant_write=True)
+def test_governed_run_with_the_grants(
+    tmp_path: Path, copy_example: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = copy_example("governed-assistant.yaml", grant_write=True)
     assert main(["run", str(path), "--input", "Summarise my notes", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["outcome"] == "succeeded", result
@@ -84,16 +96,18 @@ def test_governed_run_with_the_grants(tmp_path: Path, capsys: pytest.CaptureFixt
     assert (tmp_path / "data" / "summary.txt").read_text() == "Ship the manifest checker."
 
 
-def test_governed_live_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _copy_example("governed-assistant.yaml", tmp_path)
+def test_governed_live_view(
+    tmp_path: Path, copy_example: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = copy_example("governed-assistant.yaml")
     assert main(["run", str(path), "--input", "Summarise my notes"]) == 1
     err = capsys.readouterr().err
     assert "✓ fs_read_file" in err and "✓ greet" in err
     assert "run blocked: PERMISSION_DENIED" in err
 
 
-async def test_load_and_open_from_python(tmp_path: Path) -> None:
-    path = _copy_example("offline-assistant.yaml", tmp_path)
+async def test_load_and_open_from_python(copy_example: Callable[..., Path]) -> None:
+    path = copy_example("offline-assistant.yaml")
     manifest = load_manifest(path)
     assert manifest.agent_names == ["Assistant"]
     async with manifest.open() as live:
@@ -136,14 +150,14 @@ def test_run_with_agent_and_input_file(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_secret_values_never_printed_by_run(
-    tmp_path: Path,
+    copy_example: Callable[..., Path],
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A secret given to a server's environment and to a model's key is in no output channel."""
     monkeypatch.setenv("SERVER_TOKEN", SECRET)
-    path = _copy_example("offline-assistant.yaml", tmp_path)
+    path = copy_example("offline-assistant.yaml")
     text = path.read_text().replace(
         "clientInfo: { name: my-app, version: 1.0.0 }",
         'clientInfo: { name: my-app, version: 1.0.0 }\nenv: { API_TOKEN: "${{ secrets.serverToken }}" }',
