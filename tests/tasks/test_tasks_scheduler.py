@@ -426,6 +426,11 @@ async def test_mcp_action_calls_a_tool_of_another_server(time_server_cmd: list[s
         env = (await ts.run("now", {})).envelope
         assert env["status"] == "success", env
         assert env["result"] == {"tz": "UTC"}
+        client = ts.services.mcp_client("clock")
+        pid = getattr(client, "pid", None)
+        assert pid is not None
+        assert (await ts.run("now", {})).envelope["status"] == "success"
+        assert getattr(client, "pid", None) == pid, "one connection per server, reused"
         env = (await ts.run("bad", {})).envelope
         assert env["status"] == "error" and "clock.no_such_tool" in env["error"]["message"]
         env = (await ts.run("unknown", {})).envelope

@@ -9,15 +9,17 @@ services.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ConfigError
+from ...errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
+    from ...clients import McpClient
     from .browser import BrowserSession
 
 __all__ = ["ActionContext", "McpServerConfig", "TaskServices"]
@@ -94,9 +96,44 @@ class TaskServices:
     http_allow: frozenset[str] = frozenset()
     mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     default_timeout_ms: int = 3000
+    _clients: dict[str, McpClient] = field(default_factory=dict, init=False, repr=False)
+
+    def mcp_client(self, name: str) -> McpClient:
+        """The toolbridge client of the configured MCP server `name`, created on first use.
+
+        The client keeps one connection (a stdio server is started by the first call) until
+        `aclose()`.
+
+        Raises:
+            ToolError: `ERR_TOOL_ACTION_FAILED` when no server of that name is configured.
+        """
+        client = self._clients.get(name)
+        if client is not None:
+            return client
+        config = self.mcp_servers.get(name)
+        if config is None:
+            known = ", ".join(sorted(self.mcp_servers)) or "none"
+            raise ToolError(
+                f"mcp: no server named {name!r} is configured (configured: {known})",
+                code="ERR_TOOL_ACTION_FAILED",
+            )
+        from ...clients import HttpClient, StdioClient
+
+        if config.url is not None:
+            client = HttpClient(config.url)
+        else:
+            assert config.command is not None
+            client = StdioClient(config.command, config.args, env=config.env, cwd=config.cwd)
+        self._clients[name] = client
+        return client
 
     async def aclose(self) -> None:
-        """Close what was opened (the browser). Safe to call more than once."""
+        """Close what was opened (MCP connections, the browser). Safe to call more than once."""
+        clients = list(self._clients.values())
+        self._clients.clear()
+        for client in clients:
+            with contextlib.suppress(Exception):  # a server that is already gone
+                await client.aclose()
         await self.browser.aclose()
 
 

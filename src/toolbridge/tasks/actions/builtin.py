@@ -13,8 +13,9 @@ in a worker thread with `urllib`; redirects are not followed (a redirect to a ho
 would escape it); a JSON response body is parsed, any other is returned as text (at most 1 MB).
 A status of 400 or more fails the instruction, so its `catchInstruction` can handle it.
 
-`mcp` calls a tool on one of the servers configured for the tool set, by name, with a fresh
-connection for each call (the official SDK client). A result with `isError` fails the instruction
+`mcp` calls a tool on one of the servers configured for the tool set, by name, through
+toolbridge's own clients (`StdioClient`, `HttpClient`): one connection per server, opened by the
+first call and closed with the tool set. A result with `isError` fails the instruction
 with the server's text.
 """
 
@@ -30,8 +31,8 @@ import anyio
 from pydantic import Field
 
 from ...content import TextPart, parts_from_mcp, to_json_text
-from ...errors import ToolError, bounded
-from ._context import ActionContext, McpServerConfig
+from ...errors import McpTimeoutError, ToolbridgeError, ToolError, bounded
+from ._context import ActionContext
 from ._registry import _DEFAULT, ActionParams, ActionResult, action
 
 __all__ = ["HttpParams", "McpParams", "ResultParams", "WaitParams"]
@@ -144,57 +145,33 @@ async def http(params: HttpParams, ctx: ActionContext) -> dict[str, Any]:
     return result
 
 
-def _server_params(config: McpServerConfig) -> Any:
-    from mcp import StdioServerParameters
-
-    if config.url is not None:
-        return config.url
-    assert config.command is not None
-    return StdioServerParameters(
-        command=config.command,
-        args=list(config.args),
-        env=dict(config.env) if config.env is not None else None,
-        cwd=config.cwd,
-    )
-
-
 @action("mcp", params=McpParams, registry=_DEFAULT)
 async def mcp(params: McpParams, ctx: ActionContext) -> ActionResult:
     """Call a tool on another configured MCP server; its structured content (or content) is the result."""
-    from mcp import Client
-
-    config = ctx.services.mcp_servers.get(params.server)
-    if config is None:
-        known = ", ".join(sorted(ctx.services.mcp_servers)) or "none"
-        raise ToolError(
-            f"mcp: no server named {params.server!r} is configured (configured: {known})",
-            code="ERR_TOOL_ACTION_FAILED",
-        )
+    client = ctx.services.mcp_client(params.server)
+    where = f"{params.server}.{params.tool}"
     try:
-        with anyio.fail_after(params.timeout / 1000):
-            async with Client(_server_params(config)) as client:
-                result = await client.call_tool(params.tool, params.arguments)
-    except TimeoutError:
+        result = await client.call_tool(params.tool, params.arguments, timeout=params.timeout / 1000)
+    except McpTimeoutError:
         raise ToolError(
-            f"mcp: {params.server}.{params.tool} gave no answer within {params.timeout} ms",
-            code="ERR_TOOL_ACTION_FAILED",
+            f"mcp: {where} gave no answer within {params.timeout} ms", code="ERR_TOOL_ACTION_FAILED"
         ) from None
-    except Exception as exc:
+    except ToolbridgeError as exc:
         raise ToolError(
-            f"mcp: calling {params.server}.{params.tool} failed: "
-            f"{type(exc).__name__}: {bounded(str(exc), 500)}",
-            code="ERR_TOOL_ACTION_FAILED",
+            f"mcp: calling {where} failed: {exc.message}", code="ERR_TOOL_ACTION_FAILED"
         ) from None
-    blocks = [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in result.content]
-    if result.is_error:
-        text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") or to_json_text(blocks)
+    blocks = [b for b in result.get("content", []) if isinstance(b, dict)]
+    if result.get("isError"):
+        text = " ".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text") or to_json_text(
+            blocks
+        )
         raise ToolError(
-            f"mcp: {params.server}.{params.tool} failed: {bounded(text, 1000)}",
+            f"mcp: {where} failed: {bounded(text, 1000)}",
             code="ERR_TOOL_ACTION_FAILED",
             server_text=text,
         )
-    if result.structured_content is not None:
-        return ActionResult(value=result.structured_content)
+    if result.get("structuredContent") is not None:
+        return ActionResult(value=result["structuredContent"])
     parts = parts_from_mcp(blocks)
     if parts is None:  # resource links, embedded resources: pass the blocks through
         return ActionResult(value={"content": blocks})
