@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +23,7 @@ class Reply:
     body: Any = None
     chunks: list[Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 class FakeOpenAI:
@@ -45,6 +47,8 @@ class FakeOpenAI:
                     if outer.replies
                     else Reply(500, {"error": {"message": "no reply queued"}})
                 )
+                if reply.delay:
+                    time.sleep(reply.delay)
                 if reply.chunks is not None:
                     self.send_response(reply.status)
                     self.send_header("content-type", "text/event-stream")

@@ -687,3 +687,27 @@ async def test_response_forms_for_scripts() -> None:
         tool_calls=(ToolCall("", "add", {"a": 1, "b": 1}),), finish_reason="tool-calls"
     )
     assert (await model.request(ModelRequest(messages=()))).text == "plain text"
+
+
+async def test_cancelling_a_slow_model_call_leaves_no_task() -> None:
+    async def slow_model(messages: list[Message], request: ModelRequest) -> Any:
+        await anyio.sleep(30)
+        return "late"
+
+    before = set(asyncio.all_tasks())
+    with anyio.move_on_after(0.2) as scope:
+        await Agent(FunctionModel(slow_model)).run("go")
+    assert scope.cancelled_caught
+    assert set(asyncio.all_tasks()) == before
+
+
+async def test_a_provider_listing_failure_is_raised_as_itself() -> None:
+    class Down(FunctionTools):
+        async def list_tools(self) -> list[ToolSpec]:
+            from toolbridge.errors import TransportError
+
+            raise TransportError("server is down")
+
+    with pytest.raises(Exception) as info:
+        await Agent(ScriptedModel([{"text": "x"}]), [FunctionTools([add]), Down()]).run("go")
+    assert getattr(info.value, "code", None) == "ERR_MCP_TRANSPORT"

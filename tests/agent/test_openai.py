@@ -374,3 +374,33 @@ async def test_agent_streams_over_openai_and_costs(server: FakeOpenAI) -> None:
     second = server.requests[1]["messages"]
     assert second[-1] == {"role": "tool", "tool_call_id": "t1", "content": "5"}
     await m.aclose()
+
+
+async def test_cancelling_a_slow_request_leaves_no_task(server: FakeOpenAI) -> None:
+    import asyncio
+
+    import anyio
+
+    server.replies.append(Reply(body=completion("too late"), delay=3))
+    m = model(server)
+    before = set(asyncio.all_tasks())
+    start = time.monotonic()
+    with anyio.move_on_after(0.3) as scope:
+        await Agent(m).run("hello")
+    assert scope.cancelled_caught and time.monotonic() - start < 1.5
+    await m.aclose()
+    assert set(asyncio.all_tasks()) <= before
+
+
+async def test_model_failure_ends_the_run_with_its_code(server: FakeOpenAI) -> None:
+    server.replies.append(Reply(403, {"error": {"message": "forbidden"}}))
+    m = model(server)
+    with pytest.raises(ModelError) as info:
+        await Agent(m).run("hello")
+    assert info.value.code == "ERR_MODEL_AUTH"
+    events = []
+    server.replies.append(Reply(400, {"error": {"message": "bad"}}))
+    async for event in Agent(m).stream("hello"):
+        events.append(event)
+    assert [e.type for e in events] == ["error"] and events[0].code == "ERR_MODEL_BAD_REQUEST"  # type: ignore[union-attr]
+    await m.aclose()

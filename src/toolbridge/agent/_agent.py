@@ -394,10 +394,18 @@ class Agent:
     # -- tools -----------------------------------------------------------------------------
 
     async def _list_binding(
-        self, index: int, binding: ToolBinding, out: dict[int, tuple[int, list[ToolSpec]]]
+        self,
+        index: int,
+        binding: ToolBinding,
+        out: dict[int, tuple[int, list[ToolSpec]]],
+        failures: dict[int, Exception],
     ) -> None:
         generation = provider_generation(binding.provider)
-        specs = list(await binding.provider.list_tools())
+        try:
+            specs = list(await binding.provider.list_tools())
+        except Exception as exc:  # re-raised as-is after the group, not as an ExceptionGroup
+            failures[index] = exc
+            return
         out[index] = (generation, specs)
 
     async def _resolve(self) -> _Catalog:
@@ -410,10 +418,13 @@ class Agent:
             if self._catalog_cache is not None and not stale:
                 return self._catalog_cache
             fresh: dict[int, tuple[int, list[ToolSpec]]] = {}
+            failures: dict[int, Exception] = {}
             async with anyio.create_task_group() as tg:
                 for i in stale:
-                    tg.start_soon(self._list_binding, i, self.bindings[i], fresh)
+                    tg.start_soon(self._list_binding, i, self.bindings[i], fresh, failures)
             self._listed.update(fresh)
+            if failures:
+                raise failures[min(failures)]
             self._catalog_cache = self._build_catalog()
             return self._catalog_cache
 

@@ -462,6 +462,11 @@ class OpenAIModel(ModelBase):
                         finish = choice.finish_reason
         except openai.OpenAIError as exc:
             raise self._translate(exc)[0] from None
+        except Exception as exc:  # the HTTP stream broke under the SDK
+            raise ModelError(
+                f"model {self.model!r}: the response stream broke ({type(exc).__name__})",
+                code="ERR_MODEL_UNAVAILABLE",
+            ) from None
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
