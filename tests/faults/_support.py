@@ -10,6 +10,7 @@ from types import ModuleType
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_server.py"
 HOSTILE_CMD = [sys.executable, str(HOSTILE)]
+HOSTILE_HTTP = Path(__file__).resolve().parent / "hostile_http_server.py"
 
 
 def load_hostile() -> ModuleType:

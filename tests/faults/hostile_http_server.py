@@ -64,7 +64,8 @@ async def call(request_id: Any, name: str, args: dict[str, Any]) -> Response:
         rid = json.dumps(request_id).encode()
         return answer(b'{"jsonrpc":"2.0","id":' + rid + b',"result":{"content":[{"ty', sse)
     if name == "notify":
-        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}}
+        params = {"level": "info", "data": "hi"}
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
 
         async def notified() -> AsyncIterator[bytes]:
             yield b"event: message\ndata: " + dumps(note) + b"\n\n"
