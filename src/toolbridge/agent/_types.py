@@ -39,7 +39,9 @@ __all__ = [
 ]
 
 EFFECTS: frozenset[str] = frozenset({"none", "read", "write", "host"})
-_BINDING_KEYS = frozenset({"provider", "prefix", "include", "exclude", "effects", "capabilities"})
+_BINDING_KEYS = frozenset(
+    {"provider", "prefix", "include", "exclude", "effects", "capabilities", "cost_micros", "timeout_ms"}
+)
 
 
 def _names(value: Any, what: str) -> tuple[str, ...]:
@@ -62,6 +64,8 @@ class ToolBinding:
         exclude: bare names never offered (applied after `include`).
         effects: `none`, `read`, `write` or `host` for the runtime; `None` = undeclared.
         capabilities: capability names the runtime requires for these tools.
+        cost_micros: cost of one call of these tools, for the runtime's budget (`None` = 0).
+        timeout_ms: per-call deadline under the runtime (`None` = the runtime's default).
 
     Raises:
         ConfigError: `ERR_CONFIG` when a field has the wrong type or value.
@@ -73,6 +77,8 @@ class ToolBinding:
     exclude: tuple[str, ...] = ()
     effects: str | None = None
     capabilities: tuple[str, ...] = ()
+    cost_micros: int | None = None
+    timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         provider = self.provider
@@ -94,6 +100,11 @@ class ToolBinding:
                 f"tool binding: effects must be one of {sorted(EFFECTS)} or None, not {self.effects!r}",
                 code="ERR_CONFIG",
             )
+
+        for key in ("cost_micros", "timeout_ms"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ConfigError(f"tool binding: {key} must be an integer >= 0 or None", code="ERR_CONFIG")
 
     def allows(self, bare_name: str) -> bool:
         """Whether the provider's tool `bare_name` is offered."""
@@ -123,6 +134,8 @@ class ToolBinding:
                 exclude=value.get("exclude") or (),
                 effects=value.get("effects"),
                 capabilities=value.get("capabilities") or (),
+                cost_micros=value.get("cost_micros"),
+                timeout_ms=value.get("timeout_ms"),
             )
         return cls(provider=value)
 
