@@ -12,6 +12,9 @@ once. The order of writes is the point: the row saying "request sent" is committ
 request is sent, and "response received" right after the response arrives, so a process killed in
 between leaves a record that says exactly that.
 
+A write that fails (disk full, file removed) raises `PolicyError` (`TOOL_FAILED`): the runtime
+stops the run instead of making a call it could not record.
+
 Reading back (`Journal.get_run`, used by `Runtime.inspect` and `toolbridge runs show`): a run
 still marked `running` whose process is gone (its pid is dead, or was reused by another program)
 is read as interrupted. Each of its calls with the request sent and no response becomes
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PolicyError
 
 __all__ = ["CallRecord", "Journal", "RunRecord"]
 
@@ -237,7 +240,13 @@ class Journal:
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         # isolation_level=None: each statement is its own committed transaction.
-        cur = self._db.execute(sql, params)
+        try:
+            cur = self._db.execute(sql, params)
+        except sqlite3.Error:
+            # No evidence, no call: the runtime stops the run rather than act unrecorded.
+            raise PolicyError(
+                "the evidence journal could not be written", code="TOOL_FAILED", outcome="failed"
+            ) from None
         return int(cur.lastrowid or 0)
 
     # -- writing -------------------------------------------------------------------------------

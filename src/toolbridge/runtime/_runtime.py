@@ -33,6 +33,7 @@ that carries integer `cost_micros` / `timeout_ms` attributes overrides these).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -57,6 +58,8 @@ from ._outcomes import CODES, GENERIC_MESSAGES, RuntimeResult, policy_error, wor
 from ._permissions import Permissions, ToolGrantNeeds, effective_effects
 
 __all__ = ["PROFILES", "Runtime", "create_runtime"]
+
+log = logging.getLogger("toolbridge.runtime")
 
 PROFILES: Final = ("ephemeral", "durable")
 
@@ -353,22 +356,30 @@ class _Governor(AgentHooks):
             if missing and denied is None:
                 denied = missing[0]
         if denied is not None:
+            error = self._fail("PERMISSION_DENIED", denied)
             for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
-                row = rt._journal.plan_call(
-                    st.run_id,
-                    call.call_id,
-                    step=step,
-                    tool_id=needs.tool_id,
-                    tool_version=version,
-                    kind=kind,
-                    effects=needs.effects,
-                    args_sha256=digest,
-                    args_bytes=size,
+                try:
+                    row = rt._journal.plan_call(
+                        st.run_id,
+                        call.call_id,
+                        step=step,
+                        tool_id=needs.tool_id,
+                        tool_version=version,
+                        kind=kind,
+                        effects=needs.effects,
+                        args_sha256=digest,
+                        args_bytes=size,
+                    )
+                except PolicyError:
+                    break
+                _quietly(
+                    rt._journal.end_call,
+                    row,
+                    outcome="not_started",
+                    error_code="PERMISSION_DENIED",
+                    cost_micros=0,
                 )
-                rt._journal.end_call(
-                    row, outcome="not_started", error_code="PERMISSION_DENIED", cost_micros=0
-                )
-            raise self._fail("PERMISSION_DENIED", denied)
+            raise error
         # 3. tool-call count
         if st.tool_calls + len(calls) > limits.max_tool_calls:
             raise self._fail("LIMIT_EXCEEDED", "max_tool_calls")
@@ -510,7 +521,7 @@ class _Governor(AgentHooks):
             if code in ("GUARD_BLOCKED", "GUARD_UNAVAILABLE"):
                 outcome = "blocked"
             charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-            rt._journal.end_call(plan.row, outcome=outcome, error_code=code, cost_micros=charged)
+            _quietly(rt._journal.end_call, plan.row, outcome=outcome, error_code=code, cost_micros=charged)
             st.in_flight.pop(plan.row, None)
             self._emit(
                 "tool.completed",
@@ -527,7 +538,7 @@ class _Governor(AgentHooks):
             else:
                 outcome, code = "cancelled", "CANCELLED"
             charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-            rt._journal.end_call(plan.row, outcome=outcome, error_code=code, cost_micros=charged)
+            _quietly(rt._journal.end_call, plan.row, outcome=outcome, error_code=code, cost_micros=charged)
             st.in_flight.pop(plan.row, None)
             self._emit(
                 "tool.completed",
@@ -594,6 +605,14 @@ class _Governor(AgentHooks):
                 self.state.failure = exc
             raise
         return _as_tool_result(value)
+
+
+def _quietly(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Run a journal write whose failure must not hide the error already being raised."""
+    try:
+        fn(*args, **kwargs)
+    except PolicyError:
+        log.warning("the evidence journal could not be written")
 
 
 def rt_settle(budget: Budget, reservation: Reservation | None, actual: int | None) -> int:
@@ -737,6 +756,7 @@ class Runtime:
 
         Raises:
             ConfigError: (`ERR_CONFIG`) when `run_id` is already in the journal.
+            PolicyError: (`TOOL_FAILED`) when the journal cannot record the run's start.
         """
         run_id = run_id or _new_run_id()
         if self._journal.get_run(run_id) is not None:
@@ -776,7 +796,8 @@ class Runtime:
             result = self._finish(
                 state, governor, output, text, steps, error, timed_out=timed_out, cancelled=cancelled
             )
-            self._journal.end_run(
+            _quietly(
+                self._journal.end_run,
                 run_id,
                 outcome=result.outcome,
                 error_code=result.error_code,
