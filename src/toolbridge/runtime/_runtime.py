@@ -642,8 +642,11 @@ def _input_bytes(value: Any) -> int:
         return total
 
 
-def _code_for(exc: BaseException) -> str:
-    """The run code for an exception that came out of the agent (not raised by the governor)."""
+def _code_for(exc: BaseException, phase: str) -> str:
+    """The run code for an exception that came out of the agent (not raised by the governor).
+
+    `phase` is where the run was: `model` while a model call was in flight.
+    """
     if isinstance(exc, PolicyError):
         return exc.code if exc.code in CODES else "TOOL_FAILED"
     if isinstance(exc, ModelError):
@@ -658,12 +661,12 @@ def _code_for(exc: BaseException) -> str:
             return "INVALID_OUTPUT"
         if "INPUT" in code:
             return "INVALID_INPUT"
-        return "MODEL_FAILED"
+        return "TOOL_FAILED"  # collisions and other problems with the tool set
     if isinstance(exc, ConfigError):
         return "INVALID_INPUT"
-    if isinstance(exc, ToolError):
-        return "TOOL_FAILED"
-    return "MODEL_FAILED"
+    if isinstance(exc, ToolbridgeError):
+        return "TOOL_FAILED"  # listing a provider's tools failed (transport, protocol, ...)
+    return "MODEL_FAILED" if phase == "model" else "TOOL_FAILED"
 
 
 def _flatten(exc: BaseException) -> list[BaseException]:
@@ -898,7 +901,7 @@ class Runtime:
                 policy = [e for e in _flatten(error) if isinstance(e, PolicyError)]
                 known = [e for e in _flatten(error) if isinstance(e, ToolbridgeError)]
                 pick: BaseException = policy[0] if policy else (known[0] if known else error)
-                code = _code_for(pick)
+                code = _code_for(pick, state.phase)
         if code is None and state.budget.over:
             code = "BUDGET_EXCEEDED"
         usage = {
