@@ -380,3 +380,46 @@ async def test_discovered_tools_take_effects_from_the_binding_tightened_by_annot
         assert r.error_code == "PERMISSION_DENIED" and not (tmp_path / "b.txt").exists()
         r = await run({"effects": "read", "capabilities": ["fs"]}, write, [*grants, "effect:write"])
         assert r.outcome == "succeeded" and (tmp_path / "b.txt").read_text() == "beta"
+
+
+async def test_raising_tool_result_guard_blocks_after_the_call() -> None:
+    seen: list[int] = []
+
+    def crashes(value: Any) -> Verdict:
+        raise ValueError("bug")
+
+    def stuck(value: Any) -> Verdict:
+        import time
+
+        time.sleep(1)
+        return Verdict.allow()
+
+    for guard in (crashes, stuck):
+        model = scripted(call("count", n=1), {"text": "done"})
+        runtime = create_runtime(
+            permissions={"allow": BASE}, guards={"toolResult": [guard]}, limits={"guardTimeoutMs": 100}
+        )
+        result = await runtime.run(Agent(model, tools=[counter_tool(seen)]), "go")
+        assert (result.outcome, result.error_code) == ("blocked", "GUARD_UNAVAILABLE")
+        assert len(model.requests) == 1
+
+
+class GreedyModel(PricedModel):
+    async def request(self, request: Any) -> ModelResponse:
+        self.calls += 1
+        return ModelResponse(text="hi", usage=Usage(1_000, 1_000_000, 1_001_000, 1))
+
+
+async def test_a_model_call_costing_more_than_reserved_ends_the_run() -> None:
+    runtime = create_runtime(permissions={"allow": ["model:priced"]}, limits={"max_cost_micros": 100_000})
+    result = await runtime.run(Agent(GreedyModel(), options={"max_tokens": 10}), "hello")
+    assert (result.outcome, result.error_code) == ("blocked", "BUDGET_EXCEEDED")
+    assert result.cost_micros == 1_000 + 2_000_000  # recorded all the same
+
+
+async def test_max_model_calls() -> None:
+    seen: list[int] = []
+    model = scripted(call("count", n=1), {"text": "done"})
+    runtime = create_runtime(permissions={"allow": BASE}, limits={"max_model_calls": 1})
+    result = await runtime.run(Agent(model, tools=[counter_tool(seen)]), "go")
+    assert (result.outcome, result.error_code, seen) == ("failed", "LIMIT_EXCEEDED", [1])
