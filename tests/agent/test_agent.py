@@ -653,27 +653,46 @@ async def test_cancellation_cancels_in_flight_tools_and_leaves_no_task() -> None
     assert model.remaining == 1
 
 
-async def test_closing_a_stream_early_cancels_the_run() -> None:
+async def test_finished_events_are_live_and_closing_the_stream_cancels_the_rest() -> None:
     from contextlib import aclosing
 
-    cancelled: list[bool] = []
+    cancelled: list[str] = []
 
-    async def slow() -> str:
-        """Takes long."""
+    async def wait(label: str, seconds: float) -> str:
+        """Sleep, then answer."""
         try:
-            await anyio.sleep(30)
+            await anyio.sleep(seconds)
         except anyio.get_cancelled_exc_class():
-            cancelled.append(True)
+            cancelled.append(label)
             raise
-        return "late"
+        return label
 
-    model = ScriptedModel([{"text": "starting", "tool_calls": [{"name": "slow"}]}, {"text": "never"}])
+    model = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"name": "wait", "arguments": {"label": "slow", "seconds": 30}},
+                    {"name": "wait", "arguments": {"label": "fast", "seconds": 0.05}},
+                ]
+            },
+            {"text": "never"},
+        ]
+    )
+    before = set(asyncio.all_tasks())
+    start = time.monotonic()
+    seen: list[str] = []
     with anyio.fail_after(5):
-        async with aclosing(Agent(model, [FunctionTools([slow])]).stream("go")) as events:
+        async with aclosing(Agent(model, [FunctionTools([wait])]).stream("go")) as events:
             async for event in events:
-                if event.type == "text-delta":
+                seen.append(event.type)
+                if event.type == "tool-call-finished":
+                    assert event.result.content == [TextPart("fast")]  # type: ignore[union-attr]
                     break
-    assert model.remaining == 1 and cancelled == []
+    assert time.monotonic() - start < 2
+    assert seen == ["tool-call-started", "tool-call-started", "tool-call-finished"]
+    assert cancelled == ["slow"]
+    assert set(asyncio.all_tasks()) == before
+    assert model.remaining == 1
 
 
 async def test_response_forms_for_scripts() -> None:

@@ -4,10 +4,12 @@ One engine, two faces. `_engine` is an async generator that performs a whole run
 events as they happen; `Agent.stream` hands those events to the caller (ending with exactly one
 `RunFinishedEvent` or `RunErrorEvent`), and `Agent.run` drains the same engine and returns the
 `RunResult` from its final event, so the two cannot drift apart. The engine never yields while
-a task group or cancel scope is open: the concurrent part (one turn's tool calls) completes
-inside one `await`, and the events it produced are yielded afterwards. Closing a stream early or
-cancelling the task that drives it cancels the in-flight model or tool calls and leaves no task
-behind.
+a task group or cancel scope is open: one turn's tool calls run in a task group inside a
+dedicated batch task, which reports each finished call through a memory stream that the engine
+reads and yields from; the engine's `finally` cancels and awaits that task. So closing a stream
+early (even by just dropping it), or cancelling the task that drives the run, cancels the
+in-flight model or tool calls and leaves no task behind. (The batch task is an asyncio task: the
+agent runs on asyncio.)
 
 A run:
 
@@ -32,6 +34,7 @@ by one failure: they finish, then the first failure in the model's order is rais
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
 from ..content import AudioPart, ImagePart, Part, TextPart, decoded_size, to_json_text
@@ -286,6 +290,16 @@ def error_feedback(exc: BaseException) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return f"Error: {text}"
+
+
+async def _stop(task: asyncio.Task[Any]) -> None:
+    """Cancel `task` if it still runs and wait until it has finished (shielded)."""
+    if not task.done():
+        task.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller re-raises it through `await task` when it matters
 
 
 def _with_ids(step: int, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
@@ -690,13 +704,23 @@ class Agent:
             ]
             if planned:
                 await hook.before_tool_calls(ctx, planned)
-            for record in call_records:
-                yield ToolCallStartedEvent(step=step, call=record)
-            by_id, completion = await self._run_tools(ctx, hook, planned)
+            # The batch runs in its own task (with its own task group), so that this generator
+            # can yield each finished call as it happens without holding a cancel scope open
+            # across a yield. The `finally` cancels and awaits the batch if the run is cancelled
+            # or the stream closed early.
+            runner, finished = self._start_tools(ctx, hook, planned)
+            try:
+                for record in call_records:
+                    yield ToolCallStartedEvent(step=step, call=record)
+                for final_record in final_records.values():
+                    yield ToolCallFinishedEvent(step=step, result=final_record)
+                async for finished_record in finished:
+                    yield ToolCallFinishedEvent(step=step, result=finished_record)
+                by_id = await runner
+            finally:
+                finished.close()
+                await _stop(runner)
             by_id.update(final_records)
-            completion.extend(final_records)
-            for call_id in completion:
-                yield ToolCallFinishedEvent(step=step, result=by_id[call_id])
             results = tuple(by_id[c.id] for c in calls)
             for res in results:
                 if res.error or res.result is None:
@@ -737,11 +761,26 @@ class Agent:
             )
         )
 
-    async def _run_tools(
+    def _start_tools(
         self, ctx: RunContext, hook: AgentHooks, planned: Sequence[PlannedToolCall]
-    ) -> tuple[dict[str, ToolResultRecord], list[str]]:
+    ) -> tuple[asyncio.Task[dict[str, ToolResultRecord]], MemoryObjectReceiveStream[ToolResultRecord]]:
+        """Start one turn's batch in its own task; finished records arrive on the stream."""
+        send, receive = anyio.create_memory_object_stream[ToolResultRecord](max_buffer_size=len(planned) + 1)
+
+        async def batch() -> dict[str, ToolResultRecord]:
+            with send:
+                return await self._run_tools(ctx, hook, planned, send.send_nowait)
+
+        return asyncio.get_running_loop().create_task(batch(), name=f"toolbridge-tools-{ctx.run_id}"), receive
+
+    async def _run_tools(
+        self,
+        ctx: RunContext,
+        hook: AgentHooks,
+        planned: Sequence[PlannedToolCall],
+        on_finished: Callable[[ToolResultRecord], None],
+    ) -> dict[str, ToolResultRecord]:
         records: dict[str, ToolResultRecord] = {}
-        completion: list[str] = []
         failures: dict[int, BaseException] = {}
         limiter = anyio.CapacityLimiter(self.max_parallel_tools)
 
@@ -750,14 +789,14 @@ class Agent:
                 record = await self._run_one(ctx, hook, call, index, failures)
             if record is not None:
                 records[call.call_id] = record
-                completion.append(call.call_id)
+                on_finished(record)
 
         async with anyio.create_task_group() as tg:
             for index, call in enumerate(planned):
                 tg.start_soon(one, index, call)
         if failures:
             raise failures[min(failures)]
-        return records, completion
+        return records
 
     async def _run_one(
         self,
