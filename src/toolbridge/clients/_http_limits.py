@@ -51,8 +51,6 @@ import httpx2
 import mcp_types as types
 from pydantic import ValidationError
 
-from toolbridge.errors import bounded
-
 from ._stdio_transport import (
     _HEAD_SCAN_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -68,6 +66,7 @@ from ._stdio_transport import (
     _scan_head,
     _suffix,
     protocol_error_data,
+    validation_detail,
 )
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "LimitedTransport", "limit_http_client"]
@@ -209,7 +208,7 @@ class LimitedTransport(httpx2.AsyncBaseTransport):
             try:
                 types.jsonrpc_message_adapter.validate_json(body, by_name=False)
             except ValidationError as exc:
-                detail = _detail(exc)
+                detail = validation_detail(exc)
                 self.warn(
                     "MCP server's HTTP response for request %r is not a valid JSON-RPC message (%s): %r",
                     request_id,
@@ -321,7 +320,7 @@ class _SseLimiter(httpx2.AsyncByteStream):
         except ValidationError as exc:
             if _is_request_like(_scan_head(data[:_HEAD_SCAN_BYTES]).keys):
                 return raw
-            detail = _detail(exc)
+            detail = validation_detail(exc)
             self.owner.warn(
                 "MCP server sent an SSE event for request %r that is not a valid JSON-RPC message (%s): %r",
                 self.request_id,
@@ -357,15 +356,6 @@ def _request_id(request: httpx2.Request) -> int | str | None:
         return None
     info = _scan_head(body[:_HEAD_SCAN_BYTES])
     return info.request_id if "method" in info.keys else None
-
-
-def _detail(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
-    if not errors:
-        return bounded(str(exc), 300)
-    first = errors[0]
-    where = ".".join(str(part) for part in first.get("loc", ()))
-    return bounded(f"{where}: {first.get('msg', '')}" if where else str(first.get("msg", "")), 300)
 
 
 def _too_large_error(request_id: int | str, size: int, limit: int, *, complete: bool) -> dict[str, Any]:

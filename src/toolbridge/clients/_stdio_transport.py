@@ -468,8 +468,8 @@ def _parse_line(line: bytes) -> SessionMessage | _Malformed | None:
     except ValidationError as exc:
         if not line.strip():
             return None
-        errors = exc.errors(include_url=False)
-        detail = bounded(str(errors[0].get("msg", exc)) if errors else str(exc), 300)
+        error = exc
+    detail = validation_detail(error)
     text = line[:_LOG_TEXT_MAX].decode("utf-8", "replace")
     request_id: int | str | None = None
     try:
@@ -482,11 +482,37 @@ def _parse_line(line: bytes) -> SessionMessage | _Malformed | None:
         if _is_request_like(head.keys):
             request_id = None
         return _Malformed(request_id, detail, text)
-    if isinstance(document, dict) and not _is_request_like(list(document)):
-        candidate = document.get("id")
-        if isinstance(candidate, int | str) and not isinstance(candidate, bool):
-            request_id = candidate
+    if isinstance(document, dict):
+        detail = validation_detail(error, _member_for(document))
+        if not _is_request_like(list(document)):
+            candidate = document.get("id")
+            if isinstance(candidate, int | str) and not isinstance(candidate, bool):
+                request_id = candidate
     return _Malformed(request_id, detail, text)
+
+
+def _member_for(document: dict[str, Any]) -> str:
+    """Which JSON-RPC message kind a JSON object means to be, from its keys."""
+    if "method" in document:
+        return "JSONRPCRequest" if "id" in document else "JSONRPCNotification"
+    return "JSONRPCError" if "error" in document else "JSONRPCResponse"
+
+
+def validation_detail(exc: ValidationError, member: str | None = None) -> str:
+    """The first problem pydantic found, with where it was (bounded), for error messages.
+
+    `member`: the union member (e.g. `JSONRPCResponse`) whose problems to prefer, so that a bad
+    response is not explained by what it lacks to be a request.
+    """
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return bounded(str(exc), 300)
+    preferred = [e for e in errors if member is not None and e.get("loc", ())[:1] == (member,)]
+    first = (preferred or errors)[0]
+    loc = first.get("loc", ())
+    where = ".".join(str(part) for part in (loc[1:] if preferred else loc))
+    message = str(first.get("msg", ""))
+    return bounded(f"{where}: {message}" if where else message, 300)
 
 
 def _join_and_parse(pieces: list[bytes]) -> SessionMessage | _Malformed | None:
