@@ -369,3 +369,15 @@ async def test_escape_sequences_and_invisible_unicode_arrive_byte_exact(
     async with hostile_client(hostile_cmd, "--poison") as (client, _):
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert tools["poisoned"].description == hostile.POISON_DESCRIPTION
+
+
+async def test_a_crash_is_noticed_even_when_a_grandchild_holds_stdout_open(hostile_cmd: list[str]) -> None:
+    """`--child` leaves a `sleep 60` holding the server's stdout: no EOF comes when the server dies,
+    so the transport ends the read side itself, shortly after the exit."""
+    async with hostile_client(hostile_cmd, "--child") as (client, transport):
+        started = time.perf_counter()
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("crash", {}, read_timeout_seconds=10)
+        assert info.value.error.code == CONNECTION_CLOSED
+        assert time.perf_counter() - started < 1.0
+        assert transport.exited.is_set()
