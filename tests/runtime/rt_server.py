@@ -5,7 +5,8 @@ Tools:
 - `big()`: structured content over 1 MiB;
 - `text_only()`: text content, no structured content;
 - `fail()`: raises, so the server answers `isError: true` with `SERVER_MARKER` in its text;
-- `slow(seconds)`: sleeps, then answers structured `{"content": "slept"}`.
+- `slow(seconds, note)`: sleeps, then answers `{"content": "slept"}`; when cancelled, writes
+  `cancelled` to the file `note` (so a test can see the server was told).
 
 Run as a script (`python rt_server.py`) it serves over stdio.
 """
@@ -53,9 +54,15 @@ def fail() -> Message:
 
 
 @server.tool()
-async def slow(seconds: float) -> Message:
-    """Sleep, then answer."""
-    await anyio.sleep(seconds)
+async def slow(seconds: float, note: str = "") -> Message:
+    """Sleep, then answer; when cancelled and `note` names a file, write "cancelled" to it."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        if note:
+            with open(note, "w") as f:  # noqa: ASYNC230 - tiny write while being cancelled
+                f.write("cancelled")
+        raise
     return Message(content="slept")
 
 

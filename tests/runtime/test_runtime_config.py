@@ -194,3 +194,24 @@ def test_codes_and_canonical_json() -> None:
     assert sha256_hex(canonical_json({"a": 1, "b": 2})) == sha256_hex(canonical_json({"b": 2, "a": 1}))
     with pytest.raises(ValueError):
         canonical_json(float("nan"))
+
+
+async def test_aliases_are_used_on_the_wire() -> None:
+    class AliasIn(pydantic.BaseModel):
+        file_path: str = pydantic.Field(alias="filePath")
+
+    client = CraftedClient({"structuredContent": {"content": "x"}})
+    tool = define_mcp_tool(
+        id="t",
+        version="1",
+        description="",
+        input=AliasIn,
+        output=Message,
+        effects="none",
+        capabilities=[],
+        remote_name="t",
+        client=client,
+    )
+    assert "filePath" in tool.spec.parameters["properties"]
+    await tool.call({"filePath": "/a"}, None, "c")
+    assert client.calls == [("t", {"filePath": "/a"})]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
+import anyio
 import pydantic
 from mcp import Client, StdioServerParameters
 from rt_helpers import Empty, Message, WriteIn, call, exists, read_text, scripted
@@ -115,3 +117,34 @@ async def test_timeout_of_a_none_tool_fails(everything_params: StdioServerParame
     (evidence,) = record.calls  # type: ignore[attr-defined]
     assert evidence.request_sent and not evidence.response_received and evidence.outcome == "failed"
     assert "still here" in str(echoed.content)
+
+
+class SlowIn(pydantic.BaseModel):
+    seconds: float
+    note: str
+
+
+async def test_a_timed_out_call_is_cancelled_on_the_server(tmp_path: Path) -> None:
+    note = tmp_path / "cancelled.txt"
+    params = StdioServerParameters(command=sys.executable, args=[str(Path(__file__).parent / "rt_server.py")])
+    async with Client(params) as client:
+        tool = define_mcp_tool(
+            id="ops.slow",
+            version="1",
+            description="",
+            input=SlowIn,
+            output=Message,
+            effects="write",
+            capabilities=[],
+            remote_name="slow",
+            client=client,
+            timeout_ms=500,
+        )
+        runtime = create_runtime(permissions={"allow": ["model:scripted", "tool:ops.slow", "effect:write"]})
+        model = scripted(call("ops_slow", seconds=30, note=str(note)))
+        result = await runtime.run(Agent(model, tools=[tool]), "go")
+        assert result.outcome == "outcome_unknown"
+        with anyio.fail_after(5):
+            while not exists(note):  # noqa: ASYNC110 - another process writes the file
+                await anyio.sleep(0.05)
+    assert read_text(note) == "cancelled"

@@ -145,7 +145,7 @@ class _Schema:
     def dump(self, value: Any) -> Any:
         """JSON data for a validated value."""
         if isinstance(value, pydantic.BaseModel):
-            return value.model_dump(mode="json")
+            return value.model_dump(mode="json", by_alias=True)
         return value
 
 
