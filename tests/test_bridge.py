@@ -12,6 +12,7 @@ import wave
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.server import Server
@@ -20,7 +21,7 @@ from mcp.server.context import ServerRequestContext
 from fixtures.inproc_servers import changing_server, output_schema_server
 from toolbridge.bridge import SERVER_TEXT_LIMIT, McpToolProvider, tool_to_spec
 from toolbridge.clients import InProcessClient, StdioClient
-from toolbridge.content import AudioPart, ImagePart, TextPart
+from toolbridge.content import AudioPart, ImagePart, TextPart, parts_from_mcp
 from toolbridge.errors import ConfigError, ProtocolError, ToolError, TransportError
 from toolbridge.tools import OPEN_OBJECT_SCHEMA, ToolProvider, provider_generation
 
@@ -129,8 +130,6 @@ async def test_filesystem_audio_parts_from_the_content_array(
     _write_wav(tmp_path / "beep.wav")
     async with StdioClient(node, [filesystem_js, str(tmp_path)], timeout=20) as client:
         raw = await client.call_tool("read_media_file", {"path": str(tmp_path / "beep.wav")})
-    from toolbridge.content import parts_from_mcp
-
     parts = parts_from_mcp(raw["content"])
     assert parts is not None
     assert [type(p) for p in parts] == [AudioPart]
@@ -216,8 +215,6 @@ async def test_generation_follows_the_client() -> None:
         for _ in range(100):
             if provider_generation(provider) > before:
                 break
-            import anyio
-
             await anyio.sleep(0.01)
         assert provider_generation(provider) == before + 1
         assert "extra" in {s.name for s in await provider.list_tools()}
