@@ -730,3 +730,47 @@ async def test_a_provider_listing_failure_is_raised_as_itself() -> None:
     with pytest.raises(Exception) as info:
         await Agent(ScriptedModel([{"text": "x"}]), [FunctionTools([add]), Down()]).run("go")
     assert getattr(info.value, "code", None) == "ERR_MCP_TRANSPORT"
+
+
+async def test_transport_failures_are_fed_back_too() -> None:
+    from toolbridge.errors import McpTimeoutError
+
+    def remote() -> str:
+        """Times out."""
+        raise McpTimeoutError("tools/call 'remote': no answer within 5s; the server was told to cancel")
+
+    model = ScriptedModel([{"tool_calls": [{"name": "remote"}]}, {"text": "it timed out"}])
+    result = await Agent(model, [FunctionTools([remote])]).run("go")
+    record = result.steps[0].tool_results[0]
+    assert record.error and record.error_code == "ERR_MCP_TIMEOUT"
+    assert text_of(tool_messages(model.requests[1])[0]).startswith("Error: tools/call 'remote': no answer")
+
+
+def test_models_satisfy_the_protocol() -> None:
+    from toolbridge.agent import Model, OpenAIModel
+
+    for model in (ScriptedModel([]), FunctionModel(lambda m, r: "x"), OpenAIModel("gpt-test", api_key="k")):
+        assert isinstance(model, Model)
+    assert (ScriptedModel([]).id, FunctionModel(lambda m, r: "x").id) == ("scripted", "function")
+
+
+async def test_tools_added_during_a_run_are_offered_on_the_next_turn() -> None:
+    tools = FunctionTools(name="growing")
+
+    @tools.tool
+    def learn() -> str:
+        """Registers another tool."""
+        tools.add(shout)
+        return "learned"
+
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "learn"}]},
+            {"tool_calls": [{"name": "shout", "arguments": {"text": "hi"}}]},
+            {"text": "HI"},
+        ]
+    )
+    result = await Agent(model, [tools]).run("go")
+    assert [t.name for t in model.requests[0].tools] == ["learn"]
+    assert [t.name for t in model.requests[1].tools] == ["learn", "shout"]
+    assert result.steps[1].tool_results[0].content == [TextPart("HI")]

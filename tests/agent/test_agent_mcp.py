@@ -183,3 +183,31 @@ async def test_cancellation_mid_run_leaves_no_call_or_task(everything_client: St
         echoed = await everything_client.call_tool("echo", {"message": "still here"})
     assert "still here" in echoed["content"][0]["text"]
     assert model.remaining == 1
+
+
+async def test_tools_relisted_after_a_server_list_change() -> None:
+    from fixtures.inproc_servers import changing_server
+    from toolbridge.clients import InProcessClient
+
+    async with InProcessClient(changing_server()) as client:
+        provider = McpToolProvider(client)
+        model = ScriptedModel(
+            [
+                {"tool_calls": [{"name": "add_tool", "arguments": {"name": "newcomer"}}]},
+                {"text": "added"},
+                {"tool_calls": [{"name": "newcomer"}]},
+                {"text": "called"},
+            ]
+        )
+        agent = Agent(model, [provider])
+        generation = provider.generation
+        await agent.run("add a tool")
+        assert "newcomer" not in [t.name for t in model.requests[0].tools]
+        for _ in range(200):  # the notification travels on its own; give it a moment
+            if provider.generation != generation:
+                break
+            await anyio.sleep(0.01)
+        assert provider.generation != generation
+        result = await agent.run("call it")
+        assert "newcomer" in [t.name for t in model.requests[2].tools]
+        assert result.steps[0].tool_results[0].content == {"result": "I am newcomer"}

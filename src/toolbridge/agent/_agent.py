@@ -17,7 +17,8 @@ A run:
    `system|user|assistant|tool`), applying the system prompt (the run's wins over the agent's;
    it replaces a leading system message or is prepended);
 2. resolves the tool catalog: each binding's provider is listed lazily on first use and again
-   only when its `generation` changed; declared tools and the final-answer tool are added;
+   only when its `generation` changed (checked before every model turn); declared tools and
+   the final-answer tool are added;
    model-facing names are `prefix + bare name` made model-legal, and two tools with the same
    model-facing name are an `ERR_AGENT_TOOL_COLLISION` naming both sources;
 3. loops at most `max_steps` model turns: a turn without tool calls ends the run; otherwise the
@@ -617,6 +618,8 @@ class Agent:
 
         for step in range(self.max_steps):
             ctx.step = step
+            if step:
+                catalog = await self._resolve()  # a provider's tools changed during the run
             request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
             await hook.before_model_call(ctx, self.model, request)
             response: ModelResponse | None = None
