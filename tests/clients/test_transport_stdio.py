@@ -124,7 +124,9 @@ def test_head_scan_ignores_nested_ids_and_strings() -> None:
 def test_tail_scan_only_accepts_the_last_member_of_the_top_level_object() -> None:
     assert _scan_tail(b'xxxx"}]},"jsonrpc":"2.0","id":17}') == 17
     assert _scan_tail(b'xxxx"}]},"jsonrpc":"2.0","id":"r-1"}  ') == "r-1"
+    assert _scan_tail(b'xxxx"}]},"id":18,"jsonrpc":"2.0"}\n') == 18
     assert _scan_tail(b'xxxx","id":17}}') is None  # a nested object's id
+    assert _scan_tail(b'xxxx","id":17,"jsonrpc":"2.0"}}') is None
     assert _scan_tail(b'xxxx \\"id\\":17}"}') is None  # inside a string
 
 

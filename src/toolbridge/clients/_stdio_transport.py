@@ -32,9 +32,10 @@ Finding the id of a message too large or too broken to parse (a heuristic, on pu
 * The first `_HEAD_SCAN_BYTES` of the line are scanned by a small JSON tokenizer that tracks
   nesting and strings and records the *top-level* keys and the top-level `"id"` value (an integer
   or a string). Python SDK servers write `{"jsonrpc":..,"id":..,"result":..}`, so the id is there.
-* The last `_TAIL_SCAN_BYTES` are matched against `"id": VALUE }` right before the end of the
-  line: only the top-level object can close there, so that id is top-level too. TypeScript SDK
-  servers write `{"result":..,"jsonrpc":..,"id":..}`, so the id is there.
+* The last `_TAIL_SCAN_BYTES` are matched against `"id": VALUE }` (optionally followed by
+  `"jsonrpc": "2.0"`) right before the end of the line: only the top-level object can close
+  there, so that id is top-level too. TypeScript SDK servers write
+  `{"result":..,"jsonrpc":..,"id":..}`, so the id is there.
 * An error is synthesized only for what looks like a *response*: never when a top-level `method`
   or `params` key was seen (a server request has its own id space; answering it would resolve one
   of ours by mistake). When the cap is crossed, the head alone decides, and only if it has seen a
@@ -345,7 +346,9 @@ class _LineAssembler:
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _INT = re.compile(rb"-?\d+")
-_TAIL_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$', re.DOTALL)
+_TAIL_ID = re.compile(
+    rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$', re.DOTALL
+)
 _WS = b" \t\r\n"
 
 
