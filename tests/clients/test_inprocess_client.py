@@ -120,3 +120,13 @@ async def test_lazy_connect_and_explicit_connect() -> None:
 def test_rejects_what_is_not_a_server() -> None:
     with pytest.raises(ConfigError, match="MCPServer"):
         InProcessClient("not a server")  # type: ignore[arg-type]
+
+
+def test_a_client_survives_a_second_event_loop() -> None:
+    client = InProcessClient(paged_server())
+    first = asyncio.run(client.list_tools())
+    # The first loop ended; its connection ended with it. The next loop gets a fresh one.
+    second = asyncio.run(client.list_tools())
+    assert [t.name for t in first] == [t.name for t in second]
+    asyncio.run(client.aclose())
+    assert client.closed

@@ -247,6 +247,7 @@ class ConnectionClient:
         self._roots_callback = roots_callback(roots) if roots is not None else None
         self.logger = logging.getLogger(logger_name)
         self._conn: _Connection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._owners: set[_Connection] = set()
         self._connections_made = 0
         self._closed = False
@@ -486,6 +487,18 @@ class ConnectionClient:
     async def _connection(self) -> _Connection:
         if self._closed:
             raise TransportError(f"{self._describe()}: the client is closed")
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop and self._owners:
+            # Used again from a new event loop (a second `asyncio.run`): the old connection belongs
+            # to a loop that is gone and can be neither reused nor closed from here.
+            self.logger.warning(
+                "%s: used from a new event loop; the old connection is abandoned "
+                "(close a client in the event loop that used it)",
+                self._describe(),
+            )
+            self._conn = None
+            self._owners.clear()
+        self._loop = loop
         conn = self._conn
         if conn is None or (conn.ready.is_set() and not self._alive(conn)):
             if conn is not None:
