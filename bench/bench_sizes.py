@@ -113,11 +113,14 @@ async def main() -> None:
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes.split(",") if s.strip()]
 
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}")
-    print("seconds per call (median); ratio = raw SDK / toolbridge\n")
-    header = f"| {'MiB':>5} | {'floor s':>8} | {'toolbridge s':>12} | {'raw SDK s':>9} | {'ratio':>13} |"
-    print(header)
-    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
+    print(f"load average at start: {load:.1f}")
+    print("seconds per call (median); ms/MiB = milliseconds per MiB of result (flat = linear);")
+    print("ratio = raw SDK time / toolbridge time\n")
+    columns = ["MiB", "floor s", "toolbridge s", "toolbridge ms/MiB", "raw SDK s", "raw SDK ms/MiB", "ratio"]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("-" * (len(c) + 2) for c in columns) + "|")
     rows = []
     for mib in sizes:
         size = int(mib * MiB)
@@ -127,16 +130,26 @@ async def main() -> None:
         sdk_params = StdioServerParameters(command=sys.executable, args=[SERVER])
         sdk = await client_seconds(stdio_client(sdk_params, DEVNULL), size, args.repeat, args.sdk_timeout)
         rows.append((mib, floor, ours, sdk))
-        print(f"| {mib:>5g} | {floor:>8.3f} | {ours:>12} | {sdk:>9} | {ratio(sdk, ours):>13} |", flush=True)
+        cells = [
+            f"{mib:g}",
+            f"{floor:.3f}",
+            ours,
+            per_mib(ours, mib),
+            sdk,
+            per_mib(sdk, mib),
+            ratio(sdk, ours),
+        ]
+        print("| " + " | ".join(cells) + " |", flush=True)
 
-    if len(rows) >= 2:
-        (m0, _, t0, s0), (m1, _, t1, s1) = rows[0], rows[-1]
-        print(f"\ngrowth from {m0:g} to {m1:g} MiB ({m1 / m0:g}x the size):")
-        print(f"  toolbridge: {float(t1) / float(t0):.1f}x the time")
-        if s0 != "timeout" and s1 != "timeout":
-            print(f"  raw SDK:    {float(s1) / float(s0):.1f}x the time")
-        else:
-            print(f"  raw SDK:    timed out (cap {args.sdk_timeout:g} s)")
+    mib, floor, ours, sdk = rows[-1]
+    times_floor = float(ours) / floor
+    print(f"\nat {mib:g} MiB toolbridge takes {times_floor:.2f}x the floor (pipe read + one json.loads)")
+    if sdk == "timeout":
+        print(f"the raw SDK did not finish within {args.sdk_timeout:g} s")
+
+
+def per_mib(seconds: str, mib: float) -> str:
+    return "-" if seconds == "timeout" else f"{float(seconds) * 1000 / mib:.0f}"
 
 
 if __name__ == "__main__":
