@@ -193,13 +193,17 @@ async def test_echo_and_concurrent_calls_through_the_sdk_client() -> None:
     assert _gone(pid)
 
 
-async def test_server_stderr_goes_to_the_logger_and_the_tail(caplog: pytest.LogCaptureFixture) -> None:
+async def test_server_stderr_goes_to_the_logger_and_the_tail(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     logger = logging.getLogger("toolbridge.test.stderr")
     caplog.set_level(logging.DEBUG, logger=logger.name)
     transport = StdioTransport(sys.executable, [HOSTILE], logger=logger)
     async with Client(transport) as client:
         await client.call_tool("echo", {"text": "x"})
     assert "hostile server: ready" in transport.stderr_tail()
+    out, err = capfd.readouterr()
+    assert "hostile server" not in out and "hostile server" not in err  # not passed through
     messages = [r.getMessage() for r in caplog.records if r.name == logger.name]
     assert any("hostile server: ready" in m for m in messages)
 
