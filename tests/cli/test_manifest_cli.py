@@ -210,7 +210,7 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
         sel = selectors.DefaultSelector()
         sel.register(proc.stderr, selectors.EVENT_READ)
         seen = ""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while "→ ev_trigger-long-running-operation" not in seen:
             assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
             if sel.select(timeout=0.5):
@@ -222,7 +222,7 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
         servers = [pid for pid, cmd in helpers.descendants_of_this_process() if "server-everything" in cmd]
         assert servers, "the server should be running"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=40)
     finally:
         if proc.poll() is None:
             proc.kill()
