@@ -231,6 +231,13 @@ async def test_browser_session_is_lazy_and_closes(chromium: str, site: str) -> N
     assert session.started
     await page.goto(f"{site}/second.html")
     assert await page.title() == "Second"
+    crashed = session._browser
+    assert crashed is not None
+    await crashed.close()  # as if Chromium had died
+    page = await session.page()  # a new Chromium
+    assert session._browser is not crashed
+    await page.goto(f"{site}/second.html")
+    assert await page.title() == "Second"
     await session.aclose()
     assert not session.started
     with pytest.raises(ToolError, match="closed"):

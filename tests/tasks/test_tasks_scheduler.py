@@ -443,3 +443,43 @@ def test_mcp_server_config_validation() -> None:
     with pytest.raises(ConfigError, match="unknown keys"):
         McpServerConfig.from_json("x", {"command": "a", "argz": []})
     assert McpServerConfig.from_json("x", {"url": "http://h/mcp"}).url == "http://h/mcp"
+
+
+@with_tools(
+    {"name": "long", "instructions": [{"action": "wait", "params": {"ms": 20000}}]},
+    {"name": "short", "instructions": [note("ok")]},
+)
+async def test_a_call_cancelled_while_queued_leaves_the_queue(toolset: TaskToolSet) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(toolset.run, "long", {})
+        first = await started_task(toolset)
+        with anyio.move_on_after(0.2):
+            await toolset.run("short", {})  # waits behind "long", then is cancelled
+        assert toolset.scheduler.queued == []
+        first.stop()
+    assert LOG == [], "the cancelled call never ran"
+    assert (await toolset.run("short", {})).envelope["status"] == "success"
+
+
+def _with_output_schema(data: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    data["tools"][0]["outputSchema"] = schema
+    return data
+
+
+async def test_a_result_that_does_not_fit_the_output_schema_is_an_error() -> None:
+    data = tools(
+        {
+            "name": "typed",
+            "inputSchema": {"type": "object", "properties": {"v": {}}},
+            "instructions": [{"action": "result", "params": {"value": {"count": "{{v}}"}}}],
+        }
+    )
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+    async with TaskToolSet(_with_output_schema(data, schema), registry=REGISTRY) as ts:
+        assert (await ts.run("typed", {"v": 3})).envelope["status"] == "success"
+        env = (await ts.run("typed", {"v": "three"})).envelope
+        assert env["status"] == "error"
+        assert env["error"]["message"] == (
+            "the task's result does not match the tool's outputSchema: "
+            "result.count: 'three' is not of type 'integer'"
+        )

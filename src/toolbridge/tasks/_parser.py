@@ -55,7 +55,7 @@ from ._substitute import (
     parse_path,
     render,
 )
-from .actions._registry import ActionRegistry, default_registry
+from .actions._registry import ActionRegistry, ActionSpec, default_registry
 
 __all__ = [
     "DoTask",
@@ -288,25 +288,35 @@ class TaskTool:
             ) from None
         uses_refs = any(self._kinds[p.name].ref_id is not None for p in iter_placeholders(instruction.params))
         if not uses_refs:
-            error = self.validate_params(instruction.action, params, path)
-            if error is not None:
-                raise ConfigError(f"tool {self.name!r}: {error}", code="ERR_TASK_PARAMS")
+            try:
+                self.params_model(instruction.action, params, path)
+            except ConfigError as exc:
+                raise ConfigError(f"tool {self.name!r}: {exc.message}", code=exc.code) from None
         if instruction.catch_instruction is not None:
             self._check_ready(instruction.catch_instruction, f"{path}.catchInstruction", args)
 
-    def validate_params(self, action: str, params: Mapping[str, Any], path: str) -> str | None:
-        """Check substituted params against the action's model; a message, or None when they fit."""
+    def check_result(self, value: Any) -> str | None:
+        """Check a task result against the tool file's `outputSchema`; a message, or None when it fits."""
+        if self.result_schema is None:
+            return None
+        validator = jsonschema.validators.validator_for(self.result_schema)(self.result_schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is None:
+            return None
+        where = format_loc("result", list(error.absolute_path))
+        return f"{where}: {bounded(error.message, 300)}"
+
+    def action_spec(self, action: str) -> ActionSpec:
+        """The registered action an instruction names.
+
+        Raises:
+            ConfigError: `ERR_TASK_UNKNOWN_ACTION` (cannot happen for a loaded tool unless the
+                action was unregistered since).
+        """
         spec = self._registry.get(action)
         if spec is None:
-            return f"{path}.action: unknown action {action!r}"
-        try:
-            spec.params.model_validate(dict(params))
-        except ValidationError as exc:
-            return "; ".join(
-                f"{format_loc(f'{path}.params', e['loc'])}: {e['msg']}"
-                for e in exc.errors(include_url=False)[:5]
-            )
-        return None
+            raise ConfigError(f"unknown action {action!r}", code="ERR_TASK_UNKNOWN_ACTION")
+        return spec
 
     def params_model(self, action: str, params: Mapping[str, Any], path: str) -> BaseModel:
         """The action's params model instance for substituted params.
@@ -314,9 +324,7 @@ class TaskTool:
         Raises:
             ConfigError: `ERR_TASK_PARAMS` when they do not fit (or the action is unknown).
         """
-        spec = self._registry.get(action)
-        if spec is None:
-            raise ConfigError(f"{path}.action: unknown action {action!r}", code="ERR_TASK_UNKNOWN_ACTION")
+        spec = self.action_spec(action)
         try:
             return spec.params.model_validate(dict(params))
         except ValidationError as exc:

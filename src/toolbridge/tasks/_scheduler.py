@@ -28,7 +28,9 @@ Design:
 The task result (`TaskOutcome.envelope`) follows `task_output_schema()`:
 `{status, index, instruction?, result?, error?: {message}}`. The task's `result` is the value of
 the last `result` action when there was one, otherwise the last instruction's result (left out
-when it is null). Content parts returned by actions (screenshots) are kept, in order, in
+when it is null); on success it is checked against the tool file's `outputSchema`, and a result
+that does not fit turns the outcome into an `error` (an MCP client would otherwise reject the
+structured content). Content parts returned by actions (screenshots) are kept, in order, in
 `TaskOutcome.parts`.
 """
 
@@ -352,13 +354,12 @@ class TaskScheduler:
         try:
             params = tool.render_params(instruction, path, task.request.arguments, task.results_by_id)
             model = tool.params_model(instruction.action, params, path)
+            spec = tool.action_spec(instruction.action)
         except (MissingValue, PathError, ConfigError) as exc:
             text = exc.message if isinstance(exc, ConfigError) else str(exc)
             if isinstance(exc, MissingValue):
                 text = f"{exc.path}: argument {exc.name!r} is missing"
             raise _InstructionFailed(f"{path} ({instruction.action}): {text}") from None
-        spec = tool._registry.get(instruction.action)
-        assert spec is not None  # checked at load time
         ctx = ActionContext(
             tool=tool.name,
             task_id=task.id,
@@ -384,7 +385,13 @@ class TaskScheduler:
     def _finish(
         self, task: Task, status: TaskStatus, index: int, result: Any, *, error: str | None = None
     ) -> TaskOutcome:
-        instructions = task.request.tool.instructions
+        tool = task.request.tool
+        instructions = tool.instructions
+        if status == "success" and result is not None:
+            mismatch = tool.check_result(result)
+            if mismatch is not None:
+                status = "error"
+                error = f"the task's result does not match the tool's outputSchema: {mismatch}"
         envelope: dict[str, Any] = {"status": status, "index": index}
         if 0 <= index < len(instructions):
             envelope["instruction"] = instructions[index].to_json()

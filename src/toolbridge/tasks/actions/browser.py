@@ -132,7 +132,10 @@ class BrowserSession:
         return self._browser is not None
 
     async def page(self) -> Page:
-        """The shared page, launching Chromium on first use (or after the page was closed).
+        """The shared page, launching Chromium when needed.
+
+        Chromium is launched on first use, and again when it crashed or was killed; a new page
+        is opened when the page was closed.
 
         Raises:
             ToolError: `ERR_TOOL_BROWSER` when the session is closed or Chromium cannot start.
@@ -140,6 +143,8 @@ class BrowserSession:
         async with self._lock:
             if self._closed:
                 raise ToolError("the browser session is closed", code="ERR_TOOL_BROWSER")
+            if self._browser is not None and not self._browser.is_connected():
+                await self._shutdown()  # Chromium crashed or was killed: start a new one
             if self._page is not None and not self._page.is_closed():
                 return self._page
             if self._browser is None:
