@@ -169,6 +169,7 @@ class _Closed(BaseModel):
         frozen=True,
         arbitrary_types_allowed=True,
         use_attribute_docstrings=True,
+        field_title_generator=lambda name, info: info.alias or name,
     )
 
 
@@ -208,11 +209,17 @@ class StdioClientDoc(KindDoc):
 
     kind: Literal["Mcp.StdioClient"]
     command: SecretText
+    """The program to run, looked up on `PATH`."""
     args: list[SecretText] = []
+    """Its arguments; relative paths work from `cwd`."""
     env: dict[str, SecretText] | None = None
+    """Environment variables for the server (the caller's environment is not passed on)."""
     cwd: str | None = None
+    """The server's working directory, relative to the manifest (default: the manifest's directory)."""
     client_info: ClientInfo | None = None
+    """Name and version announced to the server."""
     shutdown_grace_ms: NonNegativeInt = 5000
+    """How long the server may take to exit after stdin closes, and again after SIGTERM."""
 
 
 class HttpClientDoc(KindDoc):
@@ -220,8 +227,11 @@ class HttpClientDoc(KindDoc):
 
     kind: Literal["Mcp.HttpClient"]
     url: SecretText
+    """The server's MCP endpoint, e.g. `http://127.0.0.1:8000/mcp`."""
     headers: dict[str, SecretText] | None = None
+    """HTTP headers sent with every request, e.g. `Authorization: "Bearer ${{ secrets.token }}"`."""
     client_info: ClientInfo | None = None
+    """Name and version announced to the server."""
 
 
 class ToolProviderDoc(KindDoc):
@@ -229,17 +239,24 @@ class ToolProviderDoc(KindDoc):
 
     kind: Literal["AiMcp.ToolProvider"]
     client: Annotated[Ref, RefTo(*CLIENT_KINDS)]
+    """The client whose server's tools are offered."""
 
 
 class ToolProviderBinding(_Closed):
     """One entry of an agent's `toolProviders`."""
 
     provider: Annotated[Ref, RefTo(*PROVIDER_KINDS)]
+    """The tool provider."""
     prefix: str = ""
+    """Prepended to each tool name the model sees (`fs_` -> `fs_read_file`)."""
     include: list[str] | None = None
+    """Only these bare tool names (before the prefix) are offered."""
     exclude: list[str] | None = None
+    """Bare tool names never offered."""
     effects: Effects | None = None
+    """What these tools may do, for a Runtime (undeclared: `write`)."""
     capabilities: list[str] | None = None
+    """Capabilities a Runtime requires for these tools."""
 
 
 class AgentDoc(KindDoc):
@@ -247,14 +264,23 @@ class AgentDoc(KindDoc):
 
     kind: Literal["Ai.Agent"]
     model: Annotated[Ref, RefTo(*MODEL_KINDS)]
+    """The model."""
     system: str | None = None
+    """The system prompt."""
     max_steps: PositiveInt = 8
+    """The most model turns in one run."""
     on_max_steps: Literal["throw", "return"] = "throw"
+    """At the step limit: fail (`throw`) or return the last text (`return`)."""
     on_tool_error: Literal["feedback", "throw"] = "feedback"
+    """A failing tool: tell the model (`feedback`) or end the run (`throw`)."""
     max_parallel_tools: PositiveInt = 8
+    """How many tool calls of one turn run at once."""
     options: PlainObject | None = None
+    """Model options for every call (e.g. `temperature`)."""
     tool_providers: list[ToolProviderBinding] = []
+    """Tool providers offered to the model."""
     tools: list[Annotated[Ref, RefTo("AiMcp.Tool")]] = []
+    """Declared (governed) tools offered to the model."""
 
 
 class Prices(_Closed):
@@ -269,8 +295,11 @@ class OpenaiModelDoc(KindDoc):
 
     kind: Literal["AiOpenai.OpenaiModel"]
     model: str
+    """The model name, e.g. `gpt-4o-mini`."""
     api_key: SecretText | None = None
+    """The API key, normally `"${{ secrets.openaiApiKey }}"`."""
     base_url: SecretText | None = None
+    """Any OpenAI-compatible endpoint (default: OpenAI's)."""
     options: PlainObject | None = None
     """Request options (camelCase or snake_case), e.g. `temperature`."""
     prices: Prices | None = None
@@ -305,6 +334,7 @@ class ScriptedModelDoc(KindDoc):
 
     kind: Literal["Ai.ScriptedModel"]
     turns: Annotated[list[ScriptedTurn], Field(min_length=1)]
+    """The turns, played in order; running out is an error."""
 
 
 class ToolsDoc(KindDoc):
@@ -314,6 +344,7 @@ class ToolsDoc(KindDoc):
     functions: Annotated[
         list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]], Field(min_length=1)
     ]
+    """Import paths `package.module:function`; each function becomes a tool of its name."""
 
 
 class McpToolDoc(KindDoc):
@@ -321,16 +352,27 @@ class McpToolDoc(KindDoc):
 
     kind: Literal["AiMcp.Tool"]
     id: str
+    """The tool's id: its permission is `tool:<id>`; the model sees it (made model-legal)."""
     version: str
+    """The tool's version, recorded in the journal."""
     description: str
+    """What the tool does, for the model."""
     remote_name: str | None = None
+    """The tool's name on the server (default: `id`)."""
     client: Annotated[Ref, RefTo(*CLIENT_KINDS)]
+    """The client of the server that runs the tool."""
     input: PlainObject
+    """JSON Schema of the arguments (an object)."""
     output: PlainObject
+    """JSON Schema of the structured result (an object)."""
     effects: Effects
+    """What the tool may do: `none`, `read`, `write` or `host`."""
     capabilities: list[str]
+    """Capabilities a call requires (may be empty)."""
     cost_micros: NonNegativeInt = 0
+    """What one call costs, in millionths of a USD."""
     timeout_ms: PositiveInt = 30000
+    """The longest one call may take."""
 
 
 class TaskToolSetDoc(KindDoc):
@@ -363,6 +405,7 @@ class Permissions(_Closed):
     """The runtime's allow list: exact strings such as `tool:fs.write`, `effect:write`, `model:scripted`."""
 
     allow: list[str] = []
+    """Exact grants: `model:<id>`, `tool:<id>`, `effect:<effects>`, capability names."""
 
 
 class Limits(_Closed):
@@ -385,9 +428,13 @@ class RuntimeDoc(KindDoc):
 
     kind: Literal["Runtime"]
     profile: Literal["ephemeral", "durable"] = "ephemeral"
+    """`ephemeral` (journal in memory) or `durable` (an SQLite journal, written as things happen)."""
     permissions: Permissions = Permissions()
+    """The allow list; nothing is allowed by default, not even the model."""
     limits: Limits | None = None
+    """Run limits; anything left out keeps its default."""
     journal: str | None = None
+    """The SQLite journal of the durable profile, relative to the manifest."""
 
     @model_validator(mode="after")
     def _journal_for_durable(self) -> RuntimeDoc:
@@ -403,6 +450,7 @@ class SecretsDoc(KindDoc):
 
     kind: Literal["Secrets"]
     env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")], str]
+    """Secret name -> the environment variable holding its value."""
 
 
 KINDS: dict[str, type[KindDoc]] = {
