@@ -268,3 +268,19 @@ def test_ai_tools_names_are_checked(tmp_path: Path) -> None:
     assert [(d.code, d.line, d.column) for d in check_manifest(path).diagnostics] == [
         ("ERR_MANIFEST_IMPORT", 3, 42)
     ]
+
+
+async def test_build_errors_and_runtime_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "kind: Secrets\nmetadata: { name: S }\nenv: { a: B }\n---\n"
+        "kind: Runtime\nmetadata: { name: R }\npermissions: { allow: [model:scripted] }\n"
+    )
+    async with load_manifest(path).open() as live:
+        for name in ("Nope", "S"):
+            with pytest.raises(ConfigError) as info:
+                await live.build(name)
+            assert info.value.code == "ERR_MANIFEST_BUILD"
+        runtime = await live.build("R")
+        assert runtime is await live.runtime()
+        assert "_built" not in repr(live)  # live objects (their args may hold secrets) stay out of repr

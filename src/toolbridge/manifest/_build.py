@@ -142,13 +142,17 @@ class LiveManifest:
     """
 
     manifest: Manifest
-    _stack: AsyncExitStack
-    _built: dict[str, Any] = field(default_factory=dict)
-    _runtime: Any = None
-    _runtime_built: bool = False
+    _stack: AsyncExitStack = field(repr=False)
+    _built: dict[str, Any] = field(default_factory=dict, repr=False)
+    _runtime: Any = field(default=None, repr=False)
+    _runtime_built: bool = field(default=False, repr=False)
 
     def _doc(self, name: str) -> ManifestDoc:
-        return self.manifest.analysis.docs[name]
+        doc = self.manifest.analysis.docs.get(name)
+        if doc is None:
+            known = ", ".join(self.manifest.analysis.docs) or "none"
+            raise ConfigError(f"no document named {name!r} (documents: {known})", code="ERR_MANIFEST_BUILD")
+        return doc
 
     async def _own(self, obj: Any) -> Any:
         """Register `obj` for closing when the manifest closes."""
@@ -163,15 +167,28 @@ class LiveManifest:
         return obj
 
     async def build(self, name: str) -> Any:
-        """The live object for document `name` (built once).
+        """The live object for document `name` (built once, with what it references).
 
         Raises:
-            ConfigError: as `Manifest.open` says.
+            ConfigError: `ERR_MANIFEST_BUILD` when no document has that name, it is a `Secrets`
+                document, or a module its kind needs is not installed; a constructor's own code
+                when it refuses a value.
         """
         if name in self._built:
             return self._built[name]
         mdoc = self._doc(name)
-        obj = await self._make(mdoc)
+        if mdoc.kind == "Runtime":
+            return await self.runtime()
+        try:
+            obj = await self._make(mdoc)
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith(("toolbridge", "openai", "playwright")):
+                raise
+            raise ConfigError(
+                f"{mdoc.kind} {mdoc.name} cannot be built: module {exc.name} is not installed "
+                "(install toolbridge[all])",
+                code="ERR_MANIFEST_BUILD",
+            ) from exc
         self._built[name] = obj
         return obj
 
