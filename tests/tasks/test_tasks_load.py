@@ -429,3 +429,10 @@ def test_find_chromium(monkeypatch: pytest.MonkeyPatch, chromium: str) -> None:
     monkeypatch.setenv("TOOLBRIDGE_CHROMIUM", "/nonexistent/env-chromium")
     with pytest.raises(ToolError, match="env-chromium"):
         find_chromium()
+
+
+def test_extract_tool_structure_errors_name_the_tool() -> None:
+    with pytest.raises(ConfigError) as info:
+        McpToolParser(_never).extract_tool({"name": "lonely", "task": {"instructions": []}})
+    assert info.value.code == "ERR_TASK_INVALID"
+    assert "tool.task.instructions" in str(info.value) and "'lonely'" in str(info.value)

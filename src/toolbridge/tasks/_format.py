@@ -44,7 +44,6 @@ __all__ = [
     "ToolModel",
     "ToolsFileModel",
     "format_loc",
-    "validation_problems",
 ]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
@@ -114,14 +113,6 @@ def format_loc(prefix: str, loc: Sequence[int | str]) -> str:
     return out
 
 
-def validation_problems(prefix: str, exc: ValidationError) -> list[tuple[str, str]]:
-    """(path, message) for each error of a pydantic `ValidationError`, paths under `prefix`."""
-    problems: list[tuple[str, str]] = []
-    for err in exc.errors(include_url=False):
-        problems.append((format_loc(prefix, err["loc"]), err["msg"]))
-    return problems
-
-
 def parse_tools_file(data: Any) -> ToolsFileModel:
     """Validate the structure of a whole tool file.
 
@@ -147,7 +138,7 @@ def parse_tool(data: Any, prefix: str = "tool") -> ToolModel:
     try:
         return ToolModel.model_validate(data)
     except ValidationError as exc:
-        raise _structure_error(prefix, exc) from None
+        raise _structure_error(prefix, exc, {"tools": [data]}, single=True) from None
 
 
 def _tool_name_at(data: Any, loc: Sequence[int | str]) -> str | None:
@@ -160,11 +151,13 @@ def _tool_name_at(data: Any, loc: Sequence[int | str]) -> str | None:
     return None
 
 
-def _structure_error(prefix: str, exc: ValidationError, data: Any = None) -> ConfigError:
+def _structure_error(
+    prefix: str, exc: ValidationError, data: Any = None, *, single: bool = False
+) -> ConfigError:
     problems: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False):
         path = format_loc(prefix, err["loc"])
-        name = _tool_name_at(data, err["loc"])
+        name = _tool_name_at(data, ("tools", 0, *err["loc"]) if single else err["loc"])
         problems.append((path, f"{err['msg']} (tool {name!r})" if name else err["msg"]))
     text = "; ".join(f"{path}: {msg}" for path, msg in problems[:10])
     if len(problems) > 10:
