@@ -483,3 +483,11 @@ async def test_a_result_that_does_not_fit_the_output_schema_is_an_error() -> Non
             "the task's result does not match the tool's outputSchema: "
             "result.count: 'three' is not of type 'integer'"
         )
+
+
+@with_tools({"name": "never", "instructions": [note("never")]})
+async def test_a_task_stopped_before_its_turn_runs_nothing(toolset: TaskToolSet) -> None:
+    toolset.scheduler.on_created = lambda task: task.stop()
+    outcome = await toolset.run("never", {})
+    assert outcome.envelope["status"] == "partial completed" and outcome.envelope["index"] == 0
+    assert LOG == []

@@ -247,12 +247,12 @@ class TaskScheduler:
                     return await self._execute(task, progress)
                 finally:
                     self._current = None
-                    task.state = "finished"
-                    task._started.set()
-                    task._finished.set()
         finally:
-            if task in self._queued:
+            if task in self._queued:  # cancelled while waiting for its turn
                 self._queued.remove(task)
+            task.state = "finished"
+            task._started.set()
+            task._finished.set()
 
     async def _notify(self, progress: ProgressFn | None, value: float, total: float, message: str) -> None:
         if progress is None:
@@ -294,7 +294,7 @@ class TaskScheduler:
                     return self._finish(task, "error", index, task_result, error=failed.message)
                 finally:
                     task._scope = None
-            if scope.cancelled_caught or task._stop_requested:
+            if scope.cancelled_caught:  # stopped while the instruction ran
                 return self._finish(task, "partial completed", index, task_result)
             if isinstance(value, ActionResult):
                 task.parts.extend(value.parts)
