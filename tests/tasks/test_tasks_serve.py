@@ -201,7 +201,13 @@ async def test_serve_over_streamable_http_both_eras(tmp_path: Path) -> None:
             "description": "Say hello.",
             "inputSchema": {"type": "object", "properties": {"who": {"type": "string", "default": "world"}}},
             "task": {"instructions": [instr("result", value={"greeting": "hello {{who}}"})]},
-        }
+        },
+        {
+            "name": "slow",
+            "description": "Takes long.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "task": {"instructions": [instr("wait", ms=30000)]},
+        },
     ]
     path = write_tools(tmp_path, tools)
     port = free_port()
@@ -231,6 +237,13 @@ async def test_serve_over_streamable_http_both_eras(tmp_path: Path) -> None:
                     default = await client.call_tool("greet", {})
                     assert default.structured_content is not None
                     assert default.structured_content["result"] == {"greeting": "hello world"}
+                    # a call the client gives up on is cancelled on the server: the next one runs at once
+                    with anyio.move_on_after(0.5):
+                        await client.call_tool("slow", {})
+                    with anyio.fail_after(5):
+                        again = await client.call_tool("greet", {"who": "again"})
+                    assert again.structured_content is not None
+                    assert again.structured_content["result"] == {"greeting": "hello again"}
     finally:
         proc.terminate()
         with anyio.move_on_after(10) as scope:
