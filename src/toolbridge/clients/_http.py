@@ -8,7 +8,9 @@ response hook on the HTTP client notices the rejection, since the SDK reports it
 JSON-RPC error.
 A response stream that breaks is resumed by the SDK with `Last-Event-ID`. Headers, authentication
 (any `httpx2.Auth`, for example the SDK's `OAuthClientProvider`) and HTTP timeouts go on the
-`httpx2.AsyncClient` each connection creates.
+`httpx2.AsyncClient` each connection creates. The message-size cap and the malformed-response rules
+of the stdio transport apply here too (`_http_limits.limit_http_client`): an oversized or broken
+answer fails its own call at once with `ProtocolError`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from ..errors import ConfigError
 from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, ConnectionClient, _Connection
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
+from ._http_limits import limit_http_client
 
 __all__ = ["HttpClient"]
 
@@ -112,12 +115,7 @@ class HttpClient(ConnectionClient):
                     conn.session_rejected = True
 
         client.event_hooks["response"].append(notice_session_rejection)
-        try:
-            from ._http_limits import limit_http_client  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            return client
-        limited: httpx2.AsyncClient = limit_http_client(client, self.max_message_bytes)
-        return limited
+        return limit_http_client(client, self.max_message_bytes, logger=self.logger)
 
     async def _open(self, stack: AsyncExitStack, conn: _Connection) -> Any:
         http = await stack.enter_async_context(self._make_http_client(conn))
