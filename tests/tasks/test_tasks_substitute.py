@@ -190,8 +190,9 @@ def test_omitted_argument_for_a_required_param_fails_before_anything_runs() -> N
     tool = _tool({"ms": {"type": "integer"}}, [{"action": "wait", "params": {"ms": "{{ms}}"}}])
     with pytest.raises(ConfigError) as info:
         tool.check_ready(tool.prepare_arguments({}))
-    assert info.value.code == "ERR_TASK_PARAMS"
-    assert "task.instructions[0].params.ms" in str(info.value)
+    assert info.value.code == "ERR_TASK_ARGUMENT_MISSING"
+    assert "argument 'ms' was not given" in str(info.value)
+    assert "task.instructions[0].params.ms (wait) needs it" in str(info.value)
 
 
 def test_arguments_are_validated_against_the_input_schema() -> None:

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import jsonschema.exceptions  # type: ignore[import-untyped]
 import jsonschema.validators  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, ToolbridgeError, bounded
 from ..tools import ToolSpec
@@ -286,6 +287,18 @@ class TaskTool:
                 f"{exc.path} needs it inside a longer text; give {exc.name!r}",
                 code="ERR_TASK_ARGUMENT_MISSING",
             ) from None
+        spec = self.action_spec(instruction.action)
+        for key, value in instruction.params.items():
+            if key in params or not isinstance(value, str):
+                continue
+            placeholder = next(iter_placeholders(value), None)
+            field_info = _field_by_name(spec.params, key)
+            if placeholder is not None and field_info is not None and field_info.is_required():
+                raise ConfigError(
+                    f"tool {self.name!r}: argument {placeholder.name!r} was not given and has no default, "
+                    f"but {path}.params.{key} ({instruction.action}) needs it; give {placeholder.name!r}",
+                    code="ERR_TASK_ARGUMENT_MISSING",
+                )
         uses_refs = any(self._kinds[p.name].ref_id is not None for p in iter_placeholders(instruction.params))
         if not uses_refs:
             try:
@@ -333,6 +346,14 @@ class TaskTool:
                 for e in exc.errors(include_url=False)[:5]
             )
             raise ConfigError(text, code="ERR_TASK_PARAMS") from None
+
+
+def _field_by_name(model: type[BaseModel], key: str) -> FieldInfo | None:
+    """The field of `model` that the params key `key` fills (by alias or by name)."""
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return info
+    return None
 
 
 # --- compiling -----------------------------------------------------------------------------------
