@@ -602,11 +602,13 @@ class ConnectionClient:
                 conn.error = McpTimeoutError(
                     f"connecting to {self._describe()}: no handshake within {self._connect_timeout}s"
                 )
-        except BaseException as exc:  # the owner is a top-level task: record, never propagate
-            if not conn.ready.is_set() and not isinstance(exc, anyio.get_cancelled_exc_class()):
+        except Exception as exc:  # the owner is a top-level task: record the failure for the callers
+            if not conn.ready.is_set():
                 conn.error = exc
-            elif not isinstance(exc, anyio.get_cancelled_exc_class()):
+            else:
                 self.logger.debug("%s: connection ended with %r", self._describe(), exc)
+        except anyio.get_cancelled_exc_class():
+            pass  # cancelled by its owner (aclose, or the event loop shutting down): nothing to report
         finally:
             if conn.error is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
