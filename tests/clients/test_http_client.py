@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +176,54 @@ async def test_a_rejected_session_is_renewed_once_then_session_invalid(forgetful
     assert info.value.code == "ERR_MCP_SESSION_INVALID"
     assert _SessionLosingHandler.sessions == 2  # the first session, and one renewal
     assert all(h.get("x-team") == "blue" for h in _SessionLosingHandler.seen_headers)
+
+
+NOTES_SERVER_DIR = Path(__file__).resolve().parents[2] / "examples" / "servers"
+
+
+@pytest.fixture
+def notes_http_url() -> Iterator[str]:
+    """The example notes server (a Python MCPServer, 2026-07-28) over Streamable HTTP via uvicorn."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = (
+        f"import sys, uvicorn; sys.path.insert(0, {str(NOTES_SERVER_DIR)!r}); import notes_server; "
+        "uvicorn.run(notes_server.server.streamable_http_app(), "
+        f"host='127.0.0.1', port={port}, log_level='warning')"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+async def test_python_server_over_http_on_both_eras(notes_http_url: str) -> None:
+    async with McpToolProvider(HttpClient(notes_http_url, timeout=20)) as provider:
+        names = {s.name for s in await provider.list_tools()}
+        assert names == {"add_note", "get_note", "search_notes", "word_count"}
+        assert provider.client.protocol_version == "2026-07-28"
+        note = await provider.call_tool("get_note", {"title": "tea"})
+        assert note.structured == {"title": "tea", "text": "Green tea: 80 degrees, two minutes."}
+        with pytest.raises(ToolError, match="no note titled"):
+            await provider.call_tool("get_note", {"title": "missing"})
+        with pytest.raises(McpTimeoutError):
+            await provider.client.call_tool("get_note", {"title": "tea"}, timeout=1e-6)
+        assert (await provider.call_tool("word_count", {"title": "tea"})).structured["words"] == 6
+    async with HttpClient(notes_http_url, mode="legacy") as client:
+        assert len(await client.list_tools()) == 4
+        assert client.protocol_version == "2025-11-25"
