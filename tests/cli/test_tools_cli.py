@@ -142,6 +142,17 @@ def test_url_server(everything_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert (code, out) == (0, "Echo: m\n")
 
 
+def test_options_may_follow_the_tool_name(
+    everything_cmd: list[str], everything_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(
+        ["call", "echo", '{"message": "late"}', "--timeout", "30", "--", *everything_cmd], capsys
+    )
+    assert (code, out) == (0, "Echo: late\n")
+    code, out, _ = _run(["call", "echo", '{"message": "url last"}', "--url", everything_url], capsys)
+    assert (code, out) == (0, "Echo: url last\n")
+
+
 def test_bad_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(["tools", "--", "toolbridge-no-such-server-xyz"], capsys)
     assert code == 1
@@ -178,6 +189,8 @@ def test_unreachable_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
         (["call", "--timeout", "0", "echo", "{}", "--", "true"], "--timeout"),
         (["tools", "stray", "--", "true"], "after `--`"),
         (["tools"], "no server"),
+        (["call", "echo", "{}", "--timeout", "soon", "--", "true"], "invalid float value"),
+        (["call", "--url", "http://a/mcp", "echo", "--url", "http://b/mcp"], "--url given twice"),
     ],
 )
 def test_bad_invocations_are_one_line(

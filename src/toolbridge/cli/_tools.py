@@ -9,7 +9,8 @@ toolbridge call TOOL ['{"json": "arguments"}'] -- COMMAND [ARGS...]
 
 Everything after the first `--` is the server's command line, taken literally (its own options
 included), so for a stdio server the tool name and its arguments come *before* the `--`. The
-arguments are one JSON object (default `{}`).
+arguments are one JSON object (default `{}`). `call`'s own options (`--url`, `--header`,
+`--timeout`) may come before or after the tool name, but always before the `--`.
 
 `call` prints text parts as text, structured content as indented JSON, an image or audio part as
 one line with its media type and size, and a passed-through content array as JSON. A tool error
@@ -199,8 +200,32 @@ def _run_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _late_options(args: argparse.Namespace, before: list[str]) -> list[str]:
+    """Accept `--url`, `--header` and `--timeout` also after the tool name (before any `--`)."""
+    late = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    late.add_argument("--url")
+    late.add_argument("--header", action="append", default=[])
+    late.add_argument("--timeout", type=float)
+    try:
+        found, rest = late.parse_known_args(before)
+    except argparse.ArgumentError as exc:
+        raise ConfigError(f"bad option: {exc}", code="ERR_INVALID_INPUT") from exc
+    if found.url is not None:
+        if args.url is not None and args.url != found.url:
+            raise ConfigError("--url given twice", code="ERR_INVALID_INPUT")
+        args.url = found.url
+    args.header = [*args.header, *found.header]
+    if found.timeout is not None:
+        args.timeout = found.timeout
+    return list(rest)
+
+
 def _run_call(args: argparse.Namespace) -> int:
     before, command = _split_command(list(args.words))
+    try:
+        before = _late_options(args, before)
+    except ConfigError as exc:
+        return _fail(str(exc))
     if not before:
         return _fail("no tool named: `call --url URL TOOL [JSON]` or `call TOOL [JSON] -- COMMAND`")
     if len(before) > 2:
