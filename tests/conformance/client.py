@@ -1,0 +1,115 @@
+"""The client under test for the official MCP conformance suite (`conformance client --command ...`).
+
+The runner starts a scenario server, then runs this script with the server's URL as the last
+argument and the scenario's name in `MCP_CONFORMANCE_SCENARIO` (some auth scenarios add a JSON
+object in `MCP_CONFORMANCE_CONTEXT`). The script does what the scenario expects of a client and
+exits 0; any failure exits non-zero with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+import httpx2
+import mcp.types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolbridge.clients._oauth import (
+    client_credentials_auth,
+    id_jag_from_idp,
+    identity_assertion_auth,
+    oauth_auth,
+)
+
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+async def accept_defaults(context: Any, params: Any) -> types.ElicitResult:
+    schema = params.requested_schema or {}
+    if hasattr(schema, "model_dump"):
+        schema = schema.model_dump(by_alias=True, exclude_none=True)
+    content = {k: v["default"] for k, v in schema.get("properties", {}).items() if "default" in v}
+    return types.ElicitResult(action="accept", content=content)
+
+
+async def authorization_server_of(url: str) -> str:
+    """The MCP server's authorization server, from its protected-resource metadata.
+
+    Only for the SEP-990 scenario, where the authorization server is configuration: this script
+    plays the deployment that knows it.
+    """
+    parsed = httpx2.URL(url)
+    prm = f"{parsed.scheme}://{parsed.netloc.decode()}/.well-known/oauth-protected-resource{parsed.path}"
+    async with httpx2.AsyncClient(timeout=10.0) as http:
+        response = await http.get(prm)
+        response.raise_for_status()
+        return str(response.json()["authorization_servers"][0])
+
+
+async def make_auth(scenario: str, url: str, context: dict[str, Any]) -> httpx2.Auth | None:
+    if not scenario.startswith("auth/"):
+        return None
+    if scenario == "auth/cross-app-access-complete-flow":
+        return identity_assertion_auth(
+            url,
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+            issuer=await authorization_server_of(url),
+            assertion_provider=id_jag_from_idp(
+                context["idp_token_endpoint"], context["idp_id_token"], client_id=context.get("idp_client_id")
+            ),
+        )
+    if scenario == "auth/client-credentials-basic":
+        return client_credentials_auth(
+            url, client_id=context["client_id"], client_secret=context["client_secret"]
+        )
+    if scenario == "auth/client-credentials-jwt":
+        return client_credentials_auth(
+            url,
+            client_id=context["client_id"],
+            private_key_pem=context["private_key_pem"],
+            signing_algorithm=context.get("signing_algorithm", "ES256"),
+        )
+    if "client_id" in context:
+        return oauth_auth(url, client_id=context["client_id"], client_secret=context.get("client_secret"))
+    return oauth_auth(url, client_metadata_url=CIMD_URL)
+
+
+async def main() -> int:
+    url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    auth = await make_auth(scenario, url, context)
+    async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(10.0, read=30.0)) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="legacy", elicitation_callback=accept_defaults) as client:
+            if scenario == "initialize":
+                await client.list_tools()
+            elif scenario == "tools_call":
+                await client.list_tools()
+                await client.call_tool("add_numbers", {"a": 5, "b": 3})
+            elif scenario == "elicitation-sep1034-client-defaults":
+                await client.call_tool("test_client_elicitation_defaults", {})
+            elif scenario == "sse-retry":
+                await client.call_tool("test_reconnection", {})
+            elif scenario.startswith("auth/"):
+                tools = await client.list_tools()
+                if tools.tools:
+                    await client.call_tool(tools.tools[0].name, {})
+            else:
+                print(f"unknown scenario {scenario!r}", file=sys.stderr)
+                return 2
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main()))
+    except Exception as exc:
+        print(f"conformance client failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
