@@ -355,3 +355,22 @@ async def test_invalid_call_timeout(everything: StdioClient) -> None:
     with pytest.raises(ConfigError):
         await everything.call_tool("echo", {"message": "x"}, timeout=-1)
     await everything.aclose()
+
+
+async def test_the_call_deadline_also_bounds_connecting() -> None:
+    # A server that never answers the handshake: the call's own deadline applies, not connect_timeout.
+    client = StdioClient(sys.executable, ["-c", "import time; time.sleep(30)"], shutdown_grace_ms=100)
+    started = time.monotonic()
+    with pytest.raises(McpTimeoutError):
+        await client.call_tool("anything", {}, timeout=0.5)
+    assert time.monotonic() - started < 3
+    await client.aclose()
+
+
+async def test_connect_timeout() -> None:
+    client = StdioClient(
+        sys.executable, ["-c", "import time; time.sleep(30)"], shutdown_grace_ms=100, connect_timeout=0.5
+    )
+    with pytest.raises(McpTimeoutError, match="handshake"):
+        await client.list_tools()
+    await client.aclose()

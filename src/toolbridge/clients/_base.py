@@ -339,12 +339,12 @@ class ConnectionClient:
         if self._tools is not None and self._conn is not None and self._alive(self._conn):
             return list(self._tools)
         generation = self._generation
-        conn = await self._connection()
-        sdk = self._sdk_of(conn)
         tools: list[types.Tool] = []
         seen: set[str] = set()
         cursor: str | None = None
         with anyio.move_on_after(self._timeout) as deadline:
+            conn = await self._connection()
+            sdk = self._sdk_of(conn)
             with self._mapping(conn, "tools/list"):
                 for _ in range(TOOLS_LIST_PAGE_CAP):
                     page = await sdk.list_tools(cursor=cursor, cache_mode="bypass")
@@ -365,7 +365,7 @@ class ConnectionClient:
             raise McpTimeoutError(
                 f"tools/list of {self._describe()}: no complete answer within {self._timeout}s"
             )
-        if generation == self._generation and conn is self._conn:
+        if generation == self._generation and self._conn is not None and conn is self._conn:
             self._tools = tools
         return list(tools)
 
@@ -401,18 +401,22 @@ class ConnectionClient:
         limit = timeout if timeout is not None else self._timeout
         args = dict(arguments or {})
         what = f"tools/call {name!r} on {self._describe()}"
+        # One deadline for the whole call: connecting (if needed), and a retry on a new session.
+        deadline_at = anyio.current_time() + limit if limit is not None else math.inf
         for attempt in range(2):
-            conn = await self._connection()
-            sdk = self._sdk_of(conn)
             result: types.CallToolResult | None = None
+            conn: _Connection | None = None
             try:
-                with anyio.move_on_after(limit) as deadline:
+                with anyio.CancelScope(deadline=deadline_at) as deadline:
+                    conn = await self._connection()
+                    sdk = self._sdk_of(conn)
                     with self._mapping(conn, what):
                         result = await sdk.call_tool(
                             name, args, progress_callback=cast(ProgressFnT | None, progress)
                         )
             except SessionInvalidError:
-                self._retire(conn)
+                if conn is not None:
+                    self._retire(conn)
                 if attempt == 0:
                     self.logger.info("%s: HTTP session rejected; opening a new session", what)
                     continue
