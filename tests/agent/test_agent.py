@@ -485,6 +485,7 @@ async def test_output_type_with_a_retry() -> None:
     )
     feedback = text_of(tool_messages(model.requests[2])[-1])
     assert feedback.startswith("Error: the final answer is invalid: population:")
+    assert result.messages[-1].role == "tool" and text_of(result.messages[-1]) == "Final answer received."
 
 
 async def test_output_type_exhausted() -> None:

@@ -578,7 +578,7 @@ class Agent:
             yield RunErrorEvent(error=exc, code=getattr(exc, "code", type(exc).__name__))
 
     async def _model_turn(
-        self, request: ModelRequest, streaming: bool, deltas: list[str]
+        self, request: ModelRequest, streaming: bool
     ) -> AsyncGenerator[ModelStreamItem, None]:
         if not streaming:
             yield await self.model.request(request)
@@ -623,7 +623,7 @@ class Agent:
             request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
             await hook.before_model_call(ctx, self.model, request)
             response: ModelResponse | None = None
-            async with aclosing(self._model_turn(request, streaming, [])) as items:
+            async with aclosing(self._model_turn(request, streaming)) as items:
                 async for item in items:
                     if isinstance(item, TextDelta):
                         if item.text:
@@ -692,7 +692,22 @@ class Agent:
                     final_records[call.id] = ToolResultRecord(call.id, call.name, "Final answer received.")
                     break
             if done:
-                results = tuple(final_records.values())
+                # Other calls of the final turn are not run; they still get a result so the
+                # conversation in `RunResult.messages` stays well-formed for a next run.
+                results = tuple(
+                    final_records.get(c.id)
+                    or ToolResultRecord(c.id, c.name, "Not run: the final answer was given in the same turn.")
+                    for c in calls
+                )
+                for res in results:
+                    messages.append(
+                        Message(
+                            "tool",
+                            (TextPart(str(res.content)),),
+                            tool_call_id=res.tool_call_id,
+                            name=res.name,
+                        )
+                    )
                 steps.append(Step(response.text, call_records, results, "stop", response.usage))
                 finish_reason = "stop"
                 yield StepFinishedEvent(step=step, record=steps[-1])
