@@ -15,10 +15,9 @@ import sys
 from typing import Any
 
 import httpx2
-import mcp.types as types
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+import mcp_types as types
 
+from toolbridge.clients import HttpClient
 from toolbridge.clients._oauth import (
     client_credentials_auth,
     id_jag_from_idp,
@@ -29,8 +28,9 @@ from toolbridge.clients._oauth import (
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
-async def accept_defaults(context: Any, params: Any) -> types.ElicitResult:
-    schema = params.requested_schema or {}
+async def accept_defaults(params: types.ElicitRequestParams) -> types.ElicitResult:
+    """SEP-1034: accept a form request with the defaults its schema declares."""
+    schema: Any = getattr(params, "requested_schema", None) or {}
     if hasattr(schema, "model_dump"):
         schema = schema.model_dump(by_alias=True, exclude_none=True)
     content = {k: v["default"] for k, v in schema.get("properties", {}).items() if "default" in v}
@@ -85,25 +85,23 @@ async def main() -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     auth = await make_auth(scenario, url, context)
-    async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(10.0, read=30.0)) as http:
-        transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, mode="legacy", elicitation_callback=accept_defaults) as client:
-            if scenario == "initialize":
-                await client.list_tools()
-            elif scenario == "tools_call":
-                await client.list_tools()
-                await client.call_tool("add_numbers", {"a": 5, "b": 3})
-            elif scenario == "elicitation-sep1034-client-defaults":
-                await client.call_tool("test_client_elicitation_defaults", {})
-            elif scenario == "sse-retry":
-                await client.call_tool("test_reconnection", {})
-            elif scenario.startswith("auth/"):
-                tools = await client.list_tools()
-                if tools.tools:
-                    await client.call_tool(tools.tools[0].name, {})
-            else:
-                print(f"unknown scenario {scenario!r}", file=sys.stderr)
-                return 2
+    async with HttpClient(url, auth=auth, elicitation_handler=accept_defaults, timeout=30) as client:
+        if scenario == "initialize":
+            await client.list_tools()
+        elif scenario == "tools_call":
+            await client.list_tools()
+            await client.call_tool("add_numbers", {"a": 5, "b": 3})
+        elif scenario == "elicitation-sep1034-client-defaults":
+            await client.call_tool("test_client_elicitation_defaults", {})
+        elif scenario == "sse-retry":
+            await client.call_tool("test_reconnection", {})
+        elif scenario.startswith("auth/"):
+            tools = await client.list_tools()
+            if tools:
+                await client.call_tool(tools[0].name, {})
+        else:
+            print(f"unknown scenario {scenario!r}", file=sys.stderr)
+            return 2
     return 0
 
 

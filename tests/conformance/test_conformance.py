@@ -209,6 +209,14 @@ def test_client_scenario(scenario: str, scenario_runs: dict[str, Future[Outcome]
     exit_code, checks, console = scenario_runs[scenario].result(timeout=CLIENT_TIMEOUT_MS / 1000 * 4 + 60)
     problems = _problems(exit_code, checks)
     expected = _baseline().get(scenario)
+    if scenario == "initialize":
+        # The client under test must be toolbridge's own HttpClient, not the SDK's default client.
+        names = {
+            (c.get("details") or {}).get("clientName")
+            for c in checks
+            if c["id"] == "mcp-client-initialization"
+        }
+        assert names == {"toolbridge"}, f"unexpected client name(s) {names}"
     if expected is None:
         assert not problems, f"{scenario} failed:\n" + "\n".join(problems) + "\n" + console
     elif problems:
