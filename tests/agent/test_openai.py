@@ -404,3 +404,18 @@ async def test_model_failure_ends_the_run_with_its_code(server: FakeOpenAI) -> N
         events.append(event)
     assert [e.type for e in events] == ["error"] and events[0].code == "ERR_MODEL_BAD_REQUEST"  # type: ignore[union-attr]
     await m.aclose()
+
+
+async def test_stream_is_retried_before_its_first_chunk(server: FakeOpenAI) -> None:
+    server.replies.append(Reply(429, {"error": {"message": "slow down"}}))
+    server.replies.append(Reply(chunks=[chunk({"content": "fine"}), chunk({}, finish_reason="stop")]))
+    m = model(server)
+    items = [i async for i in m.request_stream(ModelRequest(messages=(Message("user", "x"),)))]
+    assert isinstance(items[-1], ModelResponse) and items[-1].text == "fine"
+    assert items[-1].usage == Usage(requests=1)  # the server sent no usage chunk
+    server.replies.append(Reply(401, {"error": {"message": "bad key"}}))
+    with pytest.raises(ModelError) as info:
+        async for _ in m.request_stream(ModelRequest(messages=(Message("user", "x"),))):
+            pass
+    assert info.value.code == "ERR_MODEL_AUTH"
+    await m.aclose()
