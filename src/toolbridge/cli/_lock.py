@@ -1,0 +1,161 @@
+"""`toolbridge lock`: pin the tool definitions of MCP servers in a lock file (see `toolbridge.pinning`).
+
+```
+toolbridge lock [--out tools.lock] [--name NAME] -- COMMAND [ARGS...]   # a stdio server
+toolbridge lock [--out tools.lock] [--name NAME] --url URL              # a Streamable HTTP server
+toolbridge lock [--out tools.lock] MANIFEST.yaml                        # every Mcp.* client in it
+toolbridge lock --check ...                                             # compare, do not write
+```
+
+A server given by command or URL is stored under `--name` (default `server`); a manifest's clients
+under their document names. Entries of other servers already in the lock file are kept, so one
+file can pin several servers. With `--check` nothing is written: the command prints every
+difference (changed, new or removed tools, changed instructions) and exits 1 when there is one, 0
+when the servers match the lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, ToolbridgeError
+from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
+
+__all__ = ["diff_locks", "register"]
+
+DEFAULT_OUT = "tools.lock"
+DEFAULT_NAME = "server"
+_MCP_KINDS = ("Mcp.StdioClient", "Mcp.HttpClient")
+
+
+def register(subparsers: Any) -> None:
+    """Add the `lock` command."""
+    lock = subparsers.add_parser(
+        "lock",
+        help="pin the tool definitions of MCP servers in a lock file",
+        description=(
+            "Write a lock file with a SHA-256 of each tool's definition and of the server's "
+            "instructions. Give a stdio server after `--`, a Streamable HTTP server with --url, or a "
+            "manifest file whose Mcp.StdioClient / Mcp.HttpClient documents are locked."
+        ),
+    )
+    lock.add_argument("--out", default=DEFAULT_OUT, help=f"the lock file (default: {DEFAULT_OUT})")
+    lock.add_argument("--name", default=None, help=f"the server's name in the lock (default: {DEFAULT_NAME})")
+    lock.add_argument("--url", help="Streamable HTTP endpoint of the server")
+    lock.add_argument(
+        "--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for --url"
+    )
+    lock.add_argument("--check", action="store_true", help="compare with the lock file instead of writing it")
+    lock.add_argument("words", nargs=argparse.REMAINDER, help="[MANIFEST] or -- COMMAND [ARGS...]")
+    lock.set_defaults(handler=_run_lock)
+
+
+def _headers(items: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header must look like NAME:VALUE, got {item!r}", code="ERR_INVALID_INPUT")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+async def _lock_one(args: argparse.Namespace, command: list[str]) -> dict[str, ServerLock]:
+    from ..clients import HttpClient, StdioClient
+
+    name = args.name or DEFAULT_NAME
+    client: Any
+    if args.url:
+        client = HttpClient(args.url, headers=_headers(args.header))
+    else:
+        if args.header:
+            raise ConfigError("--header applies to --url only", code="ERR_INVALID_INPUT")
+        client = StdioClient(command[0], command[1:])
+    async with client:
+        return {name: await lock_server(client)}
+
+
+async def _lock_manifest(path: str) -> dict[str, ServerLock]:
+    from ..manifest import load_manifest
+
+    manifest = load_manifest(path)
+    names = [doc.name for kind in _MCP_KINDS for doc in manifest.analysis.of_kind(kind)]
+    if not names:
+        raise ConfigError(f"{path} declares no Mcp.StdioClient or Mcp.HttpClient", code="ERR_INVALID_INPUT")
+    locks: dict[str, ServerLock] = {}
+    async with AsyncExitStack() as stack:
+        live = await stack.enter_async_context(manifest.open())
+        for name in names:
+            locks[name] = await lock_server(await live.build(name))
+    return locks
+
+
+def diff_locks(pinned: ServerLock | None, current: ServerLock) -> list[str]:
+    """Human-readable differences between a pinned server and what it offers now (empty: none)."""
+    if pinned is None:
+        return ["server is not in the lock"]
+    lines: list[str] = []
+    if pinned.instructions != current.instructions:
+        lines.append(f"instructions changed: {pinned.instructions} -> {current.instructions}")
+    for tool in sorted(set(pinned.tools) | set(current.tools)):
+        old, new = pinned.tools.get(tool), current.tools.get(tool)
+        if old == new:
+            continue
+        if old is None:
+            lines.append(f"new tool {tool}: {new}")
+        elif new is None:
+            lines.append(f"removed tool {tool}: {old}")
+        else:
+            lines.append(f"changed tool {tool}: {old} -> {new}")
+    return lines
+
+
+def _run_lock(args: argparse.Namespace) -> int:
+    words = list(args.words)
+    before, command = (
+        (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
+    )
+    try:
+        sources = sum(1 for present in (bool(args.url), bool(command), bool(before)) if present)
+        if sources != 1:
+            raise ConfigError(
+                "give exactly one server: -- COMMAND [ARGS...], --url URL, or a MANIFEST file",
+                code="ERR_INVALID_INPUT",
+            )
+        if before:
+            if len(before) > 1:
+                raise ConfigError(f"one manifest at a time, got {before!r}", code="ERR_INVALID_INPUT")
+            if args.name:
+                raise ConfigError("--name does not apply to a manifest (its documents name the servers)")
+            current = asyncio.run(_lock_manifest(before[0]))
+        else:
+            current = asyncio.run(_lock_one(args, command))
+        out = Path(args.out)
+        existing = read_lock(out) if out.exists() else ToolLock()
+    except ToolbridgeError as exc:
+        print(f"toolbridge: {exc}", file=sys.stderr)
+        return 1
+    if args.check:
+        problems = 0
+        for name, server in current.items():
+            for line in diff_locks(existing.servers.get(name), server):
+                print(f"{name}: {line}")
+                problems += 1
+        if problems == 0:
+            print(f"{', '.join(current)}: matches {os.fspath(out)}")
+        return 1 if problems else 0
+    existing.servers.update(current)
+    try:
+        write_lock(out, existing)
+    except ToolbridgeError as exc:
+        print(f"toolbridge: {exc}", file=sys.stderr)
+        return 1
+    for name, server in current.items():
+        print(f"locked {len(server.tools)} tools of {name} in {os.fspath(out)}")
+    return 0

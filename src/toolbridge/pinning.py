@@ -1,0 +1,565 @@
+"""Tool pinning: a lock file of tool definitions, and a provider that offers only what it pins.
+
+A server that was trusted once can change a tool's description or schema later (a "rug pull"), or
+add tools nobody reviewed. Pinning makes such changes visible and inert:
+
+1. `toolbridge lock` (or `lock_server` / `write_lock`) records, per server, a SHA-256 of each
+   tool's canonical definition and of the server's instructions in a JSON lock file.
+2. `PinnedToolProvider(source, lock, server=...)` wraps a provider or client. It offers a tool to
+   the model only when the tool's current hash equals the pinned one. A changed tool is left out
+   of `list_tools()` and a call to it raises `PolicyError` with code `ERR_TOOL_PIN_MISMATCH`, naming
+   the pinned and the current hash, until the lock is renewed (or `approve(name)` pins the current
+   definition in memory). A tool absent from the lock is treated the same way until approved. If
+   the server's instructions changed, the whole server is blocked (they reach the model too).
+
+What is hashed is the *raw* definition as the server sent it: `name`, `title`, `description`,
+`inputSchema`, `outputSchema` and `annotations`, serialised as canonical JSON (sorted keys, no
+spaces, UTF-8, absent fields as null). Hashing the raw text means that a change which only adds an
+invisible character or a terminal escape still counts as a change. What the model then sees is
+cleaned: the description (by `McpToolProvider`) and every `description`/`title` string inside the
+parameter and output schemas (here) go through `sanitize.clean_text`.
+
+Sources: a `McpToolProvider` or an MCP client (`StdioClient`, `HttpClient`, `InProcessClient`) give
+raw definitions; any other `ToolProvider` (for example `FunctionTools`) is pinned on its
+`ToolSpec`s (there is nothing rawer to hash, and no instructions).
+
+Lock file (version 1):
+
+```json
+{
+  "version": 1,
+  "servers": {
+    "files": {
+      "instructions": "sha256:…" | null,
+      "tools": {"read_file": "sha256:…", "write_file": "sha256:…"}
+    }
+  }
+}
+```
+
+Server names are chosen by whoever writes the lock (the manifest document name, or `--name`),
+never taken from the server's self-reported `serverInfo.name`, which any server can spoof.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from .errors import ConfigError, PolicyError
+from .sanitize import clean_text
+from .tools import ToolProvider, ToolResult, ToolSpec
+
+__all__ = [
+    "LOCK_VERSION",
+    "PIN_MISMATCH",
+    "PinStatus",
+    "PinnedToolProvider",
+    "ServerLock",
+    "ToolLock",
+    "canonical_tool",
+    "hash_instructions",
+    "hash_tool",
+    "lock_server",
+    "read_lock",
+    "write_lock",
+]
+
+LOCK_VERSION = 1
+"""The lock file format this module reads and writes."""
+
+PIN_MISMATCH = "ERR_TOOL_PIN_MISMATCH"
+"""The `PolicyError` code for a tool (or server) whose definition does not match the lock."""
+
+CANONICAL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+"""The fields of a tool definition that are pinned (wire names)."""
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return value
+
+
+def canonical_tool(tool: Any) -> dict[str, Any]:
+    """The pinned part of one tool definition, in wire form.
+
+    Args:
+        tool: an `mcp_types.Tool`, its wire dict, or a `ToolSpec`.
+
+    Returns:
+        A dict with exactly the keys of `CANONICAL_FIELDS` (absent ones are None).
+
+    Raises:
+        ConfigError: `tool` is none of these (`ERR_INVALID_INPUT`).
+    """
+    if isinstance(tool, ToolSpec):
+        return {
+            "name": tool.name,
+            "title": None,
+            "description": tool.description or None,
+            "inputSchema": _plain(tool.parameters),
+            "outputSchema": _plain(tool.output_schema),
+            "annotations": _plain(tool.annotations),
+        }
+    data = _wire(tool)
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        raise ConfigError(f"not a tool definition: {type(tool).__name__}", code="ERR_INVALID_INPUT")
+    return {key: _plain(data.get(key)) for key in CANONICAL_FIELDS}
+
+
+def _plain(value: Any) -> Any:
+    """Mappings and sequences as plain dicts and lists (so JSON sees one shape)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return _wire(value) if isinstance(value, BaseModel) else value
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def hash_tool(tool: Any) -> str:
+    """`sha256:<hex>` of the canonical JSON of a tool definition (see `canonical_tool`).
+
+    Raises:
+        ConfigError: `tool` is not a tool definition, or holds values JSON cannot encode.
+    """
+    try:
+        return _digest(canonical_tool(tool))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"tool definition cannot be hashed: {exc}", code="ERR_INVALID_INPUT") from exc
+
+
+def hash_instructions(instructions: str | None) -> str | None:
+    """`sha256:<hex>` of the server's instructions (UTF-8), or None when it gave none."""
+    if instructions is None:
+        return None
+    return "sha256:" + hashlib.sha256(instructions.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class ServerLock:
+    """The pins of one server.
+
+    Attributes:
+        tools: tool name -> `sha256:` hash of its canonical definition.
+        instructions: hash of the server's instructions (None: it gave none).
+    """
+
+    tools: dict[str, str] = field(default_factory=dict)
+    instructions: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"instructions": self.instructions, "tools": dict(sorted(self.tools.items()))}
+
+
+@dataclass
+class ToolLock:
+    """A whole lock file: server name -> `ServerLock`."""
+
+    servers: dict[str, ServerLock] = field(default_factory=dict)
+
+    def server(self, name: str) -> ServerLock:
+        """The pins of server `name`.
+
+        Raises:
+            ConfigError: the lock has no such server (`ERR_LOCK_INVALID`).
+        """
+        try:
+            return self.servers[name]
+        except KeyError:
+            known = ", ".join(sorted(self.servers)) or "none"
+            raise ConfigError(
+                f"the lock has no server named {name!r} (servers: {known})", code="ERR_LOCK_INVALID"
+            ) from None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": LOCK_VERSION,
+            "servers": {name: lock.to_json() for name, lock in sorted(self.servers.items())},
+        }
+
+
+def _invalid(path: str, why: str) -> ConfigError:
+    return ConfigError(f"lock file {path}: {why}", code="ERR_LOCK_INVALID", details={"path": path})
+
+
+def _is_hash(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("sha256:") and len(value) == 71
+
+
+def read_lock(path: str | os.PathLike[str]) -> ToolLock:
+    """Read and validate a lock file.
+
+    Raises:
+        ConfigError: `ERR_LOCK_INVALID` when the file is missing, not JSON, of another version, or
+            malformed (the message says where).
+    """
+    where = os.fspath(path)
+    try:
+        data = json.loads(Path(where).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _invalid(where, "not found (write one with `toolbridge lock`)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _invalid(where, f"cannot be read as JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
+        raise _invalid(where, f'expected an object with "version": {LOCK_VERSION}')
+    servers = data.get("servers")
+    if not isinstance(servers, dict):
+        raise _invalid(where, '"servers" must be an object')
+    lock = ToolLock()
+    for name, entry in servers.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("tools"), dict):
+            raise _invalid(where, f'servers.{name} must be an object with a "tools" object')
+        instructions = entry.get("instructions")
+        if instructions is not None and not _is_hash(instructions):
+            raise _invalid(where, f"servers.{name}.instructions is not a sha256: hash")
+        tools: dict[str, str] = {}
+        for tool, digest in entry["tools"].items():
+            if not _is_hash(digest):
+                raise _invalid(where, f"servers.{name}.tools.{tool} is not a sha256: hash")
+            tools[str(tool)] = digest
+        lock.servers[str(name)] = ServerLock(tools=tools, instructions=instructions)
+    return lock
+
+
+def write_lock(path: str | os.PathLike[str], lock: ToolLock) -> None:
+    """Write `lock` as JSON (atomically: a temporary file then a rename).
+
+    Raises:
+        ConfigError: the file cannot be written (`ERR_CONFIG`).
+    """
+    target = Path(os.fspath(path))
+    text = json.dumps(lock.to_json(), indent=2, ensure_ascii=False) + "\n"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".lock-", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ConfigError(f"cannot write lock file {target}: {exc}", details={"path": str(target)}) from exc
+
+
+# ------------------------------------------------------------------------------------------- sources
+
+
+class _Source:
+    """Raw definitions and calls of whatever `PinnedToolProvider` wraps."""
+
+    def __init__(self, source: Any) -> None:
+        from .bridge import McpToolProvider
+
+        self.client: Any = None
+        if isinstance(source, McpToolProvider):
+            self.provider: ToolProvider = source
+            self.client = source.client
+        elif hasattr(source, "server_info") and hasattr(source, "instructions"):
+            # An MCP client (it also has list_tools/call_tool, but returns wire types).
+            self.provider = McpToolProvider(source)
+            self.client = source
+        elif isinstance(source, ToolProvider):
+            self.provider = source
+        else:
+            raise ConfigError(
+                f"PinnedToolProvider needs a ToolProvider or an MCP client, got {type(source).__name__}",
+                code="ERR_INVALID_INPUT",
+            )
+
+    async def definitions(self) -> list[tuple[str, str, ToolSpec]]:
+        """(name, hash of the raw definition, the spec a model would see) for every tool."""
+        if self.client is None:
+            return [(spec.name, hash_tool(spec), spec) for spec in await self.provider.list_tools()]
+        from .bridge import tool_to_spec
+
+        return [(tool.name, hash_tool(tool), tool_to_spec(tool)) for tool in await self.client.list_tools()]
+
+    def instructions(self) -> str | None:
+        if self.client is None:
+            return None
+        value = getattr(self.client, "instructions", None)
+        return value if isinstance(value, str) else None
+
+
+async def lock_server(source: Any) -> ServerLock:
+    """Pin what `source` offers now: every tool's hash and the instructions' hash.
+
+    Args:
+        source: an MCP client, a `McpToolProvider`, or any `ToolProvider`.
+
+    Raises:
+        ConfigError: `source` is none of these.
+        McpError: listing the tools failed (its own subclass and code).
+    """
+    src = _Source(source)
+    definitions = await src.definitions()
+    return ServerLock(
+        tools={name: digest for name, digest, _ in definitions},
+        instructions=hash_instructions(src.instructions()),
+    )
+
+
+# ------------------------------------------------------------------------------------------ provider
+
+
+@dataclass(frozen=True)
+class PinStatus:
+    """How one tool compares with the lock (see `PinnedToolProvider.status`).
+
+    Attributes:
+        name: the tool.
+        state: `pinned` (offered), `changed` (hash differs), `new` (not in the lock),
+            `approved` (not pinned in the file but approved in memory), `blocked` (the server's
+            instructions changed, so nothing is offered).
+        pinned: the hash in the lock (None for a new tool).
+        current: the hash of what the server offers now.
+    """
+
+    name: str
+    state: Literal["pinned", "changed", "new", "approved", "blocked"]
+    pinned: str | None
+    current: str
+
+
+def _clean_schema(value: Any) -> Any:
+    """A copy of a JSON Schema with every `description` and `title` string cleaned."""
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in ("description", "title") and isinstance(item, str):
+                out[key] = clean_text(item)
+            else:
+                out[key] = _clean_schema(item)
+        return out
+    if isinstance(value, list):
+        return [_clean_schema(v) for v in value]
+    return value
+
+
+def _for_model(spec: ToolSpec) -> ToolSpec:
+    return ToolSpec(
+        name=spec.name,
+        description=clean_text(spec.description),
+        parameters=_clean_schema(spec.parameters),
+        output_schema=_clean_schema(spec.output_schema) if spec.output_schema is not None else None,
+        annotations=spec.annotations,
+    )
+
+
+class PinnedToolProvider:
+    """A `ToolProvider` that offers only the tools whose definitions match a lock.
+
+    Args:
+        source: an MCP client, a `McpToolProvider`, or any `ToolProvider`.
+        lock: a `ToolLock` (with `server` naming the entry), a `ServerLock`, or a lock file path.
+        server: the server's name in the lock (needed with a `ToolLock` or a path that holds
+            several servers; optional when it holds exactly one).
+
+    Raises:
+        ConfigError: a bad source, an unreadable lock (`ERR_LOCK_INVALID`), or a server name the
+            lock does not have.
+
+    Closing it (`aclose()` / `async with`) closes the source.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        lock: ToolLock | ServerLock | str | os.PathLike[str],
+        *,
+        server: str | None = None,
+    ) -> None:
+        self._source = _Source(source)
+        if isinstance(lock, str | os.PathLike):
+            lock = read_lock(lock)
+        if isinstance(lock, ToolLock):
+            if server is None:
+                if len(lock.servers) != 1:
+                    raise ConfigError(
+                        "PinnedToolProvider: the lock holds several servers; say which with server=",
+                        code="ERR_LOCK_INVALID",
+                    )
+                server = next(iter(lock.servers))
+            lock = lock.server(server)
+        self.server = server
+        self.lock: ServerLock = ServerLock(tools=dict(lock.tools), instructions=lock.instructions)
+        self._approved: dict[str, str] = {}
+        self._last: dict[str, PinStatus] = {}
+        self._approvals = 0
+
+    def __repr__(self) -> str:
+        return f"PinnedToolProvider({self._source.provider!r}, server={self.server!r})"
+
+    @property
+    def generation(self) -> int:
+        """The source's generation plus the number of approvals (both change what is offered)."""
+        value = getattr(self._source.provider, "generation", 0)
+        return (value if isinstance(value, int) else 0) + self._approvals
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions, cleaned, only while they match the lock."""
+        raw = self._source.instructions()
+        if raw is None or hash_instructions(raw) != self.lock.instructions:
+            return None
+        return clean_text(raw)
+
+    def _instructions_changed(self) -> tuple[str | None, str | None] | None:
+        current = hash_instructions(self._source.instructions())
+        if self._source.client is None or current == self.lock.instructions:
+            return None
+        return self.lock.instructions, current
+
+    def _judge(self, name: str, current: str, blocked: bool) -> PinStatus:
+        pinned = self.lock.tools.get(name)
+        if blocked:
+            return PinStatus(name, "blocked", pinned, current)
+        if pinned == current:
+            return PinStatus(name, "pinned", pinned, current)
+        if self._approved.get(name) == current:
+            return PinStatus(name, "approved", pinned, current)
+        return PinStatus(name, "changed" if pinned is not None else "new", pinned, current)
+
+    async def status(self) -> list[PinStatus]:
+        """How every tool the source offers now compares with the lock.
+
+        Raises:
+            McpError: listing the tools failed.
+        """
+        definitions = await self._source.definitions()
+        blocked = self._instructions_changed() is not None
+        statuses = [self._judge(name, digest, blocked) for name, digest, _ in definitions]
+        self._last = {s.name: s for s in statuses}
+        return statuses
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools that match the lock (or were approved), with cleaned descriptions.
+
+        Raises:
+            McpError: listing the tools failed.
+        """
+        definitions = await self._source.definitions()
+        blocked = self._instructions_changed() is not None
+        offered: list[ToolSpec] = []
+        last: dict[str, PinStatus] = {}
+        for name, digest, spec in definitions:
+            status = self._judge(name, digest, blocked)
+            last[name] = status
+            if status.state in ("pinned", "approved"):
+                offered.append(_for_model(spec))
+        self._last = last
+        return offered
+
+    async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        """Call a tool, after checking its current definition against the lock.
+
+        Raises:
+            PolicyError: `ERR_TOOL_PIN_MISMATCH` when the tool changed since it was pinned, is not
+                in the lock and was not approved, or the server's instructions changed; `details`
+                hold `tool`, `reason` (`changed`/`new`/`instructions_changed`), `pinned` and
+                `current` hashes.
+            ToolError: the tool reported failure.
+            McpError: listing or calling failed.
+        """
+        changed = self._instructions_changed()
+        if changed is not None:
+            raise PolicyError(
+                f"server {self.server or ''!s} is blocked: its instructions changed since they were "
+                f"pinned (pinned {changed[0]}, now {changed[1]}); renew the lock after review",
+                code=PIN_MISMATCH,
+                details={
+                    "tool": name,
+                    "reason": "instructions_changed",
+                    "pinned": changed[0],
+                    "current": changed[1],
+                },
+            )
+        current = next((d for n, d, _ in await self._source.definitions() if n == name), None)
+        if current is not None:
+            status = self._judge(name, current, False)
+            if status.state == "changed":
+                raise PolicyError(
+                    f"tool {name!r} changed since it was pinned (pinned {status.pinned}, now {current}); "
+                    "renew the lock after review",
+                    code=PIN_MISMATCH,
+                    details={"tool": name, "reason": "changed", "pinned": status.pinned, "current": current},
+                )
+            if status.state == "new":
+                raise PolicyError(
+                    f"tool {name!r} is not in the lock (now {current}); approve it or renew the lock",
+                    code=PIN_MISMATCH,
+                    details={"tool": name, "reason": "new", "pinned": None, "current": current},
+                )
+        # A tool the server no longer lists goes through: the server answers for unknown tools.
+        return await self._source.provider.call_tool(name, args)
+
+    def approve(self, name: str, digest: str | None = None) -> str:
+        """Accept the current definition of `name` (changed or new) for this provider's lifetime.
+
+        Args:
+            name: the tool.
+            digest: the hash to approve; default: the one seen at the last `list_tools()`/`status()`.
+
+        Returns:
+            The approved hash.
+
+        Raises:
+            ConfigError: `ERR_INVALID_INPUT` when no hash is given and the tool was not seen.
+        """
+        if digest is None:
+            seen = self._last.get(name)
+            if seen is None:
+                raise ConfigError(
+                    f"cannot approve {name!r}: not seen in the last listing (call list_tools() first)",
+                    code="ERR_INVALID_INPUT",
+                )
+            digest = seen.current
+        self._approved[name] = digest
+        self._approvals += 1
+        return digest
+
+    async def renew(self) -> ServerLock:
+        """Pin everything the source offers now; returns the new `ServerLock` (also in force here).
+
+        Write it back with `write_lock` to make the renewal permanent.
+
+        Raises:
+            McpError: listing the tools failed.
+        """
+        self.lock = await lock_server(
+            self._source.client if self._source.client is not None else self._source.provider
+        )
+        self._approved.clear()
+        self._approvals += 1
+        return self.lock
+
+    async def aclose(self) -> None:
+        """Close the source (if it can be closed)."""
+        aclose = getattr(self._source.provider, "aclose", None)
+        if callable(aclose):
+            await aclose()
+
+    async def __aenter__(self) -> PinnedToolProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def pinned_names(statuses: Sequence[PinStatus]) -> list[str]:
+    """The names of the tools that would be offered (helper for reports)."""
+    return [s.name for s in statuses if s.state in ("pinned", "approved")]
