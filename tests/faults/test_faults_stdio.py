@@ -381,3 +381,18 @@ async def test_a_crash_is_noticed_even_when_a_grandchild_holds_stdout_open(hosti
         assert info.value.error.code == CONNECTION_CLOSED
         assert time.perf_counter() - started < 1.0
         assert transport.exited.is_set()
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"), [("big", {}), ("nonewline", {"with_id": False})], ids=["big", "nonewline"]
+)
+async def test_closing_while_a_big_message_streams_does_not_hang(
+    hostile_cmd: list[str], tool: str, args: dict[str, Any]
+) -> None:
+    """The caller gives up mid-message: shutdown drains the pipe so the server can exit, and the
+    whole thing stays within the grace periods."""
+    started = time.perf_counter()
+    async with hostile_client(hostile_cmd, max_message_bytes=16 * MiB, shutdown_grace_s=2.0) as (client, _):
+        with anyio.move_on_after(0.3):
+            await client.call_tool(tool, {"size": 64 * MiB, **args}, read_timeout_seconds=30)
+    assert time.perf_counter() - started < 6
