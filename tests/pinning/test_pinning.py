@@ -308,7 +308,7 @@ def test_cli_lock_of_a_manifest(tmp_path: Path) -> None:
     root = HERE.parent.parent
     manifest = root / "examples" / "manifests" / "offline-assistant.yaml"
     out = tmp_path / "m.lock"
-    code, stdout, stderr = _cli("lock", "--out", str(out), str(manifest))
+    code, _, stderr = _cli("lock", "--out", str(out), str(manifest))
     assert code == 0, stderr
     lock = read_lock(out)
     assert "FilesMcp" in lock.servers and "read_file" in lock.servers["FilesMcp"].tools
