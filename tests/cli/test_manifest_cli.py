@@ -14,6 +14,7 @@ import pytest
 from toolbridge.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+TOOLBRIDGE = [sys.executable, "-c", "import sys, toolbridge.cli as c; sys.exit(c.main())"]
 SEED = ROOT / "examples" / "manifests" / "seed-assistant.yaml"
 SECRET = "sk-SEKRET-4f1d9a"
 
@@ -192,41 +193,36 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
         text = text.split("---\n", 1)[1]  # drop the Runtime document
     manifest.write_text(text)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, toolbridge.cli as c; sys.exit(c.main())",
-            "run",
-            str(manifest),
-            "--input",
-            "go",
-        ],
+        [*TOOLBRIDGE, "run", str(manifest), "--input", "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     try:
         assert proc.stderr is not None
+        # Read the raw pipe: a buffered reader could hold the line we wait for while select()
+        # reports nothing new.
+        fd = proc.stderr.fileno()
         sel = selectors.DefaultSelector()
-        sel.register(proc.stderr, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         seen = ""
         deadline = time.monotonic() + 60
         while "→ ev_trigger-long-running-operation" not in seen:
             assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
             if sel.select(timeout=0.5):
-                line = proc.stderr.readline()
-                assert line, f"toolbridge run exited early: {seen!r}"
-                seen += line
+                chunk = os.read(fd, 65536)
+                assert chunk, f"toolbridge run exited early: {seen!r}"
+                seen += chunk.decode(errors="replace")
         time.sleep(0.3)  # the call is in flight on the server now
         helpers = request.config.pluginmanager.get_plugin(str(ROOT / "tests" / "conftest.py"))
         servers = [pid for pid, cmd in helpers.descendants_of_this_process() if "server-everything" in cmd]
-        assert servers, "the server should be running"
+        assert servers, f"the server should be running: {seen!r}"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=40)
+        raw_out, raw_err = proc.communicate(timeout=40)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    out, err = raw_out.decode(errors="replace"), raw_err.decode(errors="replace")
     assert proc.returncode == 130, (out, seen + err)
     assert "interrupted" in err and "Traceback" not in err
     deadline = time.monotonic() + 5
