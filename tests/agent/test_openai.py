@@ -371,6 +371,7 @@ async def test_agent_streams_over_openai_and_costs(server: FakeOpenAI) -> None:
     assert result.text == "5"
     assert result.usage == Usage(220, 11, 231, 2)
     assert estimate_cost_micros(m, result.usage) == 40  # 220*0.15 + 11*0.6 = 39.6 -> 40
+    assert m.estimate_cost_micros(result.usage) == 40
     second = server.requests[1]["messages"]
     assert second[-1] == {"role": "tool", "tool_call_id": "t1", "content": "5"}
     await m.aclose()

@@ -216,6 +216,10 @@ class ModelBase:
         """Take one turn; subclasses implement this."""
         raise NotImplementedError
 
+    def estimate_cost_micros(self, usage: Usage) -> int:
+        """Cost of `usage` on this model in micro-USD (0 without prices)."""
+        return estimate_cost_micros(self, usage)
+
     async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Yield the whole text as one `TextDelta` (when there is text), then the response.
 
