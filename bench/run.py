@@ -49,7 +49,16 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENVS = HERE / ".venvs"
-EVERYTHING_JS = ROOT / "tests" / "servers" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+EVERYTHING_JS = (
+    ROOT
+    / "tests"
+    / "servers"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "server-everything"
+    / "dist"
+    / "index.js"
+)
 PEERS = {"fastmcp": "requirements-fastmcp.txt", "langchain": "requirements-langchain.txt"}
 STRUCTURED = ("get-structured-content", {"location": "New York"})
 
@@ -121,7 +130,9 @@ def ensure_peer_venvs() -> dict[str, bool]:
 class Worker:
     """A `bench/worker.py` process for one client library, driven over its stdin/stdout."""
 
-    def __init__(self, label: str, lib: str, server: str, tool: tuple[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, label: str, lib: str, server: str, tool: tuple[str, dict[str, Any]] | None = None
+    ) -> None:
         self.label = label
         python = peer_python(lib) if lib in PEERS else Path(sys.executable)
         cmd = [str(python), str(HERE / "worker.py"), "--lib", lib, "--server", server]
@@ -141,6 +152,7 @@ class Worker:
             start_new_session=True,
         )
         self.medians: list[float] = []
+        self.cpu: list[float] = []
 
     def _read(self, timeout: float = 300.0) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -165,8 +177,10 @@ class Worker:
 
     def round(self, n: int) -> float:
         self._send(f"run {n}")
-        median = statistics.median(self._read()["lat_us"])
+        answer = self._read()
+        median = statistics.median(answer["lat_us"])
         self.medians.append(median)
+        self.cpu.append(float(answer["cpu_us"]))
         return median
 
     def maxrss_kb(self) -> int:
@@ -223,17 +237,28 @@ def latency_section(report: Report, cfg: Config, transport: str, server: str, pe
                 target, ok = f"<= {TARGET_CALL_RATIO:.2f}x raw", ratio <= TARGET_CALL_RATIO
             elif "governed" in worker.label:
                 target, ok = f"<= {TARGET_CALL_RATIO:.2f}x raw (same tool)", ratio <= TARGET_CALL_RATIO
-            report.add(section, worker.label, f"{median:,.0f} µs", ratio, target, ok)
-            report.raw.setdefault(section, {})[worker.label] = {"medians_us": worker.medians}
+            cpu = statistics.median(worker.cpu)
+            value = f"{median:,.0f} µs (client CPU {cpu:,.0f} µs)"
+            report.add(section, worker.label, value, ratio, target, ok)
+            report.raw.setdefault(section, {})[worker.label] = {
+                "medians_us": worker.medians,
+                "cpu_us": worker.cpu,
+            }
         if "langchain-mcp-adapters default tool" in by_label:
             tb = by_label["toolbridge McpToolProvider"]
             lc = by_label["langchain-mcp-adapters default tool"]
-            speedup = statistics.median(l / t for l, t in zip(lc.medians, tb.medians, strict=True))
+            speedup = statistics.median(x / t for x, t in zip(lc.medians, tb.medians, strict=True))
             ok = speedup >= TARGET_LANGCHAIN_RATIO if transport == "stdio" else None
             target = f">= {TARGET_LANGCHAIN_RATIO:.0f}x" if transport == "stdio" else ""
-            report.add(section, "toolbridge speed-up over langchain default", f"{speedup:,.0f}x", None, target, ok)
+            report.add(
+                section, "toolbridge speed-up over langchain default", f"{speedup:,.0f}x", None, target, ok
+            )
         for worker, _ in workers:
-            report.add("peak memory (max RSS of the worker)", f"{worker.label} [{transport}]", f"{worker.maxrss_kb() / 1024:,.1f} MiB")
+            report.add(
+                "peak memory (max RSS of the worker)",
+                f"{worker.label} [{transport}]",
+                f"{worker.maxrss_kb() / 1024:,.1f} MiB",
+            )
     finally:
         for worker, _ in workers:
             worker.close()
@@ -335,7 +360,12 @@ async def listing_section(report: Report, cfg: Config) -> None:
     section = f"tools/list of a {cfg.list_tools}-tool server (stdio)"
     ratio = statistics.median(t / r for t, r in zip(tb_times, raw_times, strict=True))
     report.add(section, "raw SDK list_tools", f"{statistics.median(raw_times) * 1e3:,.1f} ms")
-    report.add(section, "toolbridge list_tools + ToolSpec conversion", f"{statistics.median(tb_times) * 1e3:,.1f} ms", ratio)
+    report.add(
+        section,
+        "toolbridge list_tools + ToolSpec conversion",
+        f"{statistics.median(tb_times) * 1e3:,.1f} ms",
+        ratio,
+    )
     report.raw["listing"] = {"raw_s": raw_times, "toolbridge_s": tb_times}
 
 
@@ -372,7 +402,7 @@ async def agent_section(report: Report, cfg: Config) -> None:
         await a.run("go")
         plain.append((time.perf_counter() - start) / (n + 1))
         runtime = create_runtime(
-            permissions={"allow": ["model:scripted", "tool:add", "effect:none", "effect:read"]},
+            permissions={"allow": ["model:scripted", "tool:add", "effect:write"]},
             limits={"max_tool_calls": n + 1, "max_steps": n + 2, "max_duration_ms": 600_000},
         )
         a = agent()
@@ -384,7 +414,11 @@ async def agent_section(report: Report, cfg: Config) -> None:
             report.raw["agent_governed_outcome"] = f"{result.outcome} {result.error_code}"
     section = "agent loop, per step (ScriptedModel + FunctionTools)"
     report.add(section, "direct FunctionTools.call_tool", f"{direct * 1e6:,.0f} µs")
-    report.add(section, "Agent.run step", f"{min(plain) * 1e6:,.0f} µs (overhead {(min(plain) - direct) * 1e6:,.0f} µs)")
+    report.add(
+        section,
+        "Agent.run step",
+        f"{min(plain) * 1e6:,.0f} µs (overhead {(min(plain) - direct) * 1e6:,.0f} µs)",
+    )
     report.add(section, "governed runtime.run step", f"{min(governed) * 1e6:,.0f} µs")
     report.raw["agent"] = {"direct_s": direct, "plain_s": plain, "governed_s": governed}
 
@@ -455,7 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.calls:
         cfg.calls = args.calls
     if not EVERYTHING_JS.exists():
-        print(f"server-everything is not installed at {EVERYTHING_JS} (npm ci in tests/servers)", file=sys.stderr)
+        print(
+            f"server-everything is not installed at {EVERYTHING_JS} (npm ci in tests/servers)",
+            file=sys.stderr,
+        )
         return 2
     report, info = run(cfg)
     print(render(report, info))

@@ -5,7 +5,9 @@ virtualenv, since langchain-mcp-adapters 0.3.2 needs `mcp<2`), so that their imp
 memory do not mix. The worker connects once, warms up, prints `{"ready": true}`, then answers
 commands read from stdin, one JSON line each:
 
-- `run N`: N sequential `echo` calls; answers `{"lat_us": [...]}` (one latency per call, µs);
+- `run N`: N sequential `echo` calls; answers `{"lat_us": [...], "cpu_us": x}` (one latency per
+  call, and the worker's own CPU time per call, both in µs: the CPU time does not count waiting
+  for the server, so it shows the client's own cost even on a busy machine);
 - `mem`: answers `{"maxrss_kb": ...}`, the worker's peak resident memory;
 - `quit`: closes the client and exits.
 
@@ -143,7 +145,9 @@ async def _langchain(stack: AsyncExitStack, kind: str, target: Any) -> Call:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lib", required=True, choices=["raw", "toolbridge", "governed", "fastmcp", "langchain"])
+    parser.add_argument(
+        "--lib", required=True, choices=["raw", "toolbridge", "governed", "fastmcp", "langchain"]
+    )
     parser.add_argument("--server", required=True)
     parser.add_argument("--tool", default="echo")
     parser.add_argument("--args", default='{"message": "hi"}')
@@ -185,7 +189,11 @@ async def main() -> None:
                 usage = resource.getrusage(resource.RUSAGE_SELF)
                 print(json.dumps({"maxrss_kb": usage.ru_maxrss}), flush=True)
             elif line.startswith("run "):
-                print(json.dumps({"lat_us": await batch(int(line.split()[1]))}), flush=True)
+                n = int(line.split()[1])
+                cpu = time.process_time()
+                lat = await batch(n)
+                cpu_us = (time.process_time() - cpu) / n * 1e6
+                print(json.dumps({"lat_us": lat, "cpu_us": cpu_us}), flush=True)
             else:
                 print(json.dumps({"error": f"unknown command {line!r}"}), flush=True)
 
