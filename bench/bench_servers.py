@@ -41,7 +41,11 @@ def _many(n: int) -> list[types.Tool]:
 def build(kind: str, n: int) -> Server[Any]:
     """The server of that kind (`sleep` or `many`)."""
     tools = (
-        [types.Tool(name="sleep", description="Wait.", input_schema={"type": "object", "properties": {"ms": {}}})]
+        [
+            types.Tool(
+                name="sleep", description="Wait.", input_schema={"type": "object", "properties": {"ms": {}}}
+            )
+        ]
         if kind == "sleep"
         else _many(n)
     )
@@ -51,7 +55,9 @@ def build(kind: str, n: int) -> Server[Any]:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         if params.name == "sleep":
             await anyio.sleep(float((params.arguments or {}).get("ms", 10)) / 1000)
             return types.CallToolResult(content=[types.TextContent(type="text", text="slept")])

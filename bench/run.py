@@ -403,7 +403,12 @@ async def agent_section(report: Report, cfg: Config) -> None:
         plain.append((time.perf_counter() - start) / (n + 1))
         runtime = create_runtime(
             permissions={"allow": ["model:scripted", "tool:add", "effect:write"]},
-            limits={"max_tool_calls": n + 1, "max_steps": n + 2, "max_duration_ms": 600_000},
+            limits={
+                "max_tool_calls": n + 1,
+                "max_steps": n + 2,
+                "max_model_calls": n + 2,
+                "max_duration_ms": 600_000,
+            },
         )
         a = agent()
         start = time.perf_counter()

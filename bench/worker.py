@@ -94,7 +94,12 @@ async def _governed(stack: AsyncExitStack, kind: str, target: Any) -> Callable[[
     async def run(n: int) -> float:
         runtime = create_runtime(
             permissions={"allow": ["model:scripted", "tool:bench.echo", "effect:read"]},
-            limits={"max_tool_calls": n + 1, "max_steps": n + 2, "max_duration_ms": 600_000},
+            limits={
+                "max_tool_calls": n + 1,
+                "max_steps": n + 2,
+                "max_model_calls": n + 2,
+                "max_duration_ms": 600_000,
+            },
         )
         turns: list[dict[str, Any]] = [
             {"tool_calls": [{"name": "bench_echo", "arguments": ARGS}]} for _ in range(n)
@@ -163,8 +168,14 @@ async def main() -> None:
             run = await _governed(stack, kind, target)
 
             async def batch(n: int) -> list[float]:
-                elapsed = await run(n)
-                return [elapsed / n * 1e6] * n
+                # Runs of at most 10 calls: the conversation grows with every step, and a long
+                # run would charge later calls for re-sending the earlier ones to the model.
+                out: list[float] = []
+                while len(out) < n:
+                    k = min(10, n - len(out))
+                    elapsed = await run(k)
+                    out.extend([elapsed / k * 1e6] * k)
+                return out
 
         else:
             factory = {"raw": _raw, "toolbridge": _toolbridge, "fastmcp": _fastmcp, "langchain": _langchain}
