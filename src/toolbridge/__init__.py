@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    # errors
+    # toolbridge.errors
     "ToolbridgeError": "toolbridge.errors",
     "ConfigError": "toolbridge.errors",
     "McpError": "toolbridge.errors",
@@ -31,21 +31,24 @@ _EXPORTS: dict[str, str] = {
     "ModelError": "toolbridge.errors",
     "AgentError": "toolbridge.errors",
     "PolicyError": "toolbridge.errors",
-    # content and the tool contract
+    # toolbridge.content
     "TextPart": "toolbridge.content",
     "ImagePart": "toolbridge.content",
     "AudioPart": "toolbridge.content",
+    # toolbridge.tools
     "ToolSpec": "toolbridge.tools",
     "ToolResult": "toolbridge.tools",
     "ToolProvider": "toolbridge.tools",
-    # clients and the bridge
+    # toolbridge.clients
     "StdioClient": "toolbridge.clients",
     "HttpClient": "toolbridge.clients",
     "InProcessClient": "toolbridge.clients",
     "McpClient": "toolbridge.clients",
+    # toolbridge.bridge
     "McpToolProvider": "toolbridge.bridge",
+    # toolbridge.functions
     "FunctionTools": "toolbridge.functions",
-    # agent and models
+    # toolbridge.agent
     "Agent": "toolbridge.agent",
     "ToolBinding": "toolbridge.agent",
     "RunResult": "toolbridge.agent",
@@ -55,23 +58,90 @@ _EXPORTS: dict[str, str] = {
     "FunctionModel": "toolbridge.agent",
     "OpenAIModel": "toolbridge.agent",
     "ModelSamplingHandler": "toolbridge.agent",
-    # governed runtime
+    "AgentHooks": "toolbridge.agent",
+    "RunContext": "toolbridge.agent",
+    "Step": "toolbridge.agent",
+    "ToolCallRecord": "toolbridge.agent",
+    "ToolResultRecord": "toolbridge.agent",
+    "ModelRequest": "toolbridge.agent",
+    "ModelResponse": "toolbridge.agent",
+    "ModelPrices": "toolbridge.agent",
+    # toolbridge.runtime
     "define_tool": "toolbridge.runtime",
     "define_mcp_tool": "toolbridge.runtime",
     "create_runtime": "toolbridge.runtime",
     "Runtime": "toolbridge.runtime",
     "DeclaredTool": "toolbridge.runtime",
     "RuntimeResult": "toolbridge.runtime",
-    # task tools
+    "Verdict": "toolbridge.runtime",
+    # toolbridge.tasks
     "McpToolParser": "toolbridge.tasks",
     "action": "toolbridge.tasks",
     "TaskToolSet": "toolbridge.tasks",
-    # manifests
+    # toolbridge.manifest
     "load_manifest": "toolbridge.manifest",
     "check_manifest": "toolbridge.manifest",
+    # toolbridge.sanitize
+    "clean_text": "toolbridge.sanitize",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "Agent",
+    "AgentError",
+    "AgentHooks",
+    "AudioPart",
+    "ConfigError",
+    "DeclaredTool",
+    "FunctionModel",
+    "FunctionTools",
+    "HttpClient",
+    "ImagePart",
+    "InProcessClient",
+    "JsonRpcError",
+    "McpClient",
+    "McpError",
+    "McpTimeoutError",
+    "McpToolParser",
+    "McpToolProvider",
+    "Model",
+    "ModelError",
+    "ModelPrices",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSamplingHandler",
+    "OpenAIModel",
+    "PolicyError",
+    "ProtocolError",
+    "RunContext",
+    "RunResult",
+    "Runtime",
+    "RuntimeResult",
+    "ScriptedModel",
+    "SessionInvalidError",
+    "StdioClient",
+    "Step",
+    "TaskToolSet",
+    "TextPart",
+    "ToolBinding",
+    "ToolCallRecord",
+    "ToolError",
+    "ToolProvider",
+    "ToolResult",
+    "ToolResultRecord",
+    "ToolSpec",
+    "ToolbridgeError",
+    "TransportError",
+    "Usage",
+    "Verdict",
+    "__version__",
+    "action",
+    "check_manifest",
+    "clean_text",
+    "create_runtime",
+    "define_mcp_tool",
+    "define_tool",
+    "load_manifest",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -88,19 +158,165 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .content import AudioPart, ImagePart, TextPart
-    from .errors import (
-        AgentError,
-        ConfigError,
-        JsonRpcError,
-        McpError,
-        McpTimeoutError,
-        ModelError,
-        PolicyError,
-        ProtocolError,
-        SessionInvalidError,
-        ToolbridgeError,
-        ToolError,
-        TransportError,
+    from .agent import (
+        Agent as Agent,
     )
-    from .tools import ToolProvider, ToolResult, ToolSpec
+    from .agent import (
+        AgentHooks as AgentHooks,
+    )
+    from .agent import (
+        FunctionModel as FunctionModel,
+    )
+    from .agent import (
+        Model as Model,
+    )
+    from .agent import (
+        ModelPrices as ModelPrices,
+    )
+    from .agent import (
+        ModelRequest as ModelRequest,
+    )
+    from .agent import (
+        ModelResponse as ModelResponse,
+    )
+    from .agent import (
+        ModelSamplingHandler as ModelSamplingHandler,
+    )
+    from .agent import (
+        OpenAIModel as OpenAIModel,
+    )
+    from .agent import (
+        RunContext as RunContext,
+    )
+    from .agent import (
+        RunResult as RunResult,
+    )
+    from .agent import (
+        ScriptedModel as ScriptedModel,
+    )
+    from .agent import (
+        Step as Step,
+    )
+    from .agent import (
+        ToolBinding as ToolBinding,
+    )
+    from .agent import (
+        ToolCallRecord as ToolCallRecord,
+    )
+    from .agent import (
+        ToolResultRecord as ToolResultRecord,
+    )
+    from .agent import (
+        Usage as Usage,
+    )
+    from .bridge import (
+        McpToolProvider as McpToolProvider,
+    )
+    from .clients import (
+        HttpClient as HttpClient,
+    )
+    from .clients import (
+        InProcessClient as InProcessClient,
+    )
+    from .clients import (
+        McpClient as McpClient,
+    )
+    from .clients import (
+        StdioClient as StdioClient,
+    )
+    from .content import (
+        AudioPart as AudioPart,
+    )
+    from .content import (
+        ImagePart as ImagePart,
+    )
+    from .content import (
+        TextPart as TextPart,
+    )
+    from .errors import (
+        AgentError as AgentError,
+    )
+    from .errors import (
+        ConfigError as ConfigError,
+    )
+    from .errors import (
+        JsonRpcError as JsonRpcError,
+    )
+    from .errors import (
+        McpError as McpError,
+    )
+    from .errors import (
+        McpTimeoutError as McpTimeoutError,
+    )
+    from .errors import (
+        ModelError as ModelError,
+    )
+    from .errors import (
+        PolicyError as PolicyError,
+    )
+    from .errors import (
+        ProtocolError as ProtocolError,
+    )
+    from .errors import (
+        SessionInvalidError as SessionInvalidError,
+    )
+    from .errors import (
+        ToolbridgeError as ToolbridgeError,
+    )
+    from .errors import (
+        ToolError as ToolError,
+    )
+    from .errors import (
+        TransportError as TransportError,
+    )
+    from .functions import (
+        FunctionTools as FunctionTools,
+    )
+    from .manifest import (
+        check_manifest as check_manifest,
+    )
+    from .manifest import (
+        load_manifest as load_manifest,
+    )
+    from .runtime import (
+        DeclaredTool as DeclaredTool,
+    )
+    from .runtime import (
+        Runtime as Runtime,
+    )
+    from .runtime import (
+        RuntimeResult as RuntimeResult,
+    )
+    from .runtime import (
+        Verdict as Verdict,
+    )
+    from .runtime import (
+        create_runtime as create_runtime,
+    )
+    from .runtime import (
+        define_mcp_tool as define_mcp_tool,
+    )
+    from .runtime import (
+        define_tool as define_tool,
+    )
+    from .sanitize import (
+        clean_text as clean_text,
+    )
+    from .tasks import (
+        McpToolParser as McpToolParser,
+    )
+    from .tasks import (
+        TaskToolSet as TaskToolSet,
+    )
+    from .tasks import (
+        action as action,
+    )
+    from .tools import (
+        ToolProvider as ToolProvider,
+    )
+    from .tools import (
+        ToolResult as ToolResult,
+    )
+    from .tools import (
+        ToolSpec as ToolSpec,
+    )
