@@ -132,7 +132,8 @@ def no_server_outlives_the_suite() -> Iterator[None]:
     if leaked:
         for pid, _ in leaked:
             subprocess.run(["kill", "-9", str(pid)], check=False)
-        pytest.fail("server processes outlived the test session: " + "; ".join(f"{p}: {c}" for p, c in leaked))
+        listing = "; ".join(f"{p}: {c}" for p, c in leaked)
+        pytest.fail(f"server processes outlived the test session: {listing}")
 
 
 def descendants_of_this_process() -> list[tuple[int, str]]:

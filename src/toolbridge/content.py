@@ -28,8 +28,8 @@ __all__ = [
     "Part",
     "TextPart",
     "decoded_size",
-    "parts_from_mcp",
     "part_to_mcp",
+    "parts_from_mcp",
     "to_json_text",
 ]
 
