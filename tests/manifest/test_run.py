@@ -90,6 +90,7 @@ def test_governed_run_with_the_grants(
     result = json.loads(capsys.readouterr().out)
     assert result["outcome"] == "succeeded", result
     assert result["text"] == "Summary written to summary.txt."
+    assert result["finishReason"] == "stop"
     first = {r["name"]: r for r in result["steps"][0]["toolResults"]}
     assert "ship the manifest checker" in json.dumps(first["fs_read_file"]["content"])
     assert first["greet"]["content"]["result"] == "Hello, Ada!"  # the Tasks.ToolSet tool ran
@@ -284,3 +285,48 @@ async def test_build_errors_and_runtime_by_name(tmp_path: Path) -> None:
         runtime = await live.build("R")
         assert runtime is await live.runtime()
         assert "_built" not in repr(live)  # live objects (their args may hold secrets) stay out of repr
+
+
+def test_pinned_provider_from_a_lock(
+    tmp_path: Path, copy_example: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`toolbridge lock MANIFEST`, then `lock:` on the provider: a changed pin hides the tool."""
+    from toolbridge.manifest import check_manifest
+
+    path = copy_example("offline-assistant.yaml")
+    assert main(["lock", "--out", str(tmp_path / "tools.lock"), str(path)]) == 0
+    text = path.read_text().replace("client: !ref FilesMcp\n", "client: !ref FilesMcp\nlock: tools.lock\n")
+    path.write_text(text)
+    assert check_manifest(path).ok
+    capsys.readouterr()
+    assert main(["run", str(path), "--input", "notes?", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["steps"][1]["toolResults"][0]["error"] is False
+
+    lock = json.loads((tmp_path / "tools.lock").read_text())
+    lock["servers"]["FilesMcp"]["tools"]["read_file"] = "sha256:" + "0" * 64  # the server "changed" it
+    (tmp_path / "tools.lock").write_text(json.dumps(lock))
+    assert main(["run", str(path), "--input", "notes?", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    [reading] = result["steps"][1]["toolResults"]
+    assert reading["error"] is True  # not offered: the model's call finds no such tool
+    assert "Meeting notes" not in json.dumps(reading)
+
+
+def test_lock_problems_are_found_statically(tmp_path: Path) -> None:
+    from toolbridge.manifest import check_manifest
+
+    text = (
+        "kind: Mcp.StdioClient\nmetadata: { name: C }\ncommand: node\n---\n"
+        "kind: AiMcp.ToolProvider\nmetadata: { name: P }\nclient: !ref C\nlock: missing.lock\n"
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    [d] = check_manifest(path).diagnostics
+    assert (d.code, d.line, d.column) == ("ERR_MANIFEST_LOCK", 8, 7)
+    (tmp_path / "missing.lock").write_text(
+        '{"version": 1, "servers": {"Other": {"instructions": null, "tools": {}}}}'
+    )
+    [d] = check_manifest(path).diagnostics
+    assert (d.code, d.line, d.column) == ("ERR_MANIFEST_LOCK", 8, 7)
+    assert "C" in d.message

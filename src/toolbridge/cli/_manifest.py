@@ -318,10 +318,14 @@ def _result_json(result: Any) -> dict[str, Any]:
             }
         )
     usage = getattr(result, "usage", None)
+    finish = getattr(result, "finish_reason", None)
+    records = list(getattr(result, "steps", ()) or ())
+    if finish is None and records:  # a runtime result: the last step's reason
+        finish = getattr(records[-1], "finish_reason", None)
     return {
         "text": getattr(result, "text", None),
         "usage": _jsonable(usage),
-        "finishReason": getattr(result, "finish_reason", None),
+        "finishReason": finish,
         "steps": steps,
     }
 

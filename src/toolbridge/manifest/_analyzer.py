@@ -23,7 +23,7 @@ ERR_MANIFEST_UNKNOWN_FIELD, ERR_MANIFEST_WRONG_TYPE, ERR_MANIFEST_INVALID_VALUE,
 ERR_MANIFEST_REF_FORM, ERR_MANIFEST_DANGLING_REF, ERR_MANIFEST_REF_KIND, ERR_MANIFEST_DUPLICATE_NAME,
 ERR_MANIFEST_REF_CYCLE, ERR_MANIFEST_SECRET_UNRESOLVED, ERR_MANIFEST_SECRET_PLACEMENT,
 ERR_MANIFEST_EXPRESSION, ERR_MANIFEST_TOOLSET_LOAD, ERR_MANIFEST_IMPORT, ERR_MANIFEST_UNKNOWN_TOOL,
-ERR_MANIFEST_MULTIPLE_RUNTIMES.
+ERR_MANIFEST_MULTIPLE_RUNTIMES, ERR_MANIFEST_LOCK.
 """
 
 from __future__ import annotations
@@ -40,7 +40,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ._kinds import KINDS, AgentDoc, KindDoc, McpToolDoc, SecretsDoc, TaskToolSetDoc, ToolsDoc
+from ._kinds import (
+    KINDS,
+    AgentDoc,
+    KindDoc,
+    McpToolDoc,
+    SecretsDoc,
+    TaskToolSetDoc,
+    ToolProviderDoc,
+    ToolsDoc,
+)
 from ._secrets import Secret, SecretSources, expand, read_secrets_file
 from ._yaml import Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
 
@@ -309,6 +318,7 @@ class _FileAnalysis:
         self._check_refs(documents, kinds_by_name)
         self._check_runtimes()
         self._check_json_schemas()
+        self._check_locks()
         self._check_tool_sets()
         self._check_includes()
         self.result.diagnostics.sort(key=lambda d: (d.line, d.column))
@@ -551,6 +561,27 @@ class _FileAnalysis:
                         "ERR_MANIFEST_INVALID_VALUE",
                         f"AiMcp.Tool {mdoc.name}: `{field_name}` must describe an object (`type: object`)",
                     )
+
+    def _check_locks(self) -> None:
+        from ..errors import ConfigError
+
+        for mdoc in self.result.of_kind("AiMcp.ToolProvider"):
+            assert isinstance(mdoc.model, ToolProviderDoc)
+            if mdoc.model.lock is None:
+                continue
+            try:
+                from ..pinning import read_lock
+
+                lock = read_lock(self.result.base_dir / mdoc.model.lock)
+                lock.server(mdoc.model.client.name)
+            except ImportError:  # a build without pinning: nothing to check against
+                continue
+            except ConfigError as exc:
+                self.add(
+                    mdoc.source.value_pos(("lock",)),
+                    "ERR_MANIFEST_LOCK",
+                    f"AiMcp.ToolProvider {mdoc.name}: {exc.message}",
+                )
 
     def _check_tool_sets(self) -> None:
         for mdoc in self.result.of_kind("Tasks.ToolSet", "Ai.Tools"):

@@ -7,7 +7,7 @@ order, every document an agent needs:
 | kind | becomes |
 |---|---|
 | `Mcp.StdioClient` / `Mcp.HttpClient` | `toolbridge.clients.StdioClient` / `HttpClient` |
-| `AiMcp.ToolProvider` | `toolbridge.bridge.McpToolProvider` |
+| `AiMcp.ToolProvider` | `toolbridge.bridge.McpToolProvider` (in a `PinnedToolProvider` with a `lock`) |
 | `Ai.Tools` | `toolbridge.functions.FunctionTools` |
 | `Tasks.ToolSet` | `toolbridge.tasks.TaskToolSet` |
 | `AiOpenai.OpenaiModel` / `Ai.ScriptedModel` | `toolbridge.agent.OpenAIModel` / `ScriptedModel` |
@@ -21,7 +21,8 @@ when needed, so `toolbridge check` works in a build without them.
 
 Paths: a stdio server runs in its `cwd`, resolved against the manifest's directory, and by
 default in the manifest's directory itself; so relative `args` work from there. A
-`Tasks.ToolSet` `file` and a `Runtime` `journal` are relative to the manifest's directory too.
+`Tasks.ToolSet` `file`, an `AiMcp.ToolProvider` `lock` and a `Runtime` `journal` are relative
+to the manifest's directory too.
 
 Ownership: `async with manifest.open() as live:` owns every client, provider and runtime it
 built, and closes them in reverse order when the block ends, whether it ends normally, by an
@@ -251,7 +252,12 @@ class LiveManifest:
             from ..bridge import McpToolProvider
 
             client = await self.build(model.client.name)
-            return McpToolProvider(client)
+            provider: Any = McpToolProvider(client)
+            if model.lock is not None:
+                from ..pinning import PinnedToolProvider
+
+                provider = PinnedToolProvider(provider, base / model.lock, server=model.client.name)
+            return provider
         if isinstance(model, ToolsDoc):
             import importlib
 

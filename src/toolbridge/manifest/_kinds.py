@@ -240,6 +240,9 @@ class ToolProviderDoc(KindDoc):
     kind: Literal["AiMcp.ToolProvider"]
     client: Annotated[Ref, RefTo(*CLIENT_KINDS)]
     """The client whose server's tools are offered."""
+    lock: str | None = None
+    """A lock file written by `toolbridge lock MANIFEST` (relative to the manifest): only tools whose
+    definitions match their pins (under the client's document name) are offered."""
 
 
 class ToolProviderBinding(_Closed):
