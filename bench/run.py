@@ -77,7 +77,7 @@ class Config:
     concurrency: int = 64
     sleep_ms: int = 10
     list_tools: int = 1000
-    list_reps: int = 7
+    list_reps: int = 15
     agent_steps: int = 40
     peers: bool = True
     http: bool = True
