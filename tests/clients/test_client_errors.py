@@ -108,3 +108,11 @@ def test_context_manager_raises_the_mapped_error() -> None:
         raise ExceptionGroup("wrapped", [ConnectionResetError("reset")])
     assert not isinstance(info.value, BaseExceptionGroup)
     assert isinstance(info.value.__cause__, ConnectionResetError)
+
+
+def test_http_client_repr_hides_credentials_in_the_url() -> None:
+    from toolbridge import HttpClient
+
+    text = repr(HttpClient("http://user:hunter2@example.invalid:8080/mcp?api_key=SECRET"))
+    assert "hunter2" not in text and "SECRET" not in text and "user" not in text
+    assert "example.invalid:8080/mcp" in text

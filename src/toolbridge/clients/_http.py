@@ -93,11 +93,14 @@ class HttpClient(ConnectionClient):
         self.max_message_bytes = max_message_bytes
 
     def __repr__(self) -> str:
-        return f"HttpClient({self.url!r})"
+        # The query and any userinfo may carry credentials: show only scheme, host and path.
+        parts = urlsplit(self.url)
+        host = parts.netloc.rpartition("@")[2]
+        return f"HttpClient({parts.scheme}://{host}{parts.path!s}{'?…' if parts.query else ''})"
 
     def _describe(self) -> str:
         parts = urlsplit(self.url)
-        return f"HTTP server {parts.scheme}://{parts.netloc}{parts.path}"
+        return f"HTTP server {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
     def _make_http_client(self, conn: _Connection) -> httpx2.AsyncClient:
         """The HTTP client of one connection (response size limits apply when available)."""
