@@ -134,3 +134,26 @@ async def test_a_notification_flood_does_not_time_out(hostile_cmd: list[str]) ->
         # take several seconds; the comparison with the raw SDK is in test_faults_stdio.py.
         result = await client.call_tool("flood", {"count": 20000}, timeout=60)
         assert text(result) == "flooded"
+
+
+@pytest.mark.parametrize(
+    ("switches", "signal_number"),
+    [(("--ignore-eof",), 15), (("--ignore-eof", "--ignore-term"), 9)],
+    ids=["exits-on-sigterm", "needs-sigkill"],
+)
+async def test_close_escalates_stdin_then_sigterm_then_sigkill(
+    hostile_cmd: list[str], switches: tuple[str, ...], signal_number: int
+) -> None:
+    """A server that ignores stdin EOF gets SIGTERM; one that ignores SIGTERM too gets SIGKILL
+    once `shutdown_grace_ms` is over. Either way `aclose()` returns within its bounds."""
+    client = StdioClient(hostile_cmd[0], [*hostile_cmd[1:], *switches], shutdown_grace_ms=400)
+    await client.connect()
+    connection = client._conn  # the live connection, to read its process's exit status
+    assert connection is not None
+    transport = connection.transport
+    started = time.perf_counter()
+    await client.aclose()
+    elapsed = time.perf_counter() - started
+    assert transport.returncode == -signal_number
+    assert elapsed < 5.0
+    assert group_gone(transport.pid)

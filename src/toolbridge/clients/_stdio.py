@@ -29,6 +29,9 @@ from ._stdio_transport import StdioTransport
 
 __all__ = ["StdioClient"]
 
+STDIN_CLOSE_WAIT_S = 1.0
+"""Seconds a server gets to exit by itself after its stdin closes, before SIGTERM."""
+
 
 class StdioClient(ConnectionClient):
     """A client for an MCP server started as a child process (stdio transport).
@@ -40,8 +43,9 @@ class StdioClient(ConnectionClient):
             `inherit_env`).
         cwd: the server's working directory.
         client_info: name and version announced to the server.
-        shutdown_grace_ms: how long the server may take to exit after its stdin closes, and again
-            after SIGTERM, before it is killed.
+        shutdown_grace_ms: how long the server may take to exit after SIGTERM before it is killed
+            with SIGKILL. Before SIGTERM, the server gets `STDIN_CLOSE_WAIT_S` (or the grace, if
+            shorter) to exit on its own once its stdin is closed.
         timeout: client-wide default per-call deadline in seconds (None: no deadline).
         max_message_bytes: the largest single message accepted from the server.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
@@ -128,7 +132,8 @@ class StdioClient(ConnectionClient):
             self.env,
             self.cwd,
             max_message_bytes=self.max_message_bytes,
-            shutdown_grace_s=self._shutdown_grace_s,
+            shutdown_grace_s=min(STDIN_CLOSE_WAIT_S, self._shutdown_grace_s),
+            term_grace_s=self._shutdown_grace_s,
             logger=self.logger,
             inherit_env=self.inherit_env,
         )
