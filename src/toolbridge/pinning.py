@@ -469,9 +469,9 @@ class PinnedToolProvider:
 
         Raises:
             PolicyError: `ERR_TOOL_PIN_MISMATCH` when the tool changed since it was pinned, is not
-                in the lock and was not approved, or the server's instructions changed; `details`
-                hold `tool`, `reason` (`changed`/`new`/`instructions_changed`), `pinned` and
-                `current` hashes.
+                in the lock and was not approved, is neither listed nor pinned, or the server's
+                instructions changed; `details` hold `tool`, `reason` (`changed`/`new`/`unknown`/
+                `instructions_changed`), `pinned` and `current` hashes.
             ToolError: the tool reported failure.
             McpError: listing or calling failed.
         """
@@ -504,7 +504,14 @@ class PinnedToolProvider:
                     code=PIN_MISMATCH,
                     details={"tool": name, "reason": "new", "pinned": None, "current": current},
                 )
-        # A tool the server no longer lists goes through: the server answers for unknown tools.
+        elif name not in self.lock.tools and name not in self._approved:
+            # Neither listed nor pinned: nothing was reviewed, so nothing is sent.
+            raise PolicyError(
+                f"tool {name!r} is neither in the lock nor offered by the server",
+                code=PIN_MISMATCH,
+                details={"tool": name, "reason": "unknown", "pinned": None, "current": None},
+            )
+        # A pinned tool the server no longer lists goes through: the server answers for it.
         return await self._source.provider.call_tool(name, args)
 
     def approve(self, name: str, digest: str | None = None) -> str:

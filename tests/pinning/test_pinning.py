@@ -135,6 +135,10 @@ async def test_a_new_tool_is_not_offered_until_approved() -> None:
         assert info.value.code == PIN_MISMATCH
         assert info.value.details["reason"] == "new" and info.value.details["pinned"] is None
 
+        with pytest.raises(PolicyError) as unknown:
+            await pinned.call_tool("never_listed", {})
+        assert unknown.value.details["reason"] == "unknown"
+
         approved = pinned.approve("newcomer")
         assert approved == info.value.details["current"]
         assert "newcomer" in [t.name for t in await pinned.list_tools()]
