@@ -23,6 +23,7 @@ call. Arguments are in `arguments`:
   JSON line without id, then the real answer "ok".
 * `unknown_id` -> answers with an id nobody asked for, and never with the right one.
 * `flood {count}` -> `count` log notifications, then "flooded".
+* `future_content` -> a result whose content holds a block kind from a future revision.
 
 Command-line switches:
 
@@ -117,6 +118,7 @@ def tools() -> list[dict[str, Any]]:
         "malformed",
         "unknown_id",
         "flood",
+        "future_content",
     ):
         listed.append({"name": name, "description": f"fault: {name}", "inputSchema": {"type": "object"}})
     if "--poison" in sys.argv:
@@ -195,6 +197,9 @@ def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
         )
         write_raw(line * count)
         text_result(request_id, "flooded")
+    elif name == "future_content":
+        content = [{"type": "text", "text": "before"}, {"type": "hologram", "frames": [1, 2]}]
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": content}})
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"no tool {name}"}})
 

@@ -157,3 +157,18 @@ async def test_close_escalates_stdin_then_sigterm_then_sigkill(
     assert transport.returncode == -signal_number
     assert elapsed < 5.0
     assert group_gone(transport.pid)
+
+
+async def test_a_content_block_of_an_unknown_kind_passes_through_untouched(hostile_cmd: list[str]) -> None:
+    """A block kind from a later protocol revision does not fail the call: the whole original
+    array reaches the bridge untouched (kind `raw`), and nothing of the stash leaks."""
+    from toolbridge.bridge import McpToolProvider
+
+    expected = [{"type": "text", "text": "before"}, {"type": "hologram", "frames": [1, 2]}]
+    async with client_for(hostile_cmd) as client:
+        wire = await client.call_tool("future_content", {})
+        assert wire == {"content": expected}
+        result = await McpToolProvider(client).call_tool("future_content", {})
+        assert result.kind == "raw"
+        assert [dict(block) for block in result.raw] == expected
+        assert (await client.call_tool("echo", {"text": "still fine"}))["content"][0]["text"] == "still fine"

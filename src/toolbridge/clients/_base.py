@@ -67,6 +67,7 @@ from ..errors import (
     ToolbridgeError,
     TransportError,
 )
+from ._content_guard import PreservingDispatcher, restore_raw_content
 from ._errors import map_exception, map_sdk_errors, unwrap_group
 from ._handlers import (
     ElicitationHandler,
@@ -166,7 +167,15 @@ def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
         out["isError"] = True
     if result.meta:
         out["_meta"] = dict(result.meta)
-    return out
+    return restore_raw_content(out)
+
+
+def _preserve_unknown_content_on(sdk: Client) -> None:
+    """Wrap the session's dispatcher so odd content blocks survive the SDK (see `_content_guard`)."""
+    session = sdk.session
+    dispatcher = getattr(session, "_dispatcher", None)
+    if dispatcher is not None and not isinstance(dispatcher, PreservingDispatcher):
+        session._dispatcher = PreservingDispatcher(dispatcher)
 
 
 class _Connection:
@@ -594,6 +603,7 @@ class ConnectionClient:
                     target = await self._open(stack, conn)
                     sdk = self._build_sdk_client(target, conn)
                     await stack.enter_async_context(sdk)
+                    _preserve_unknown_content_on(sdk)
                     scope.deadline = math.inf
                     conn.sdk = sdk
                     conn.ready.set()
