@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError, ToolbridgeError
+from ._output import emit
 
 __all__ = ["register"]
 
@@ -66,15 +66,6 @@ def register(subparsers: Any) -> None:
     schema.set_defaults(handler=_schema)
 
 
-def _emit(text: str) -> None:
-    """Print to stdout; a reader that went away (`| head`) is not an error."""
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet
-
-
 def _secret_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secret",
@@ -110,16 +101,16 @@ def _check(args: argparse.Namespace) -> int:
 
     report = check_manifest(args.files, secrets=_given_secrets(args))
     if args.json:
-        _emit(json.dumps(report.to_dict(), indent=2))
+        emit(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1
     for diag in report.diagnostics:
-        _emit(diag.format())
+        emit(diag.format())
     files = len(args.files)
     noun = "file" if files == 1 else "files"
     if report.diagnostics:
-        _emit(f"{report.error_count} error(s), {report.warning_count} warning(s) in {files} {noun}")
+        emit(f"{report.error_count} error(s), {report.warning_count} warning(s) in {files} {noun}")
     else:
-        _emit(f"ok: {files} {noun} checked, no problems")
+        emit(f"ok: {files} {noun} checked, no problems")
     return 0 if report.ok else 1
 
 
@@ -129,7 +120,7 @@ def _check(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     from ..manifest import manifest_json_schema
 
-    _emit(json.dumps(manifest_json_schema(), indent=2))
+    emit(json.dumps(manifest_json_schema(), indent=2))
     return 0
 
 
@@ -157,13 +148,13 @@ def _run(args: argparse.Namespace) -> int:
         print("toolbridge: interrupted; the run was cancelled and every server shut down", file=sys.stderr)
         return 130
     if args.json:
-        _emit(json.dumps(outcome, indent=2, default=_json_default))
+        emit(json.dumps(outcome, indent=2, default=_json_default))
     else:
         if outcome.get("error"):
             print(f"toolbridge: run {outcome.get('outcome', 'failed')}: {outcome['error']}", file=sys.stderr)
         text = outcome.get("text")
         if text:
-            _emit(text)
+            emit(text)
     if outcome.get("outcome") == "cancelled":
         return 130
     if outcome.get("outcome", "succeeded") != "succeeded" or outcome.get("error"):

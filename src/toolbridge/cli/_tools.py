@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 
@@ -31,6 +30,7 @@ from ..bridge import McpToolProvider
 from ..clients import HttpClient, StdioClient
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
+from ._output import emit
 
 __all__ = ["register"]
 
@@ -157,15 +157,6 @@ def _table(specs: list[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
-def _emit(text: str) -> None:
-    """Print to stdout; a reader that went away (`| head`) is not an error."""
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet
-
-
 def _render(result: ToolResult) -> str:
     if result.kind == "structured":
         return json.dumps(result.structured, indent=2, ensure_ascii=False)
@@ -194,9 +185,9 @@ def _run_tools(args: argparse.Namespace) -> int:
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)
     if args.json:
-        _emit(json.dumps([_spec_json(s) for s in specs], indent=2, ensure_ascii=False))
+        emit(json.dumps([_spec_json(s) for s in specs], indent=2, ensure_ascii=False))
     else:
-        _emit(_table(specs))
+        emit(_table(specs))
     return 0
 
 
@@ -242,5 +233,5 @@ def _run_call(args: argparse.Namespace) -> int:
         return 1
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)
-    _emit(_render(result))
+    emit(_render(result))
     return 0
