@@ -331,6 +331,29 @@ class _Governor(AgentHooks):
             value = binding.get(name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
+    def _plan_row(
+        self,
+        step: int,
+        call: PlannedToolCall,
+        needs: ToolGrantNeeds,
+        kind: str,
+        version: str | None,
+        digest: str,
+        size: int,
+    ) -> int:
+        """Journal one planned call (outcome `running`, nothing sent); returns its row id."""
+        return self.rt._journal.plan_call(
+            self.state.run_id,
+            call.call_id,
+            step=step,
+            tool_id=needs.tool_id,
+            tool_version=version,
+            kind=kind,
+            effects=needs.effects,
+            args_sha256=digest,
+            args_bytes=size,
+        )
+
     async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
         st, rt, limits = self.state, self.rt, self.rt.limits
         st.phase = "tools"
@@ -359,17 +382,7 @@ class _Governor(AgentHooks):
             error = self._fail("PERMISSION_DENIED", denied)
             for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
                 try:
-                    row = rt._journal.plan_call(
-                        st.run_id,
-                        call.call_id,
-                        step=step,
-                        tool_id=needs.tool_id,
-                        tool_version=version,
-                        kind=kind,
-                        effects=needs.effects,
-                        args_sha256=digest,
-                        args_bytes=size,
-                    )
+                    row = self._plan_row(step, call, needs, kind, version, digest, size)
                 except PolicyError:
                     break
                 _quietly(
@@ -416,17 +429,7 @@ class _Governor(AgentHooks):
             else:
                 binding = call.target.binding if call.target else None
                 timeout_ms = self._binding_int(binding, "timeout_ms") or limits.tool_timeout_ms
-            row = rt._journal.plan_call(
-                st.run_id,
-                call.call_id,
-                step=step,
-                tool_id=needs.tool_id,
-                tool_version=version,
-                kind=kind,
-                effects=needs.effects,
-                args_sha256=digest,
-                args_bytes=size,
-            )
+            row = self._plan_row(step, call, needs, kind, version, digest, size)
             st.plans[(step, call.call_id)] = _Plan(
                 call=call,
                 needs=needs,
@@ -520,13 +523,7 @@ class _Governor(AgentHooks):
             outcome = exc.outcome
             if code in ("GUARD_BLOCKED", "GUARD_UNAVAILABLE"):
                 outcome = "blocked"
-            charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-            _quietly(rt._journal.end_call, plan.row, outcome=outcome, error_code=code, cost_micros=charged)
-            st.in_flight.pop(plan.row, None)
-            self._emit(
-                "tool.completed",
-                dict(meta, duration_ms=_ms(started), outcome=outcome, code=code, response_received=received),
-            )
+            self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
             raise
         except BaseException:
             # cancelled (the run was cancelled or timed out, or a sibling call failed)
@@ -537,13 +534,7 @@ class _Governor(AgentHooks):
                     st.unknown = True
             else:
                 outcome, code = "cancelled", "CANCELLED"
-            charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-            _quietly(rt._journal.end_call, plan.row, outcome=outcome, error_code=code, cost_micros=charged)
-            st.in_flight.pop(plan.row, None)
-            self._emit(
-                "tool.completed",
-                dict(meta, duration_ms=_ms(started), outcome=outcome, code=code, response_received=received),
-            )
+            self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
             raise
         charged = rt_settle(st.budget, plan.reservation, plan.cost_micros)
         rt._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
@@ -551,6 +542,31 @@ class _Governor(AgentHooks):
             "tool.completed", dict(meta, duration_ms=_ms(started), outcome="succeeded", cost_micros=charged)
         )
         return result
+
+    def _end_unfinished(
+        self,
+        plan: _Plan,
+        meta: Mapping[str, Any],
+        outcome: str,
+        code: str,
+        *,
+        sent: bool,
+        received: bool,
+        started: float,
+    ) -> None:
+        """Settle, journal and report a call that did not succeed; the caller re-raises.
+
+        The reservation is charged in full once the request was sent (the remote side may have
+        acted), and released when it was not.
+        """
+        st = self.state
+        charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
+        _quietly(self.rt._journal.end_call, plan.row, outcome=outcome, error_code=code, cost_micros=charged)
+        st.in_flight.pop(plan.row, None)
+        self._emit(
+            "tool.completed",
+            dict(meta, duration_ms=_ms(started), outcome=outcome, code=code, response_received=received),
+        )
 
     def _call_failure(self, code: str, effects: str, *, sent: bool, detail: str | None = None) -> PolicyError:
         """The error for a call that failed: unknown when a request with effects was sent."""
