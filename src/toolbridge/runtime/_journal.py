@@ -403,12 +403,9 @@ def _read_back_interrupted(record: RunRecord) -> None:
         if not call.request_sent:
             call.outcome = "not_started"
             call.error_code = "INTERRUPTED"
-        elif call.effects != "none" and not call.response_received:
-            call.outcome = "outcome_unknown"
-            call.error_code = "OUTCOME_UNKNOWN"
-            unknown = True
         elif call.effects != "none":
-            # a response arrived but the run died before it was accepted: the remote side acted
+            # a request with effects was sent: the remote side may have acted (also when a
+            # response arrived, since the run died before accepting it)
             call.outcome = "outcome_unknown"
             call.error_code = "OUTCOME_UNKNOWN"
             unknown = True
