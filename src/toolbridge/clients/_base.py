@@ -218,6 +218,11 @@ class ConnectionClient:
         connect_timeout: seconds allowed to start the server and finish the handshake.
         mode: protocol negotiation, as in `mcp.Client`: `"auto"` (probe 2026-07-28 `server/discover`,
             fall back to the `initialize` handshake) or `"legacy"` (handshake only).
+        max_message_bytes: the largest single message the transport accepts (None: the transport
+            has no message framing to cap, as in process); kept as `self.max_message_bytes`.
+
+    Raises:
+        ConfigError: a limit is not positive or `mode` is unknown.
     """
 
     _shutdown_grace_s: float = 5.0
@@ -233,9 +238,14 @@ class ConnectionClient:
         logger_name: str = "toolbridge.server",
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         mode: str = "auto",
+        max_message_bytes: int | None = None,
     ) -> None:
         from .. import __version__
 
+        if max_message_bytes is not None and max_message_bytes <= 0:
+            raise ConfigError(
+                f"{type(self).__name__}: max_message_bytes must be positive, got {max_message_bytes}"
+            )
         if timeout is not None and timeout <= 0:
             raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
         if connect_timeout <= 0:
@@ -248,6 +258,7 @@ class ConnectionClient:
             self._client_info = client_info
         else:
             self._client_info = types.Implementation.model_validate(dict(client_info))
+        self.max_message_bytes = max_message_bytes
         self._timeout = timeout
         self._connect_timeout = connect_timeout
         self._mode = mode

@@ -56,6 +56,8 @@ class HttpClient(ConnectionClient):
         ConfigError: the URL is not an http(s) URL, or a limit is not positive.
     """
 
+    max_message_bytes: int  # always given here (the base also serves transports without a cap)
+
     def __init__(
         self,
         url: str,
@@ -75,8 +77,6 @@ class HttpClient(ConnectionClient):
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"HttpClient: not an http(s) URL: {url!r}", code="ERR_INVALID_INPUT")
-        if max_message_bytes <= 0:
-            raise ConfigError(f"HttpClient: max_message_bytes must be positive, got {max_message_bytes}")
         super().__init__(
             client_info=client_info,
             timeout=timeout,
@@ -86,11 +86,11 @@ class HttpClient(ConnectionClient):
             logger_name=logger_name or f"toolbridge.server.{parts.hostname}",
             connect_timeout=connect_timeout,
             mode=mode,
+            max_message_bytes=max_message_bytes,
         )
         self.url = url
         self.headers = dict(headers or {})
         self.auth = auth
-        self.max_message_bytes = max_message_bytes
 
     def __repr__(self) -> str:
         # The query and any userinfo may carry credentials: show only scheme, host and path.

@@ -63,6 +63,8 @@ class StdioClient(ConnectionClient):
         ConfigError: an argument is invalid (empty command, non-positive limits).
     """
 
+    max_message_bytes: int  # always given here (the base also serves transports without a cap)
+
     def __init__(
         self,
         command: str,
@@ -90,8 +92,6 @@ class StdioClient(ConnectionClient):
             )
         if shutdown_grace_ms < 0:
             raise ConfigError(f"StdioClient: shutdown_grace_ms must be >= 0, got {shutdown_grace_ms}")
-        if max_message_bytes <= 0:
-            raise ConfigError(f"StdioClient: max_message_bytes must be positive, got {max_message_bytes}")
         super().__init__(
             client_info=client_info,
             timeout=timeout,
@@ -101,12 +101,12 @@ class StdioClient(ConnectionClient):
             logger_name=logger_name or f"toolbridge.server.{Path(command).name or 'stdio'}",
             connect_timeout=connect_timeout,
             mode=mode,
+            max_message_bytes=max_message_bytes,
         )
         self.command = command
         self.args = [str(a) for a in args]
         self.env = dict(env) if env is not None else None
         self.cwd = os.fspath(cwd) if cwd is not None else None
-        self.max_message_bytes = max_message_bytes
         self.inherit_env = inherit_env
         self._shutdown_grace_s = shutdown_grace_ms / 1000.0
 
