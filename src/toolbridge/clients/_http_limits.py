@@ -364,24 +364,23 @@ def _too_large_error(request_id: int | str, size: int, limit: int, *, complete: 
         what = f"is {_mib(size)}, above the message size limit of {_mib(limit)}"
     else:
         what = f"is larger than the message size limit of {_mib(limit)}"
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {
-            "code": types.INVALID_REQUEST,
-            "message": f"the MCP server's response {what}; it was discarded",
-            "data": protocol_error_data(REASON_TOO_LARGE, size=size, limit=limit, complete=complete),
-        },
-    }
+    return _error_response(
+        request_id,
+        types.INVALID_REQUEST,
+        f"the MCP server's response {what}; it was discarded",
+        protocol_error_data(REASON_TOO_LARGE, size=size, limit=limit, complete=complete),
+    )
 
 
 def _malformed_error(request_id: int | str, detail: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {
-            "code": types.PARSE_ERROR,
-            "message": f"the MCP server's response is not a valid JSON-RPC message: {detail}",
-            "data": protocol_error_data(REASON_MALFORMED, detail=detail),
-        },
-    }
+    return _error_response(
+        request_id,
+        types.PARSE_ERROR,
+        f"the MCP server's response is not a valid JSON-RPC message: {detail}",
+        protocol_error_data(REASON_MALFORMED, detail=detail),
+    )
+
+
+def _error_response(request_id: int | str, code: int, message: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC error response in wire form, answering `request_id`."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": data}}

@@ -368,6 +368,14 @@ def _decode_id(raw: bytes) -> int | str | None:
     return value
 
 
+def _skip_ws(data: bytes, i: int) -> int:
+    """The index of the first byte at or after `i` that is not JSON whitespace (`len(data)` if none)."""
+    n = len(data)
+    while i < n and data[i] in _WS:
+        i += 1
+    return i
+
+
 def _scan_head(head: bytes) -> _HeadInfo:
     """Top-level keys and top-level `"id"` of a JSON object, from its first bytes only.
 
@@ -375,9 +383,7 @@ def _scan_head(head: bytes) -> _HeadInfo:
     """
     info = _HeadInfo([], None)
     n = len(head)
-    i = 0
-    while i < n and head[i] in _WS:
-        i += 1
+    i = _skip_ws(head, 0)
     if i >= n or head[i] != ord("{"):
         return info
     i += 1
@@ -392,14 +398,10 @@ def _scan_head(head: bytes) -> _HeadInfo:
             i = match.end()
             if depth == 1 and expect_key:
                 key = _decode_id(match.group())
-                j = i
-                while j < n and head[j] in _WS:
-                    j += 1
+                j = _skip_ws(head, i)
                 if j >= n or head[j] != ord(":"):
                     return info
-                j += 1
-                while j < n and head[j] in _WS:
-                    j += 1
+                j = _skip_ws(head, j + 1)
                 if isinstance(key, str):
                     info.keys.append(key)
                     if key == "id" and j < n:
