@@ -40,6 +40,11 @@ _EXPORTS: dict[str, str] = {
     "ToolResult": "toolbridge.tools",
     "ToolProvider": "toolbridge.tools",
     # toolbridge.clients
+    "oauth_auth": "toolbridge.clients",
+    "client_credentials_auth": "toolbridge.clients",
+    "FileTokenStorage": "toolbridge.clients",
+    "MemoryTokenStorage": "toolbridge.clients",
+    "TokenStorage": "toolbridge.clients",
     "StdioClient": "toolbridge.clients",
     "HttpClient": "toolbridge.clients",
     "InProcessClient": "toolbridge.clients",
@@ -79,10 +84,16 @@ _EXPORTS: dict[str, str] = {
     "action": "toolbridge.tasks",
     "TaskToolSet": "toolbridge.tasks",
     # toolbridge.manifest
+    "manifest_json_schema": "toolbridge.manifest",
     "load_manifest": "toolbridge.manifest",
     "check_manifest": "toolbridge.manifest",
     # toolbridge.sanitize
     "clean_text": "toolbridge.sanitize",
+    # toolbridge.pinning
+    "PinnedToolProvider": "toolbridge.pinning",
+    "lock_server": "toolbridge.pinning",
+    "read_lock": "toolbridge.pinning",
+    "write_lock": "toolbridge.pinning",
 }
 
 __all__ = [
@@ -92,6 +103,7 @@ __all__ = [
     "AudioPart",
     "ConfigError",
     "DeclaredTool",
+    "FileTokenStorage",
     "FunctionModel",
     "FunctionTools",
     "HttpClient",
@@ -103,6 +115,7 @@ __all__ = [
     "McpTimeoutError",
     "McpToolParser",
     "McpToolProvider",
+    "MemoryTokenStorage",
     "Model",
     "ModelError",
     "ModelPrices",
@@ -110,6 +123,7 @@ __all__ = [
     "ModelResponse",
     "ModelSamplingHandler",
     "OpenAIModel",
+    "PinnedToolProvider",
     "PolicyError",
     "ProtocolError",
     "RunContext",
@@ -122,6 +136,7 @@ __all__ = [
     "Step",
     "TaskToolSet",
     "TextPart",
+    "TokenStorage",
     "ToolBinding",
     "ToolCallRecord",
     "ToolError",
@@ -137,10 +152,16 @@ __all__ = [
     "action",
     "check_manifest",
     "clean_text",
+    "client_credentials_auth",
     "create_runtime",
     "define_mcp_tool",
     "define_tool",
     "load_manifest",
+    "lock_server",
+    "manifest_json_schema",
+    "oauth_auth",
+    "read_lock",
+    "write_lock",
 ]
 
 
@@ -213,6 +234,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         McpToolProvider as McpToolProvider,
     )
     from .clients import (
+        FileTokenStorage as FileTokenStorage,
+    )
+    from .clients import (
         HttpClient as HttpClient,
     )
     from .clients import (
@@ -222,7 +246,19 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         McpClient as McpClient,
     )
     from .clients import (
+        MemoryTokenStorage as MemoryTokenStorage,
+    )
+    from .clients import (
         StdioClient as StdioClient,
+    )
+    from .clients import (
+        TokenStorage as TokenStorage,
+    )
+    from .clients import (
+        client_credentials_auth as client_credentials_auth,
+    )
+    from .clients import (
+        oauth_auth as oauth_auth,
     )
     from .content import (
         AudioPart as AudioPart,
@@ -277,6 +313,21 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .manifest import (
         load_manifest as load_manifest,
+    )
+    from .manifest import (
+        manifest_json_schema as manifest_json_schema,
+    )
+    from .pinning import (
+        PinnedToolProvider as PinnedToolProvider,
+    )
+    from .pinning import (
+        lock_server as lock_server,
+    )
+    from .pinning import (
+        read_lock as read_lock,
+    )
+    from .pinning import (
+        write_lock as write_lock,
     )
     from .runtime import (
         DeclaredTool as DeclaredTool,

@@ -27,6 +27,15 @@ from ._base import (
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler, decline_elicitation
 from ._http import HttpClient
 from ._inprocess import InProcessClient
+from ._oauth import (
+    FileTokenStorage,
+    MemoryTokenStorage,
+    TokenStorage,
+    client_credentials_auth,
+    headless_authorizer,
+    identity_assertion_auth,
+    oauth_auth,
+)
 from ._stdio import StdioClient
 
 __all__ = [
@@ -34,13 +43,20 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "TOOLS_LIST_PAGE_CAP",
     "ElicitationHandler",
+    "FileTokenStorage",
     "HttpClient",
     "InProcessClient",
     "McpClient",
+    "MemoryTokenStorage",
     "ProgressHandler",
     "RootsSpec",
     "SamplingHandler",
     "StdioClient",
+    "TokenStorage",
     "call_result_to_dict",
+    "client_credentials_auth",
     "decline_elicitation",
+    "headless_authorizer",
+    "identity_assertion_auth",
+    "oauth_auth",
 ]
