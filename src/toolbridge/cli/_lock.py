@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import ConfigError, ToolbridgeError
 from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
+from ._output import parse_headers
 
 __all__ = ["diff_locks", "register"]
 
@@ -56,23 +57,13 @@ def register(subparsers: Any) -> None:
     lock.set_defaults(handler=_run_lock)
 
 
-def _headers(items: list[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"--header must look like NAME:VALUE, got {item!r}", code="ERR_INVALID_INPUT")
-        headers[name.strip()] = value.strip()
-    return headers
-
-
 async def _lock_one(args: argparse.Namespace, command: list[str]) -> dict[str, ServerLock]:
     from ..clients import HttpClient, StdioClient
 
     name = args.name or DEFAULT_NAME
     client: Any
     if args.url:
-        client = HttpClient(args.url, headers=_headers(args.header))
+        client = HttpClient(args.url, headers=parse_headers(args.header))
     else:
         if args.header:
             raise ConfigError("--header applies to --url only", code="ERR_INVALID_INPUT")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["emit"]
+from ..errors import ConfigError
+
+__all__ = ["emit", "parse_headers"]
 
 
 def emit(text: str) -> None:
@@ -23,3 +25,18 @@ def emit(text: str) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet
+
+
+def parse_headers(items: list[str]) -> dict[str, str]:
+    """Turn repeated `--header NAME:VALUE` options into a dict.
+
+    Raises:
+        ConfigError: `ERR_INVALID_INPUT` for an item without a colon or with an empty name.
+    """
+    headers: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header must look like NAME:VALUE, got {item!r}", code="ERR_INVALID_INPUT")
+        headers[name.strip()] = value.strip()
+    return headers

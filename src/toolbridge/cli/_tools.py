@@ -30,7 +30,7 @@ from ..bridge import McpToolProvider
 from ..clients import HttpClient, StdioClient
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
-from ._output import emit
+from ._output import emit, parse_headers
 
 __all__ = ["register"]
 
@@ -93,23 +93,13 @@ def _split_command(words: list[str]) -> tuple[list[str], list[str]]:
     return words, []
 
 
-def _headers(items: list[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"--header must look like NAME:VALUE, got {item!r}", code="ERR_INVALID_INPUT")
-        headers[name.strip()] = value.strip()
-    return headers
-
-
 def _provider(
     url: str | None, headers: list[str], command: list[str], timeout: float | None
 ) -> McpToolProvider:
     if url and command:
         raise ConfigError("give either --url URL or `-- COMMAND`, not both", code="ERR_INVALID_INPUT")
     if url:
-        return McpToolProvider(HttpClient(url, headers=_headers(headers), timeout=timeout))
+        return McpToolProvider(HttpClient(url, headers=parse_headers(headers), timeout=timeout))
     if not command:
         raise ConfigError("no server: give --url URL or `-- COMMAND [ARGS...]`", code="ERR_INVALID_INPUT")
     if headers:
