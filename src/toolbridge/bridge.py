@@ -141,7 +141,8 @@ class McpToolProvider:
                 f"arguments of tool {name!r} must be a JSON object, got {type(args).__name__}",
                 code="ERR_INVALID_INPUT",
             )
-        result = _wire(await self.client.call_tool(name, dict(args)))
+        # The client copies the arguments it sends; no second copy here.
+        result = _wire(await self.client.call_tool(name, args))
         content = result.get("content") or []
         structured = result.get("structuredContent")
         if result.get("isError"):

@@ -95,7 +95,7 @@ def parts_from_mcp(blocks: Sequence[Any]) -> list[Part] | None:
     """
     parts: list[Part] = []
     for block in blocks:
-        if not isinstance(block, Mapping):
+        if type(block) is not dict and not isinstance(block, Mapping):
             return None
         kind = block.get("type")
         if kind == "text":

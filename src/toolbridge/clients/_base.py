@@ -68,7 +68,7 @@ from ..errors import (
     TransportError,
 )
 from ._content_guard import PreservingDispatcher, restore_raw_content
-from ._errors import map_exception, map_sdk_errors, unwrap_group
+from ._errors import map_exception, unwrap_group
 from ._handlers import (
     ElicitationHandler,
     RootsSpec,
@@ -148,6 +148,19 @@ class McpClient(Protocol):
     ) -> None: ...
 
 
+def _block_to_dict(block: Any) -> dict[str, Any]:
+    """One content block in wire form; a plain text block (the common case) skips the dump."""
+    if (
+        type(block) is types.TextContent
+        and block.annotations is None
+        and block.meta is None
+        and not block.model_extra
+    ):
+        return {"type": "text", "text": block.text}
+    dumped: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
+
+
 def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
     """The wire form of a `tools/call` result, with exactly the keys an MCP result defines.
 
@@ -156,11 +169,7 @@ def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
         when the tool failed, and `"_meta"` when present. Content blocks are camelCase JSON dicts,
         exactly as on the wire (unknown fields of a block are kept).
     """
-    out: dict[str, Any] = {
-        "content": [
-            block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content
-        ]
-    }
+    out: dict[str, Any] = {"content": [_block_to_dict(block) for block in result.content]}
     if result.structured_content is not None:
         out["structuredContent"] = result.structured_content
     if result.is_error:
@@ -170,12 +179,19 @@ def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
     return restore_raw_content(out)
 
 
-def _preserve_unknown_content_on(sdk: Client) -> None:
-    """Wrap the session's dispatcher so odd content blocks survive the SDK (see `_content_guard`)."""
+def _preserve_unknown_content_on(sdk: Client) -> Any:
+    """Wrap the session's dispatcher so odd content blocks survive the SDK (see `_content_guard`).
+
+    Returns:
+        The SDK's own dispatcher (the wrapped one), or None when the session has none.
+    """
     session = sdk.session
     dispatcher = getattr(session, "_dispatcher", None)
-    if dispatcher is not None and not isinstance(dispatcher, PreservingDispatcher):
+    if isinstance(dispatcher, PreservingDispatcher):
+        return dispatcher.inner
+    if dispatcher is not None:
         session._dispatcher = PreservingDispatcher(dispatcher)
+    return dispatcher
 
 
 class _Connection:
@@ -193,9 +209,16 @@ class _Connection:
         self.transport: Any = None  # the transport object, when the subclass exposes one
         self.retired = False
         self.session_rejected = False  # set by the HTTP layer when the server rejects the session
+        self.dispatcher: Any = None  # the SDK session's own dispatcher, kept once connected
+        # True once the connection needs nothing more before calls take the fast path: at once,
+        # or, when a `subscriptions/listen` stream is wanted, once the server acknowledged it
+        # (or refused it), so a change made by a first call is not missed.
+        self.settled = False
 
     def dispatcher_closed(self) -> bool:
         """Whether the SDK dispatcher has seen the connection end (private attribute, read defensively)."""
+        if self.dispatcher is not None:
+            return bool(getattr(self.dispatcher, "_closed", False))
         sdk = self.sdk
         session = getattr(sdk, "_session", None) if sdk is not None else None
         dispatcher = getattr(session, "_dispatcher", None)
@@ -419,32 +442,63 @@ class ConnectionClient:
         if timeout is not None and timeout <= 0:
             raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
         limit = timeout if timeout is not None else self._timeout
-        args = dict(arguments or {})
-        what = f"tools/call {name!r} on {self._describe()}"
+        args = dict(arguments) if arguments else {}
+        callback = cast(ProgressFnT | None, progress)
+        if limit is None:
+            # No deadline: no cancel scope is needed (nothing but a deadline could cancel one
+            # opened here), so the common case pays for none.
+            for attempt in range(2):
+                conn: _Connection | None = None
+                try:
+                    conn = self._ready_connection() or await self._connection()
+                    try:
+                        result = await self._sdk_of(conn).call_tool(name, args, progress_callback=callback)
+                    except BaseException as exc:
+                        self._raise_mapped(exc, conn, lambda: self._call_what(name))
+                        raise  # pragma: no cover - _raise_mapped always raises
+                except SessionInvalidError:
+                    if conn is not None:
+                        self._retire(conn)
+                    if attempt == 0:
+                        self.logger.info(
+                            "%s: HTTP session rejected; opening a new session", self._call_what(name)
+                        )
+                        continue
+                    raise
+                return call_result_to_dict(result)
+            raise AssertionError("unreachable")  # pragma: no cover
         # One deadline for the whole call: connecting (if needed), and a retry on a new session.
-        deadline_at = anyio.current_time() + limit if limit is not None else math.inf
+        deadline_at = anyio.current_time() + limit
         for attempt in range(2):
-            result: types.CallToolResult | None = None
-            conn: _Connection | None = None
+            timed: types.CallToolResult | None = None
+            conn = None
             try:
                 with anyio.CancelScope(deadline=deadline_at) as deadline:
-                    conn = await self._connection()
-                    sdk = self._sdk_of(conn)
-                    with self._mapping(conn, what):
-                        result = await sdk.call_tool(
-                            name, args, progress_callback=cast(ProgressFnT | None, progress)
-                        )
+                    conn = self._ready_connection() or await self._connection()
+                    try:
+                        timed = await self._sdk_of(conn).call_tool(name, args, progress_callback=callback)
+                    except BaseException as exc:
+                        self._raise_mapped(exc, conn, lambda: self._call_what(name))
+                        raise  # pragma: no cover - _raise_mapped always raises
             except SessionInvalidError:
                 if conn is not None:
                     self._retire(conn)
                 if attempt == 0:
-                    self.logger.info("%s: HTTP session rejected; opening a new session", what)
+                    self.logger.info(
+                        "%s: HTTP session rejected; opening a new session", self._call_what(name)
+                    )
                     continue
                 raise
-            if deadline.cancelled_caught or result is None:
-                raise McpTimeoutError(f"{what}: no answer within {limit}s; the server was told to cancel")
-            return call_result_to_dict(result)
+            if deadline.cancelled_caught or timed is None:
+                raise McpTimeoutError(
+                    f"{self._call_what(name)}: no answer within {limit}s; the server was told to cancel"
+                )
+            return call_result_to_dict(timed)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_what(self, name: str) -> str:
+        """The operation's name in messages (built only when a message needs it)."""
+        return f"tools/call {name!r} on {self._describe()}"
 
     async def aclose(self) -> None:
         """Close the connection and stop the server. Idempotent; later calls raise `TransportError`.
@@ -495,18 +549,60 @@ class ConnectionClient:
         @contextlib.contextmanager
         def scope() -> Any:
             try:
-                with map_sdk_errors(
-                    what,
-                    connection_closed=lambda: not client._alive(conn) or conn.dispatcher_closed(),
-                    stderr_tail=lambda: client._stderr_tail(conn),
-                    session_rejected=lambda: conn.session_rejected,
-                ):
-                    yield
-            except TransportError:
-                client._retire(conn)
-                raise
+                yield
+            except BaseException as exc:
+                client._raise_mapped(exc, conn, lambda: what)
+                raise  # pragma: no cover - _raise_mapped always raises
 
         return scope()
+
+    def _raise_mapped(self, exc: BaseException, conn: _Connection, what: Callable[[], str]) -> None:
+        """Re-raise `exc`, raised by an SDK operation on `conn`, as a toolbridge error (see `_errors`).
+
+        The error boundary of every operation, written as a plain function called from an
+        `except` clause, so that a call that succeeds pays nothing for it; `what` builds the
+        operation's name only when an error needs it. A `TransportError` retires `conn`.
+
+        Raises:
+            TransportError, ProtocolError, JsonRpcError, SessionInvalidError: the mapped error.
+            BaseException: `exc` itself when it is not mapped (a cancellation, a bug).
+        """
+        try:
+            mapped = map_exception(
+                exc,
+                what=what(),
+                connection_closed=lambda: not self._alive(conn) or conn.dispatcher_closed(),
+                stderr_tail=lambda: self._stderr_tail(conn),
+                session_rejected=lambda: conn.session_rejected,
+            )
+            if mapped is exc:
+                raise exc
+            raise mapped from unwrap_group(exc)
+        except TransportError:
+            self._retire(conn)
+            raise
+
+    def _ready_connection(self) -> _Connection | None:
+        """The current connection when it is up and usable right now, without waiting (else None).
+
+        The fast path of every call: the checks `_connection()` makes of a live connection, with
+        no await (so no extra event-loop iteration). None sends the caller to `_connection()`,
+        which handles every other case (first use, a dead connection, a new event loop, closing,
+        a `subscriptions/listen` stream not yet acknowledged).
+        """
+        conn = self._conn
+        if (
+            conn is None
+            or not conn.settled
+            or self._closed
+            or conn.sdk is None
+            or conn.error is not None
+            or not conn.ready.is_set()
+            or asyncio.get_running_loop() is not self._loop
+            or not self._alive(conn)
+        ):
+            return None
+        return conn
 
     async def _connection(self) -> _Connection:
         if self._closed:
@@ -614,13 +710,15 @@ class ConnectionClient:
                     target = await self._open(stack, conn)
                     sdk = self._build_sdk_client(target, conn)
                     await stack.enter_async_context(sdk)
-                    _preserve_unknown_content_on(sdk)
+                    conn.dispatcher = _preserve_unknown_content_on(sdk)
                     scope.deadline = math.inf
                     conn.sdk = sdk
                     conn.ready.set()
                     async with anyio.create_task_group() as tg:
                         if self._wants_listen(sdk):
                             tg.start_soon(self._listen_for_changes, conn, sdk)
+                        else:
+                            conn.settled = True
                         await conn.stop.wait()
                         tg.cancel_scope.cancel()
             if scope.cancelled_caught and not conn.ready.is_set() and not conn.stop.is_set():
@@ -677,7 +775,10 @@ class ConnectionClient:
         """Keep a `subscriptions/listen` stream open; its events reach `_message_handler` by tee."""
         try:
             async with sdk.listen(tools_list_changed=True) as subscription:
+                conn.settled = True
                 async for _event in subscription:
                     pass  # the session also hands each event to the message handler, which acts on it
         except (MCPError, ListenNotSupportedError, RuntimeError, TimeoutError) as exc:
             self.logger.debug("%s: no tools/list_changed subscription: %s", self._describe(), exc)
+        finally:
+            conn.settled = True

@@ -46,10 +46,20 @@ def _sdk_accepts(block: Any) -> bool:
     return fields is not None and all(isinstance(block.get(name), str) for name in fields)
 
 
+def _all_accepted(content: list[Any]) -> bool:
+    """Whether the SDK would take every block (text blocks, the common case, checked inline)."""
+    for block in content:
+        if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str:
+            continue
+        if not _sdk_accepts(block):
+            return False
+    return True
+
+
 def preserve_unknown_content(raw: dict[str, Any]) -> dict[str, Any]:
     """Stash a content array the SDK would refuse; return `raw` itself when there is none."""
     content = raw.get("content")
-    if not isinstance(content, list) or all(_sdk_accepts(block) for block in content):
+    if not isinstance(content, list) or _all_accepted(content):
         return raw
     meta = raw.get("_meta")
     stash = dict(meta) if isinstance(meta, Mapping) else {}
@@ -74,6 +84,11 @@ class PreservingDispatcher:
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
+
+    @property
+    def inner(self) -> Any:
+        """The SDK dispatcher this one wraps."""
+        return self._inner
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
