@@ -295,8 +295,11 @@ def error_feedback(exc: BaseException) -> str:
 
 async def _stop(task: asyncio.Task[Any]) -> None:
     """Cancel `task` if it still runs and wait until it has finished (shielded)."""
-    if not task.done():
-        task.cancel()
+    if task.done():  # the common case: nothing to cancel or wait for (no event-loop round trip)
+        if not task.cancelled():
+            task.exception()
+        return
+    task.cancel()
     with anyio.CancelScope(shield=True):
         await asyncio.wait([task])
     if not task.cancelled():
@@ -423,13 +426,23 @@ class Agent:
             return
         out[index] = (generation, specs)
 
+    def _stale(self) -> list[int]:
+        """The bindings whose tools were never listed or whose provider's tools changed since."""
+        return [
+            i
+            for i, b in enumerate(self.bindings)
+            if i not in self._listed or self._listed[i][0] != provider_generation(b.provider)
+        ]
+
     async def _resolve(self) -> _Catalog:
+        # Fast path, every step of a run: a built catalog that is still current is returned
+        # without taking the lock (taking it costs an event-loop iteration). The lock only
+        # serializes refreshes, and a refresh in progress shows as stale here.
+        cached = self._catalog_cache
+        if cached is not None and not self._stale():
+            return cached
         async with self._catalog_lock:
-            stale = [
-                i
-                for i, b in enumerate(self.bindings)
-                if i not in self._listed or self._listed[i][0] != provider_generation(b.provider)
-            ]
+            stale = self._stale()
             if self._catalog_cache is not None and not stale:
                 return self._catalog_cache
             fresh: dict[int, tuple[int, list[ToolSpec]]] = {}
@@ -732,7 +745,17 @@ class Agent:
                     yield ToolCallStartedEvent(step=step, call=record)
                 for final_record in final_records.values():
                     yield ToolCallFinishedEvent(step=step, result=final_record)
-                async for finished_record in finished:
+                while True:
+                    # Take what is already there without a checkpoint; wait only when nothing is.
+                    try:
+                        finished_record = finished.receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            finished_record = await finished.receive()
+                        except anyio.EndOfStream:
+                            break
+                    except anyio.EndOfStream:
+                        break
                     yield ToolCallFinishedEvent(step=step, result=finished_record)
                 by_id = await runner
             finally:
@@ -800,18 +823,31 @@ class Agent:
     ) -> dict[str, ToolResultRecord]:
         records: dict[str, ToolResultRecord] = {}
         failures: dict[int, BaseException] = {}
-        limiter = anyio.CapacityLimiter(self.max_parallel_tools)
+        # A limiter only when it can make a call wait (acquiring one costs an event-loop
+        # iteration per call even when it never blocks).
+        limiter = (
+            anyio.CapacityLimiter(self.max_parallel_tools) if len(planned) > self.max_parallel_tools else None
+        )
 
         async def one(index: int, call: PlannedToolCall) -> None:
-            async with limiter:
+            if limiter is not None:
+                async with limiter:
+                    record = await self._run_one(ctx, hook, call, index, failures)
+            else:
                 record = await self._run_one(ctx, hook, call, index, failures)
             if record is not None:
                 records[call.call_id] = record
                 on_finished(record)
 
-        async with anyio.create_task_group() as tg:
-            for index, call in enumerate(planned):
-                tg.start_soon(one, index, call)
+        if len(planned) == 1:
+            # One call: run it in this task (already the batch's own task), not in a child.
+            # `_run_one` returns rather than raises for every failure but cancellation, which
+            # propagates here just as it would through a task group.
+            await one(0, planned[0])
+        else:
+            async with anyio.create_task_group() as tg:
+                for index, call in enumerate(planned):
+                    tg.start_soon(one, index, call)
         if failures:
             raise failures[min(failures)]
         return records
