@@ -45,9 +45,10 @@ import anyio
 import pydantic
 
 from ..agent._hooks import AgentHooks, PlannedToolCall, RunContext
+from ..agent.models._base import Message
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
-from ..tools import ToolResult
+from ..tools import ToolResult, ToolSpec
 from ._canonical import canonical_json, sha256_hex
 from ._declared import DeclaredTool, ToolContext
 from ._events import Event, EventBus
@@ -70,6 +71,10 @@ _TOOL_CODE_MAP: Final[dict[str, str]] = {
     "ERR_TOOL_FAILED": "TOOL_FAILED",
 }
 _DEFAULT_MAX_OUTPUT_TOKENS: Final = 4096
+
+
+_CACHEABLE: Final = (Message, ToolSpec)
+"""Frozen types whose context size `_context_bytes` may remember for the rest of a run."""
 
 
 def _new_run_id() -> str:
@@ -114,29 +119,64 @@ class _RunState:
     model_started: float = 0.0
 
 
-def _context_bytes(request: Any) -> int:
-    """Approximate size of what one model call sends: message contents, tool calls and tool specs."""
+def _message_bytes(message: Any) -> int:
+    """Approximate size of one message: its text and media, and its tool calls' arguments."""
     total = 0
-    for message in getattr(request, "messages", ()) or ():
-        content = getattr(message, "content", "")
-        if isinstance(content, str):
-            total += len(content.encode("utf-8"))
-        else:
-            for part in content:
-                if isinstance(part, TextPart):
-                    total += len(part.text.encode("utf-8"))
-                elif isinstance(part, ImagePart | AudioPart):
-                    total += len(part.data)
-        for tool_call in getattr(message, "tool_calls", ()) or ():
-            try:
-                total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
-            except (TypeError, ValueError):
-                total += 0
-    for spec in getattr(request, "tools", ()) or ():
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        total += len(content.encode("utf-8"))
+    else:
+        for part in content:
+            if isinstance(part, TextPart):
+                total += len(part.text.encode("utf-8"))
+            elif isinstance(part, ImagePart | AudioPart):
+                total += len(part.data)
+    for tool_call in getattr(message, "tool_calls", ()) or ():
         try:
-            total += len(canonical_json(dict(spec.parameters))) + len(spec.description.encode("utf-8"))
+            total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
         except (TypeError, ValueError):
             total += 0
+    return total
+
+
+def _spec_bytes(spec: Any) -> int:
+    """Approximate size of one tool spec: its parameters schema and description."""
+    try:
+        return len(canonical_json(dict(spec.parameters))) + len(spec.description.encode("utf-8"))
+    except (TypeError, ValueError):
+        return 0
+
+
+SizeCache = dict[int, tuple[Any, int]]
+"""Sizes already computed, by `id()` of the object, with the object kept so the id stays its own."""
+
+
+def _sized(item: Any, measure: Callable[[Any], int], cache: SizeCache | None) -> int:
+    """`measure(item)`, remembered in `cache` for the frozen `Message`s and `ToolSpec`s."""
+    if cache is None or type(item) not in _CACHEABLE:
+        return measure(item)
+    hit = cache.get(id(item))
+    if hit is not None and hit[0] is item:
+        return hit[1]
+    size = measure(item)
+    cache[id(item)] = (item, size)
+    return size
+
+
+def _context_bytes(request: Any, cache: SizeCache | None = None) -> int:
+    """Approximate size of what one model call sends: message contents, tool calls and tool specs.
+
+    Args:
+        request: the model request (its `messages` and `tools` are read).
+        cache: sizes remembered between the model calls of one run. A run re-sends its whole
+            conversation at every step; messages and specs are frozen, so each one is measured
+            once (the argument and schema mappings they hold are not changed once sent).
+    """
+    total = 0
+    for message in getattr(request, "messages", ()) or ():
+        total += _sized(message, _message_bytes, cache)
+    for spec in getattr(request, "tools", ()) or ():
+        total += _sized(spec, _spec_bytes, cache)
     return total
 
 
@@ -194,6 +234,7 @@ class _Governor(AgentHooks):
     def __init__(self, runtime: Runtime, state: _RunState) -> None:
         self.rt = runtime
         self.state = state
+        self._sizes: SizeCache = {}
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -246,7 +287,7 @@ class _Governor(AgentHooks):
             raise self._fail("LIMIT_EXCEEDED", "max_model_calls")
         if not self.rt.permissions.has(f"model:{model_id}"):
             raise self._fail("PERMISSION_DENIED", f"model:{model_id}")
-        size = _context_bytes(request)
+        size = _context_bytes(request, self._sizes)
         if size > limits.max_context_bytes:
             raise self._fail("LIMIT_EXCEEDED", "max_context_bytes")
         ceiling = _model_ceiling(model, request, size)
@@ -481,13 +522,17 @@ class _Governor(AgentHooks):
             rt._journal.request_sent(plan.row)
             sent = True
             st.in_flight[plan.row] = effects
-            raw: Any
+            raw: Any = None
             try:
-                with anyio.fail_after(plan.timeout_ms / 1000):
+                # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
+                # manager); only its deadline can cancel it, so a caught cancellation is a timeout.
+                with anyio.CancelScope(deadline=anyio.current_time() + plan.timeout_ms / 1000) as limit:
                     if plan.tool is not None:
                         raw = await plan.tool.send(plan.validated, tctx)
                     else:
                         raw = await invoke()
+                if limit.cancelled_caught:
+                    raise TimeoutError
             except TimeoutError:
                 tctx.signal.set()
                 code = "TIMEOUT"
