@@ -119,18 +119,21 @@ class _RunState:
     model_started: float = 0.0
 
 
+def _parts_bytes(parts: Any) -> int:
+    """Size of content parts: UTF-8 bytes of text, base64 length of images and audio."""
+    total = 0
+    for part in parts:
+        if isinstance(part, TextPart):
+            total += len(part.text.encode("utf-8"))
+        elif isinstance(part, ImagePart | AudioPart):
+            total += len(part.data)
+    return total
+
+
 def _message_bytes(message: Any) -> int:
     """Approximate size of one message: its text and media, and its tool calls' arguments."""
-    total = 0
     content = getattr(message, "content", "")
-    if isinstance(content, str):
-        total += len(content.encode("utf-8"))
-    else:
-        for part in content:
-            if isinstance(part, TextPart):
-                total += len(part.text.encode("utf-8"))
-            elif isinstance(part, ImagePart | AudioPart):
-                total += len(part.data)
+    total = len(content.encode("utf-8")) if isinstance(content, str) else _parts_bytes(content)
     for tool_call in getattr(message, "tool_calls", ()) or ():
         try:
             total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
@@ -209,12 +212,7 @@ def _result_bytes(result: ToolResult) -> int:
             return len(canonical_json(result.structured))
         except (TypeError, ValueError):
             return len(result.to_text().encode("utf-8"))
-    size = 0
-    for part in result.parts:
-        if isinstance(part, TextPart):
-            size += len(part.text.encode("utf-8"))
-        elif isinstance(part, ImagePart | AudioPart):
-            size += len(part.data)
+    size = _parts_bytes(result.parts)
     if result.kind == "raw":
         size += len(result.to_text().encode("utf-8"))
     return size
