@@ -218,6 +218,14 @@ def _result_bytes(result: ToolResult) -> int:
     return size
 
 
+def _binding_value(binding: Any, name: str) -> Any:
+    """An option of a discovered tool's binding: an attribute, or a key of a mapping binding."""
+    value = getattr(binding, name, None)
+    if value is None and isinstance(binding, Mapping):
+        value = binding.get(name)
+    return value
+
+
 def _as_tool_result(value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
@@ -350,24 +358,16 @@ class _Governor(AgentHooks):
                 source.version,
                 source,
             )
-        binding = target.binding
-        declared = getattr(binding, "effects", None)
-        if declared is None and isinstance(binding, Mapping):
-            declared = binding.get("effects")
-        caps = getattr(binding, "capabilities", None)
-        if caps is None and isinstance(binding, Mapping):
-            caps = binding.get("capabilities")
+        caps = _binding_value(target.binding, "capabilities")
         try:
-            effects = effective_effects(declared, target.spec.annotations)
+            effects = effective_effects(_binding_value(target.binding, "effects"), target.spec.annotations)
         except ConfigError:
             effects = "host"  # an unreadable declaration is treated as the most powerful
         return ToolGrantNeeds(target.model_name, effects, tuple(caps or ())), "discovered", None, None
 
     @staticmethod
     def _binding_int(binding: Any, name: str) -> int | None:
-        value = getattr(binding, name, None)
-        if value is None and isinstance(binding, Mapping):
-            value = binding.get(name)
+        value = _binding_value(binding, name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     def _plan_row(
