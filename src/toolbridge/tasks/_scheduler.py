@@ -283,7 +283,7 @@ class TaskScheduler:
                 continue
             instruction = instructions[index]
             task._started.set()
-            await self._notify(progress, index, total, f"step {index + 1} of {total}: {instruction.action}")
+            await self._notify(progress, index, total, f"{_step(index, total)}: {instruction.action}")
             with anyio.CancelScope() as scope:
                 task._scope = scope
                 try:
@@ -319,9 +319,7 @@ class TaskScheduler:
         while task._paused and not task._stop_requested:
             ticks += 1
             fraction = 0.9 * (1 - 0.5**ticks)
-            await self._notify(
-                progress, index + fraction, total, f"paused before step {index + 1} of {total}"
-            )
+            await self._notify(progress, index + fraction, total, f"paused before {_step(index, total)}")
             step = min(self.pause_keepalive_s, max(self.max_pause_s - waited, 0.0))
             if step <= 0:
                 task._stop_requested = True
