@@ -775,3 +775,15 @@ async def test_tools_added_during_a_run_are_offered_on_the_next_turn() -> None:
     assert [t.name for t in model.requests[0].tools] == ["learn"]
     assert [t.name for t in model.requests[1].tools] == ["learn", "shout"]
     assert result.steps[1].tool_results[0].content == [TextPart("HI")]
+
+
+async def test_final_turn_keeps_an_invalid_answer_marked_as_an_error() -> None:
+    bad = {"name": "final_result", "arguments": {"city": "Oslo"}, "id": "bad"}
+    good = {"name": "final_result", "arguments": {"city": "Oslo", "population": 709000}, "id": "good"}
+    model = ScriptedModel([{"tool_calls": [bad, good]}])
+    result = await Agent(model, output_type=Answer, output_retries=2).run("go")
+    assert result.output == Answer(city="Oslo", population=709000)
+    tool_msgs = [m for m in result.messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.is_error) for m in tool_msgs] == [("bad", True), ("good", False)]
+    assert text_of(tool_msgs[0]).startswith("Error: the final answer is invalid: population:")
+    assert result.steps[0].tool_results[0].error is True

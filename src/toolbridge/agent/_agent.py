@@ -281,6 +281,15 @@ def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ..
     return tuple(parts)
 
 
+def _tool_message(record: ToolResultRecord, supports_images: bool) -> Message:
+    """The `tool` message that gives the model one call's result (a failure as its text)."""
+    if record.error or record.result is None:
+        content: tuple[Part, ...] = (TextPart(str(record.content)),)
+    else:
+        content = result_to_model(record.result, supports_images)
+    return Message("tool", content, tool_call_id=record.tool_call_id, name=record.name, is_error=record.error)
+
+
 def error_feedback(exc: BaseException) -> str:
     """The text a model is shown for a failed tool call: `Error: <message>` (+ server text)."""
     if isinstance(exc, ToolbridgeError):
@@ -712,15 +721,7 @@ class Agent:
                     or ToolResultRecord(c.id, c.name, "Not run: the final answer was given in the same turn.")
                     for c in calls
                 )
-                for res in results:
-                    messages.append(
-                        Message(
-                            "tool",
-                            (TextPart(str(res.content)),),
-                            tool_call_id=res.tool_call_id,
-                            name=res.name,
-                        )
-                    )
+                messages.extend(_tool_message(res, supports_images) for res in results)
                 steps.append(Step(response.text, call_records, results, "stop", response.usage))
                 finish_reason = "stop"
                 yield StepFinishedEvent(step=step, record=steps[-1])
@@ -763,20 +764,7 @@ class Agent:
                 await _stop(runner)
             by_id.update(final_records)
             results = tuple(by_id[c.id] for c in calls)
-            for res in results:
-                if res.error or res.result is None:
-                    content: tuple[Part, ...] = (TextPart(str(res.content)),)
-                else:
-                    content = result_to_model(res.result, supports_images)
-                messages.append(
-                    Message(
-                        "tool",
-                        content,
-                        tool_call_id=res.tool_call_id,
-                        name=res.name,
-                        is_error=res.error,
-                    )
-                )
+            messages.extend(_tool_message(res, supports_images) for res in results)
             steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
             yield StepFinishedEvent(step=step, record=steps[-1])
 
