@@ -31,7 +31,6 @@ error, or by cancellation (Ctrl-C).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -380,9 +379,7 @@ class LiveManifest:
         }
         if tools:
             kwargs["tools"] = tools
-        if "name" in inspect.signature(Agent).parameters:
-            kwargs["name"] = mdoc.name
-        return Agent(await self.build(model.model.name), **kwargs)
+        return Agent(await self.build(model.model.name), name=mdoc.name, **kwargs)
 
     async def _make_runtime(self, doc: RuntimeDoc) -> Any:
         from ..runtime import create_runtime
