@@ -220,15 +220,14 @@ class LiveManifest:
         if isinstance(model, StdioClientDoc):
             from ..clients import StdioClient
 
-            cwd = base if model.cwd is None else (base / model.cwd)
-            env = {k: _reveal(v) for k, v in model.env.items()} if model.env is not None else None
+            command, args, env, cwd = _stdio_launch(model, base)
             client_info = model.client_info.model_dump() if model.client_info else None
             return await self._own(
                 StdioClient(
-                    _reveal(model.command),
-                    [_reveal(a) for a in model.args],
+                    command,
+                    args,
                     env=env,
-                    cwd=str(cwd),
+                    cwd=cwd,
                     client_info=client_info,
                     shutdown_grace_ms=model.shutdown_grace_ms,
                     logger_name=f"toolbridge.server.{mdoc.name}",
@@ -333,12 +332,8 @@ class LiveManifest:
         for alias, ref in model.mcp_servers.items():
             target = self._doc(ref.name).model
             if isinstance(target, StdioClientDoc):
-                servers[alias] = McpServerConfig(
-                    command=_reveal(target.command),
-                    args=tuple(_reveal(a) for a in target.args),
-                    env={k: _reveal(v) for k, v in target.env.items()} if target.env is not None else None,
-                    cwd=str(base if target.cwd is None else base / target.cwd),
-                )
+                command, args, env, cwd = _stdio_launch(target, base)
+                servers[alias] = McpServerConfig(command=command, args=tuple(args), env=env, cwd=cwd)
             elif isinstance(target, HttpClientDoc):
                 servers[alias] = McpServerConfig(url=_reveal(target.url))
         tool_set = TaskToolSet(
@@ -395,6 +390,13 @@ class LiveManifest:
             journal=journal,
         )
         return await self._own(runtime)
+
+
+def _stdio_launch(model: StdioClientDoc, base: Path) -> tuple[Any, list[Any], dict[str, Any] | None, str]:
+    """Command, arguments, environment (secrets revealed) and working directory of a stdio server."""
+    env = {k: _reveal(v) for k, v in model.env.items()} if model.env is not None else None
+    cwd = base if model.cwd is None else base / model.cwd
+    return _reveal(model.command), [_reveal(a) for a in model.args], env, str(cwd)
 
 
 def load_manifest(
