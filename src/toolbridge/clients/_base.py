@@ -444,45 +444,18 @@ class ConnectionClient:
         limit = timeout if timeout is not None else self._timeout
         args = dict(arguments) if arguments else {}
         callback = cast(ProgressFnT | None, progress)
-        if limit is None:
-            # No deadline: no cancel scope is needed (nothing but a deadline could cancel one
-            # opened here), so the common case pays for none.
-            for attempt in range(2):
-                conn: _Connection | None = None
-                try:
-                    conn = self._ready_connection() or await self._connection()
-                    try:
-                        result = await self._sdk_of(conn).call_tool(name, args, progress_callback=callback)
-                    except BaseException as exc:
-                        self._raise_mapped(exc, conn, lambda: self._call_what(name))
-                        raise  # pragma: no cover - _raise_mapped always raises
-                except SessionInvalidError:
-                    if conn is not None:
-                        self._retire(conn)
-                    if attempt == 0:
-                        self.logger.info(
-                            "%s: HTTP session rejected; opening a new session", self._call_what(name)
-                        )
-                        continue
-                    raise
-                return call_result_to_dict(result)
-            raise AssertionError("unreachable")  # pragma: no cover
         # One deadline for the whole call: connecting (if needed), and a retry on a new session.
-        deadline_at = anyio.current_time() + limit
+        deadline_at = anyio.current_time() + limit if limit is not None else None
         for attempt in range(2):
-            timed: types.CallToolResult | None = None
-            conn = None
             try:
+                if deadline_at is None:
+                    # No deadline: no cancel scope is needed (nothing but a deadline could cancel
+                    # one opened here), so the common case pays for none.
+                    return call_result_to_dict(await self._call_once(name, args, callback))
+                timed: types.CallToolResult | None = None
                 with anyio.CancelScope(deadline=deadline_at) as deadline:
-                    conn = self._ready_connection() or await self._connection()
-                    try:
-                        timed = await self._sdk_of(conn).call_tool(name, args, progress_callback=callback)
-                    except BaseException as exc:
-                        self._raise_mapped(exc, conn, lambda: self._call_what(name))
-                        raise  # pragma: no cover - _raise_mapped always raises
+                    timed = await self._call_once(name, args, callback)
             except SessionInvalidError:
-                if conn is not None:
-                    self._retire(conn)
                 if attempt == 0:
                     self.logger.info(
                         "%s: HTTP session rejected; opening a new session", self._call_what(name)
@@ -495,6 +468,26 @@ class ConnectionClient:
                 )
             return call_result_to_dict(timed)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _call_once(
+        self, name: str, args: dict[str, Any], callback: ProgressFnT | None
+    ) -> types.CallToolResult:
+        """One attempt of `call_tool`: take (or open) the connection and send the call on it.
+
+        Raises:
+            SessionInvalidError: the HTTP session was rejected (the connection is retired first).
+            TransportError, ProtocolError, JsonRpcError: as `call_tool` (see `_raise_mapped`).
+        """
+        conn = self._ready_connection() or await self._connection()
+        try:
+            return await self._sdk_of(conn).call_tool(name, args, progress_callback=callback)
+        except BaseException as exc:
+            try:
+                self._raise_mapped(exc, conn, lambda: self._call_what(name))
+            except SessionInvalidError:
+                self._retire(conn)
+                raise
+            raise  # pragma: no cover - _raise_mapped always raises
 
     def _call_what(self, name: str) -> str:
         """The operation's name in messages (built only when a message needs it)."""
