@@ -178,6 +178,15 @@ async def test_a_rejected_session_is_renewed_once_then_session_invalid(forgetful
     assert all(h.get("x-team") == "blue" for h in _SessionLosingHandler.seen_headers)
 
 
+async def test_a_rejected_session_is_renewed_once_on_a_call_without_deadline(forgetful_url: str) -> None:
+    async with HttpClient(forgetful_url, timeout=None) as client:
+        with pytest.raises(SessionInvalidError) as info:
+            await client.call_tool("anything", {})
+        assert client._conn is None  # the rejected connection was retired, not kept for the next call
+    assert info.value.code == "ERR_MCP_SESSION_INVALID"
+    assert _SessionLosingHandler.sessions == 2  # the first session, and one renewal
+
+
 NOTES_SERVER_DIR = Path(__file__).resolve().parents[2] / "examples" / "servers"
 
 
