@@ -16,7 +16,9 @@ from toolbridge.agent import Agent
 from toolbridge.agent.models import FunctionModel, ModelPrices, ModelResponse, Usage
 from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import StdioClient
+from toolbridge.functions import FunctionTools
 from toolbridge.runtime import Event, Verdict, create_runtime, define_mcp_tool, define_tool
+from toolbridge.tools import ToolResult
 
 
 class Num(pydantic.BaseModel):
@@ -136,6 +138,28 @@ async def test_tool_guard_rewrites_and_is_revalidated() -> None:
     tool = counter_tool(seen, guards=[bad_rewrite])
     result = await create_runtime(permissions={"allow": BASE}).run(Agent(model, tools=[tool]), "go")
     assert (result.outcome, result.error_code) == ("failed", "INVALID_OUTPUT")
+
+
+async def test_runtime_guard_rewrites_a_discovered_tools_result() -> None:
+    def secret() -> str:
+        """Tells a secret."""
+        return "the secret"
+
+    seen: list[Any] = []
+
+    def redact(value: Any) -> Verdict:
+        seen.append(value)
+        return Verdict.rewrite("[redacted]")
+
+    model = scripted({"tool_calls": [{"name": "secret"}]}, {"text": "done"})
+    runtime = create_runtime(
+        permissions={"allow": ["model:scripted", "tool:secret", "effect:write"]},
+        guards={"tool_result": [redact]},
+    )
+    result = await runtime.run(Agent(model, [FunctionTools([secret])]), "go")
+    assert result.outcome == "succeeded"
+    assert isinstance(seen[0], ToolResult) and "the secret" in seen[0].to_text()
+    assert model.requests[1].messages[-1].content[0].text == "[redacted]"
 
 
 async def test_raising_and_slow_guards_fail_closed() -> None:

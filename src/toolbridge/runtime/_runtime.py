@@ -635,35 +635,23 @@ class _Governor(AgentHooks):
             tool_id=plan.needs.tool_id,
             call_id=plan.call.call_id,
         )
-        if plan.tool is not None:
-            tool = plan.tool
-            try:
-                value = await run_guards(
-                    guards,
-                    result.structured,
-                    gctx,
-                    timeout_ms=self.rt.limits.guard_timeout_ms,
-                    emit=self._emit,
-                    revalidate=tool.validate_output,
-                )
-            except ToolError:
-                raise self._fail(
-                    "INVALID_OUTPUT", "a guard's rewrite does not match the output schema"
-                ) from None
-            except PolicyError as exc:
-                if self.state.failure is None:
-                    self.state.failure = exc
-                raise
-            return ToolResult.of_structured(value)
+        tool = plan.tool  # a declared tool's guards see its structured value, revalidated
         try:
             value = await run_guards(
-                guards, result, gctx, timeout_ms=self.rt.limits.guard_timeout_ms, emit=self._emit
+                guards,
+                result.structured if tool is not None else result,
+                gctx,
+                timeout_ms=self.rt.limits.guard_timeout_ms,
+                emit=self._emit,
+                revalidate=tool.validate_output if tool is not None else None,
             )
+        except ToolError:  # only `revalidate` raises it
+            raise self._fail("INVALID_OUTPUT", "a guard's rewrite does not match the output schema") from None
         except PolicyError as exc:
             if self.state.failure is None:
                 self.state.failure = exc
             raise
-        return _as_tool_result(value)
+        return ToolResult.of_structured(value) if tool is not None else _as_tool_result(value)
 
 
 def _quietly(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
