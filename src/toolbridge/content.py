@@ -28,6 +28,7 @@ __all__ = [
     "Part",
     "TextPart",
     "decoded_size",
+    "media_placeholder",
     "part_to_mcp",
     "parts_from_mcp",
     "to_json_text",
@@ -76,6 +77,15 @@ def decoded_size(data: str) -> int:
         return 0
     padding = data.count("=", max(0, n - 2))
     return (n * 3) // 4 - padding
+
+
+def media_placeholder(part: ImagePart | AudioPart) -> str:
+    """The one-line text that stands in for an image or audio part where only text goes.
+
+    Returns:
+        `[<type>: <media type>, <decoded size> bytes]`, for example `[image: image/png, 68 bytes]`.
+    """
+    return f"[{part.type}: {part.media_type}, {decoded_size(part.data)} bytes]"
 
 
 def _valid_base64(data: str) -> bool:

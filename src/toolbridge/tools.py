@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .content import AudioPart, ImagePart, Part, TextPart, decoded_size, to_json_text
+from .content import AudioPart, ImagePart, Part, TextPart, media_placeholder, to_json_text
 
 __all__ = [
     "OPEN_OBJECT_SCHEMA",
@@ -111,7 +111,7 @@ class ToolResult:
             if isinstance(part, TextPart):
                 lines.append(part.text)
             elif isinstance(part, ImagePart | AudioPart):
-                lines.append(f"[{part.type}: {part.media_type}, {decoded_size(part.data)} bytes]")
+                lines.append(media_placeholder(part))
         return "\n".join(lines)
 
 

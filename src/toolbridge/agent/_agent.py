@@ -46,7 +46,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
-from ..content import AudioPart, ImagePart, Part, TextPart, decoded_size, to_json_text
+from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder, to_json_text
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError, bounded
 from ..tools import ToolResult, ToolSpec, provider_generation
 from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
@@ -255,10 +255,6 @@ def _label(source: Any, index: int | None) -> str:
 # -- results to the model ----------------------------------------------------------------------
 
 
-def _placeholder(part: ImagePart | AudioPart) -> TextPart:
-    return TextPart(f"[{part.type}: {part.media_type}, {decoded_size(part.data)} bytes]")
-
-
 def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ...]:
     """The content parts a model is shown for a tool result.
 
@@ -275,7 +271,7 @@ def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ..
         if isinstance(part, ImagePart) and supports_images:
             parts.append(part)
         elif isinstance(part, ImagePart | AudioPart):
-            parts.append(_placeholder(part))
+            parts.append(TextPart(media_placeholder(part)))
         else:
             parts.append(part)
     return tuple(parts)

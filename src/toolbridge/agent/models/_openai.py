@@ -36,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from ...content import AudioPart, ImagePart, Part, TextPart, decoded_size
+from ...content import ImagePart, Part, TextPart, media_placeholder
 from ...errors import ConfigError, ModelError, bounded
 from ...tools import ToolSpec
 from ._base import (
@@ -94,10 +94,6 @@ def _image_url(part: ImagePart) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
 
 
-def _placeholder(part: ImagePart | AudioPart) -> str:
-    return f"[{part.type}: {part.media_type}, {decoded_size(part.data)} bytes]"
-
-
 def _user_content(content: str | tuple[Part, ...], images: bool) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
@@ -108,7 +104,7 @@ def _user_content(content: str | tuple[Part, ...], images: bool) -> str | list[d
         elif isinstance(part, ImagePart) and images:
             out.append(_image_url(part))
         else:
-            out.append({"type": "text", "text": _placeholder(part)})
+            out.append({"type": "text", "text": media_placeholder(part)})
     return out
 
 
@@ -121,7 +117,7 @@ def _text_of(content: str | tuple[Part, ...]) -> tuple[str, list[ImagePart]]:
         if isinstance(part, TextPart):
             lines.append(part.text)
         else:
-            lines.append(_placeholder(part))
+            lines.append(media_placeholder(part))
             if isinstance(part, ImagePart):
                 images.append(part)
     return "\n".join(lines), images
