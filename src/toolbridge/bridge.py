@@ -38,7 +38,7 @@ from .clients import McpClient
 from .content import parts_from_mcp, to_json_text
 from .errors import ConfigError, ToolError, bounded
 from .sanitize import clean_text
-from .tools import OPEN_OBJECT_SCHEMA, ToolResult, ToolSpec
+from .tools import OPEN_OBJECT_SCHEMA, ToolResult, ToolSpec, provider_generation
 
 __all__ = ["SERVER_TEXT_LIMIT", "McpToolProvider", "tool_to_spec"]
 
@@ -110,8 +110,7 @@ class McpToolProvider:
     @property
     def generation(self) -> int:
         """The client's tool-list generation: grows when the server's tools change."""
-        value = getattr(self.client, "generation", 0)
-        return value if isinstance(value, int) else 0
+        return provider_generation(self.client)
 
     @property
     def instructions(self) -> str | None:
