@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime._journal import Journal, RunRecord
+from ..runtime._journal import Journal, RunRecord, dumps_record
+from ._output import emit
 
 __all__ = ["register"]
 
@@ -85,10 +85,10 @@ def _table(rows: list[list[str]]) -> str:
 
 def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
     if as_json:
-        print(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
+        emit(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
         return
     if not records:
-        print("no runs")
+        emit("no runs")
         return
     rows = [["RUN", "STARTED (UTC)", "OUTCOME", "CODE", "COST", "AGENT"]]
     for r in records:
@@ -102,29 +102,27 @@ def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
                 r.agent or "-",
             ]
         )
-    print(_table(rows))
+    emit(_table(rows))
 
 
 def _print_run(record: RunRecord, *, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(record.to_dict(), indent=2, sort_keys=True))
+        emit(dumps_record(record))
         return
-    out = sys.stdout
-    print(f"run       {record.run_id}", file=out)
-    print(f"agent     {record.agent or '-'}", file=out)
-    print(f"profile   {record.profile}", file=out)
-    print(f"outcome   {_outcome(record)}" + (f"  {record.error_code}" if record.error_code else ""), file=out)
-    print(f"started   {_when(record.started_at)}   ended {_when(record.ended_at)}", file=out)
+    emit(f"run       {record.run_id}")
+    emit(f"agent     {record.agent or '-'}")
+    emit(f"profile   {record.profile}")
+    emit(f"outcome   {_outcome(record)}" + (f"  {record.error_code}" if record.error_code else ""))
+    emit(f"started   {_when(record.started_at)}   ended {_when(record.ended_at)}")
     usage = record.usage
-    print(
+    emit(
         f"cost      {record.cost_micros} micro-USD; {usage.get('model_calls', 0)} model calls, "
         f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens",
-        file=out,
     )
     if not record.calls:
-        print("calls     none", file=out)
+        emit("calls     none")
         return
-    print("calls", file=out)
+    emit("calls")
     rows = [
         ["CALL", "TOOL", "VERSION", "EFFECTS", "SENT", "RESPONSE", "OUTCOME", "CODE", "COST", "ARGS SHA-256"]
     ]
@@ -143,10 +141,9 @@ def _print_run(record: RunRecord, *, as_json: bool) -> None:
                 c.args_sha256[:16],
             ]
         )
-    print(_table(rows), file=out)
+    emit(_table(rows))
     if any(c.outcome == "outcome_unknown" for c in record.calls):
-        print(
+        emit(
             "\noutcome_unknown: the request was sent and the remote side may have acted; check it "
             "(run id + call id identify the call) before retrying.",
-            file=out,
         )
