@@ -343,6 +343,9 @@ class Journal:
         return self._read_run(row, with_calls=True, active=active)
 
     def _read_run(self, row: sqlite3.Row, *, with_calls: bool, active: bool = False) -> RunRecord:
+        # An ended run's outcome is stored; the calls of a `running` one may decide it (see
+        # `_read_back_interrupted`), so they are read for it even when the caller drops them.
+        read_calls = with_calls or row["status"] == "running"
         calls = [
             CallRecord(
                 run_id=c["run_id"],
@@ -363,7 +366,11 @@ class Journal:
                 ended_at=c["ended_at"],
                 cost_micros=c["cost_micros"],
             )
-            for c in self._db.execute("SELECT * FROM calls WHERE run_id=? ORDER BY id", (row["run_id"],))
+            for c in (
+                self._db.execute("SELECT * FROM calls WHERE run_id=? ORDER BY id", (row["run_id"],))
+                if read_calls
+                else ()
+            )
         ]
         record = RunRecord(
             run_id=row["run_id"],
