@@ -41,7 +41,6 @@ The owner task is an asyncio task (toolbridge runs on asyncio); everything insid
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -388,7 +387,7 @@ class ConnectionClient:
         with anyio.move_on_after(self._timeout) as deadline:
             conn = await self._connection()
             sdk = self._sdk_of(conn)
-            with self._mapping(conn, "tools/list"):
+            try:
                 for _ in range(TOOLS_LIST_PAGE_CAP):
                     page = await sdk.list_tools(cursor=cursor, cache_mode="bypass")
                     tools.extend(page.tools)
@@ -404,6 +403,9 @@ class ConnectionClient:
                     raise ProtocolError(
                         f"tools/list of {self._describe()}: more than {TOOLS_LIST_PAGE_CAP} pages"
                     )
+            except BaseException as exc:
+                self._raise_mapped(exc, conn, lambda: "tools/list")
+                raise  # pragma: no cover - _raise_mapped always raises
         if deadline.cancelled_caught:
             raise McpTimeoutError(
                 f"tools/list of {self._describe()}: no complete answer within {self._timeout}s"
@@ -534,20 +536,6 @@ class ConnectionClient:
             and not conn.dispatcher_closed()
             and not self._transport_closed(conn)
         )
-
-    def _mapping(self, conn: _Connection, what: str) -> contextlib.AbstractContextManager[None]:
-        """The error boundary for one operation; retires the connection on a transport failure."""
-        client = self
-
-        @contextlib.contextmanager
-        def scope() -> Any:
-            try:
-                yield
-            except BaseException as exc:
-                client._raise_mapped(exc, conn, lambda: what)
-                raise  # pragma: no cover - _raise_mapped always raises
-
-        return scope()
 
     def _raise_mapped(self, exc: BaseException, conn: _Connection, what: Callable[[], str]) -> None:
         """Re-raise `exc`, raised by an SDK operation on `conn`, as a toolbridge error (see `_errors`).

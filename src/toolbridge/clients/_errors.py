@@ -1,7 +1,9 @@
 """The one boundary where foreign exceptions from the `mcp` SDK become toolbridge errors.
 
-Every call into the SDK (connect, `tools/list`, `tools/call`) runs inside `map_sdk_errors()`. The
-mapping, in the order it is tried:
+Every call into the SDK (connect, `tools/list`, `tools/call`) has its exceptions passed through
+`map_exception` (the clients do it from an `except` clause, see `ConnectionClient._raise_mapped`;
+`map_sdk_errors()` is the same boundary as a context manager). The mapping, in the order it is
+tried:
 
 - a `ToolbridgeError` (already translated): passed through unchanged;
 - an `MCPError` whose `data` carries `{"toolbridge": "protocol"}` (synthesized by our transports
