@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, ToolbridgeError
+from ..errors import ConfigError
 from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
 from ._output import parse_headers
 
@@ -112,26 +111,23 @@ def _run_lock(args: argparse.Namespace) -> int:
     before, command = (
         (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
     )
-    try:
-        sources = sum(1 for present in (bool(args.url), bool(command), bool(before)) if present)
-        if sources != 1:
-            raise ConfigError(
-                "give exactly one server: -- COMMAND [ARGS...], --url URL, or a MANIFEST file",
-                code="ERR_INVALID_INPUT",
-            )
-        if before:
-            if len(before) > 1:
-                raise ConfigError(f"one manifest at a time, got {before!r}", code="ERR_INVALID_INPUT")
-            if args.name:
-                raise ConfigError("--name does not apply to a manifest (its documents name the servers)")
-            current = asyncio.run(_lock_manifest(before[0]))
-        else:
-            current = asyncio.run(_lock_one(args, command))
-        out = Path(args.out)
-        existing = read_lock(out) if out.exists() else ToolLock()
-    except ToolbridgeError as exc:
-        print(f"toolbridge: {exc}", file=sys.stderr)
-        return 1
+    # A ToolbridgeError is printed as one line with exit status 1 by `main`.
+    sources = sum(1 for present in (bool(args.url), bool(command), bool(before)) if present)
+    if sources != 1:
+        raise ConfigError(
+            "give exactly one server: -- COMMAND [ARGS...], --url URL, or a MANIFEST file",
+            code="ERR_INVALID_INPUT",
+        )
+    if before:
+        if len(before) > 1:
+            raise ConfigError(f"one manifest at a time, got {before!r}", code="ERR_INVALID_INPUT")
+        if args.name:
+            raise ConfigError("--name does not apply to a manifest (its documents name the servers)")
+        current = asyncio.run(_lock_manifest(before[0]))
+    else:
+        current = asyncio.run(_lock_one(args, command))
+    out = Path(args.out)
+    existing = read_lock(out) if out.exists() else ToolLock()
     if args.check:
         problems = 0
         for name, server in current.items():
@@ -142,11 +138,7 @@ def _run_lock(args: argparse.Namespace) -> int:
             print(f"{', '.join(current)}: matches {os.fspath(out)}")
         return 1 if problems else 0
     existing.servers.update(current)
-    try:
-        write_lock(out, existing)
-    except ToolbridgeError as exc:
-        print(f"toolbridge: {exc}", file=sys.stderr)
-        return 1
+    write_lock(out, existing)
     for name, server in current.items():
         print(f"locked {len(server.tools)} tools of {name} in {os.fspath(out)}")
     return 0
