@@ -46,7 +46,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
-from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder, to_json_text
+from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError, bounded
 from ..tools import ToolResult, ToolSpec, provider_generation
 from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
@@ -262,10 +262,8 @@ def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ..
     naming media type and size); audio becomes a placeholder; structured content and raw
     arrays become compact JSON text.
     """
-    if result.kind == "structured":
-        return (TextPart(to_json_text(result.structured)),)
-    if result.kind == "raw":
-        return (TextPart(to_json_text(list(result.raw))),)
+    if result.kind != "parts":
+        return (TextPart(result.to_text()),)  # structured content or a raw array: compact JSON
     parts: list[Part] = []
     for part in result.parts:
         if isinstance(part, ImagePart) and supports_images:
