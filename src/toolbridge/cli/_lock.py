@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
-from ._output import parse_headers
+from ._output import emit, parse_headers
 
 __all__ = ["diff_locks", "register"]
 
@@ -132,13 +132,13 @@ def _run_lock(args: argparse.Namespace) -> int:
         problems = 0
         for name, server in current.items():
             for line in diff_locks(existing.servers.get(name), server):
-                print(f"{name}: {line}")
+                emit(f"{name}: {line}")
                 problems += 1
         if problems == 0:
-            print(f"{', '.join(current)}: matches {os.fspath(out)}")
+            emit(f"{', '.join(current)}: matches {os.fspath(out)}")
         return 1 if problems else 0
     existing.servers.update(current)
     write_lock(out, existing)
     for name, server in current.items():
-        print(f"locked {len(server.tools)} tools of {name} in {os.fspath(out)}")
+        emit(f"locked {len(server.tools)} tools of {name} in {os.fspath(out)}")
     return 0

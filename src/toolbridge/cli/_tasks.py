@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from ..errors import ConfigError
+from ._output import emit
 
 __all__ = ["register"]
 
@@ -79,7 +80,7 @@ def _serve_tasks(args: argparse.Namespace) -> int:
         default_timeout_ms=args.timeout_ms,
     )
     if args.check:
-        print(f"{args.tools}: {len(toolset.names)} task tools ok: {', '.join(toolset.names)}")
+        emit(f"{args.tools}: {len(toolset.names)} task tools ok: {', '.join(toolset.names)}")
         return 0
     if args.transport == "stdio":
         anyio.run(lambda: serve_stdio(toolset))
