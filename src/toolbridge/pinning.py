@@ -440,7 +440,10 @@ class PinnedToolProvider:
         Raises:
             McpError: listing the tools failed.
         """
-        definitions = await self._source.definitions()
+        return self._judge_all(await self._source.definitions())
+
+    def _judge_all(self, definitions: Sequence[tuple[str, str, ToolSpec]]) -> list[PinStatus]:
+        """Judge every listed tool, and remember the verdicts for `approve`."""
         blocked = self._instructions_changed() is not None
         statuses = [self._judge(name, digest, blocked) for name, digest, _ in definitions]
         self._last = {s.name: s for s in statuses}
@@ -453,16 +456,12 @@ class PinnedToolProvider:
             McpError: listing the tools failed.
         """
         definitions = await self._source.definitions()
-        blocked = self._instructions_changed() is not None
-        offered: list[ToolSpec] = []
-        last: dict[str, PinStatus] = {}
-        for name, digest, spec in definitions:
-            status = self._judge(name, digest, blocked)
-            last[name] = status
-            if status.state in ("pinned", "approved"):
-                offered.append(_for_model(spec))
-        self._last = last
-        return offered
+        statuses = self._judge_all(definitions)
+        return [
+            _for_model(spec)
+            for (_, _, spec), status in zip(definitions, statuses, strict=True)
+            if status.state in ("pinned", "approved")
+        ]
 
     async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         """Call a tool, after checking its current definition against the lock.
