@@ -35,6 +35,15 @@ __all__ = ["HttpClient"]
 _SESSION_HEADER = "mcp-session-id"
 
 
+def _shown_url(url: str) -> str:
+    """`url` as messages and reprs show it: scheme, host and path only.
+
+    The query and any userinfo may carry credentials, so neither is ever shown.
+    """
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
 class HttpClient(ConnectionClient):
     """A client for an MCP server over Streamable HTTP.
 
@@ -93,14 +102,10 @@ class HttpClient(ConnectionClient):
         self.auth = auth
 
     def __repr__(self) -> str:
-        # The query and any userinfo may carry credentials: show only scheme, host and path.
-        parts = urlsplit(self.url)
-        host = parts.netloc.rpartition("@")[2]
-        return f"HttpClient({parts.scheme}://{host}{parts.path!s}{'?…' if parts.query else ''})"
+        return f"HttpClient({_shown_url(self.url)}{'?…' if urlsplit(self.url).query else ''})"
 
     def _describe(self) -> str:
-        parts = urlsplit(self.url)
-        return f"HTTP server {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        return f"HTTP server {_shown_url(self.url)}"
 
     def _make_http_client(self, conn: _Connection) -> httpx2.AsyncClient:
         """The HTTP client of one connection (response size limits apply when available)."""
