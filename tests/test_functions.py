@@ -231,3 +231,15 @@ def test_output_schema_from_a_model_return() -> None:
 
     (spec,) = anyio.run(FunctionTools([locate]).list_tools)
     assert spec.output_schema is not None and spec.output_schema["required"] == ["x", "y"]
+
+
+async def test_titles_inside_defaults_and_enums_are_data_and_kept() -> None:
+    def pick(opts: dict[str, object] = {"title": "x", "n": 1}, kind: Literal["title", "b"] = "b") -> str:  # noqa: B006
+        """Pick."""
+        return kind
+
+    (spec,) = await FunctionTools([pick]).list_tools()
+    schema = spec.parameters
+    assert schema["properties"]["opts"]["default"] == {"title": "x", "n": 1}
+    assert schema["properties"]["kind"]["enum"] == ["title", "b"]
+    assert "title" not in schema and "title" not in schema["properties"]["opts"]

@@ -88,13 +88,19 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), args
 
 
+_LITERAL_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
+"""Schema keywords whose values are data, not schemas: kept exactly as they are."""
+
+
 def _strip_titles(schema: Any) -> Any:
     if isinstance(schema, dict):
         out = {}
         for key, value in schema.items():
             if key == "title" and isinstance(value, str):
                 continue
-            if key == "properties" and isinstance(value, dict):
+            if key in _LITERAL_KEYWORDS:
+                out[key] = value
+            elif key == "properties" and isinstance(value, dict):
                 out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
             else:
                 out[key] = _strip_titles(value)
