@@ -116,3 +116,24 @@ def test_http_client_repr_hides_credentials_in_the_url() -> None:
     text = repr(HttpClient("http://user:hunter2@example.invalid:8080/mcp?api_key=SECRET"))
     assert "hunter2" not in text and "SECRET" not in text and "user" not in text
     assert "example.invalid:8080/mcp" in text
+
+
+async def test_a_failing_handler_tells_the_server_nothing_but_that_it_failed() -> None:
+    """The server is untrusted: a handler's exception text (paths, provider messages) stays local."""
+    import mcp_types as types
+
+    from toolbridge.clients._handlers import elicitation_callback, sampling_callback
+    from toolbridge.errors import ModelError
+
+    async def leaky(params: object) -> object:
+        raise ValueError("/home/alice/.config/token=SECRET")
+
+    async def refused(params: object) -> object:
+        raise ModelError("provider said: key sk-SECRET is invalid", code="ERR_MODEL_AUTH")
+
+    for make in (sampling_callback, elicitation_callback):
+        for handler, reason in ((leaky, "ValueError"), (refused, "ERR_MODEL_AUTH")):
+            answer = await make(handler)(None, None)  # type: ignore[arg-type]
+            assert isinstance(answer, types.ErrorData)
+            assert "SECRET" not in answer.message
+            assert reason in answer.message

@@ -27,8 +27,6 @@ from typing import TypeAlias
 import mcp_types as types
 from mcp.client.session import ClientRequestContext, ElicitationFnT, ListRootsFnT, SamplingFnT
 
-from ..errors import bounded
-
 __all__ = [
     "ElicitationHandler",
     "RootsSpec",
@@ -63,8 +61,15 @@ async def decline_elicitation(params: types.ElicitRequestParams) -> types.Elicit
 
 
 def _failure(kind: str, exc: Exception) -> types.ErrorData:
+    """The error answer for a handler that raised.
+
+    The server is untrusted: it learns only that the handler failed and, for a toolbridge error,
+    its stable code. The exception's own text (paths, provider messages) stays in the local log.
+    """
     _log.warning("%s handler raised %s: %s", kind, type(exc).__name__, exc)
-    return types.ErrorData(code=types.INTERNAL_ERROR, message=bounded(f"{kind} handler failed: {exc}", 500))
+    code = getattr(exc, "code", None)
+    reason = code if isinstance(code, str) else type(exc).__name__
+    return types.ErrorData(code=types.INTERNAL_ERROR, message=f"{kind} handler failed ({reason})")
 
 
 def sampling_callback(handler: SamplingHandler) -> SamplingFnT:
