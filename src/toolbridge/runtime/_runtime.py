@@ -138,7 +138,7 @@ def _message_bytes(message: Any) -> int:
         try:
             total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
         except (TypeError, ValueError):
-            total += 0
+            continue  # arguments that are not JSON data are not counted (nor is that call's name)
     return total
 
 
