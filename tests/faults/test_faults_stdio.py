@@ -191,12 +191,17 @@ async def test_malformed_lines_without_an_id_are_logged_and_skipped(
     hostile_cmd: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     logger = logging.getLogger("toolbridge.test.malformed")
-    caplog.set_level(logging.WARNING, logger=logger.name)
+    caplog.set_level(logging.INFO, logger=logger.name)
     async with hostile_client(hostile_cmd, logger=logger) as (client, _):
         result = await client.call_tool("malformed", {"kind": "noid"}, read_timeout_seconds=10)
         assert text_of(result) == "ok"
-    logged = [r.getMessage() for r in caplog.records if r.name == logger.name]
-    assert any("this line is not JSON at all" in m and "skipped" in m for m in logged)
+    records = [r for r in caplog.records if r.name == logger.name and "server stderr" not in r.getMessage()]
+    # Text that is no JSON is a banner, not a protocol fault: INFO; a JSON object that is no
+    # JSON-RPC message is a protocol fault: WARNING.
+    text = [r for r in records if "this line is not JSON at all" in r.getMessage()]
+    assert [r.levelno for r in text] == [logging.INFO] and "skipped" in text[0].getMessage()
+    json_line = [r for r in records if "a JSON object that is no JSON-RPC message" in r.getMessage()]
+    assert [r.levelno for r in json_line] == [logging.WARNING]
 
 
 async def test_an_answer_with_an_unknown_id_is_dropped_and_the_call_times_out(hostile_cmd: list[str]) -> None:
