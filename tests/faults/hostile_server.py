@@ -9,7 +9,8 @@ call. Arguments are in `arguments`:
 
 * `echo {text}` -> the text.
 * `env {name}` -> the value of that environment variable, or "<unset>".
-* `sleep {seconds}` -> "slept" after sleeping (concurrency, timeouts).
+* `sleep {seconds, structured}` -> "slept" after sleeping (concurrency, timeouts); with
+  `structured` also `structuredContent` `{"slept": true}` (what a governed runtime accepts).
 * `late {seconds}` -> ignores `notifications/cancelled` and answers after `seconds` anyway.
 * `hang` -> never answers.
 * `crash` -> writes a line to stderr and exits with status 3 in the middle of the call.
@@ -24,6 +25,14 @@ call. Arguments are in `arguments`:
 * `unknown_id` -> answers with an id nobody asked for, and never with the right one.
 * `flood {count}` -> `count` log notifications, then "flooded".
 * `future_content` -> a result whose content holds a block kind from a future revision.
+* `deep {depth}` -> a result whose `structuredContent` nests `depth` arrays (`{"v": [[[...]]]}`).
+* `junk {size, text}` -> writes `size` bytes of `text` (default "x") with no newline, then the
+  answer "after junk" on the same line.
+* `glued` -> a log notification and the answer "glued" on one line, with no newline between.
+* `progress {count, interval}` -> `count` progress notifications (for the call's progress token)
+  `interval` seconds apart, then "progressed".
+* `received` -> the names of the `tools/call` requests this server has received so far, as JSON
+  text (shows that a refused call was never sent).
 
 Command-line switches:
 
@@ -34,6 +43,8 @@ Command-line switches:
 * `--child` -> starts a grandchild (`sleep 60` in the same process group) to test group kills.
 * `--ignore-eof` -> keeps running after stdin closes (until killed).
 * `--ignore-term` -> ignores SIGTERM (only SIGKILL stops it).
+* `--banner` -> prints three lines of text that is no JSON on stdout before serving.
+* `--stderr-levels` -> writes stderr lines that name levels ("WARNING: ...", "ERROR ...") at start.
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ _out = sys.stdout.buffer
 _lock = threading.Lock()
 _listings = 0
 _pending_newline = False
+_received: list[str] = []
 
 
 def payload(size: int) -> str:
@@ -90,6 +102,10 @@ def result(request_id: Any, value: dict[str, Any]) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": value})
 
 
+def _text_body(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
 def text_result(request_id: Any, text: str) -> None:
     result(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
 
@@ -119,6 +135,11 @@ def tools() -> list[dict[str, Any]]:
         "unknown_id",
         "flood",
         "future_content",
+        "deep",
+        "junk",
+        "glued",
+        "progress",
+        "received",
     ):
         listed.append({"name": name, "description": f"fault: {name}", "inputSchema": {"type": "object"}})
     if "--poison" in sys.argv:
@@ -128,14 +149,20 @@ def tools() -> list[dict[str, Any]]:
     return listed
 
 
-def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
+def call(request_id: Any, name: str, args: dict[str, Any], token: Any = None) -> None:
     if name == "echo":
         text_result(request_id, str(args.get("text", "")))
     elif name == "env":
         text_result(request_id, os.environ.get(str(args.get("name")), "<unset>"))
     elif name == "sleep":
         time.sleep(float(args.get("seconds", 0.1)))
-        text_result(request_id, "slept")
+        if args.get("structured"):
+            result(
+                request_id,
+                {"content": [{"type": "text", "text": "slept"}], "structuredContent": {"slept": True}},
+            )
+        else:
+            text_result(request_id, "slept")
     elif name == "late":
         time.sleep(float(args.get("seconds", 1.0)))
         text_result(request_id, "late answer")
@@ -197,6 +224,37 @@ def call(request_id: Any, name: str, args: dict[str, Any]) -> None:
         )
         write_raw(line * count)
         text_result(request_id, "flooded")
+    elif name == "deep":
+        depth = int(args.get("depth", 1000))
+        body = b'{"content":[{"type":"text","text":"deep"}],"structuredContent":{"v":'
+        body += b"[" * depth + b"]" * depth + b"}}"
+        write_raw(b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":' + body + b"}\n")
+    elif name == "junk":
+        size = int(args.get("size", 1000))
+        text = str(args.get("text", "x")).encode() or b"x"
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": _text_body("after junk")}
+        block = (text * ((1 << 20) // len(text) + 1))[: 1 << 20]
+        with _lock:
+            _write_locked(b"")
+            left = size
+            while left > 0:
+                _out.write(block[: min(left, len(block))])
+                left -= len(block)
+            _out.write(json.dumps(answer, separators=(",", ":")).encode() + b"\n")
+            _out.flush()
+    elif name == "glued":
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": ""}}
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": _text_body("glued")}
+        write_raw(json.dumps(note).encode() + json.dumps(answer).encode() + b"\n")
+    elif name == "progress":
+        for step in range(int(args.get("count", 5))):
+            time.sleep(float(args.get("interval", 0.1)))
+            if token is not None:
+                params = {"progressToken": token, "progress": step + 1}
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        text_result(request_id, "progressed")
+    elif name == "received":
+        text_result(request_id, json.dumps(_received))
     elif name == "future_content":
         content = [{"type": "text", "text": "before"}, {"type": "hologram", "frames": [1, 2]}]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": content}})
@@ -227,8 +285,12 @@ def handle(message: dict[str, Any]) -> None:
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     elif method == "tools/call":
         params = message.get("params", {})
+        _received.append(str(params.get("name")))
+        token = (params.get("_meta") or {}).get("progressToken")
         threading.Thread(
-            target=call, args=(request_id, params.get("name"), params.get("arguments") or {}), daemon=True
+            target=call,
+            args=(request_id, params.get("name"), params.get("arguments") or {}, token),
+            daemon=True,
         ).start()
     elif method in ("ping", "logging/setLevel"):
         result(request_id, {})
@@ -248,6 +310,10 @@ def main() -> None:
         subprocess.Popen(
             ["sleep", "60"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=subprocess.DEVNULL
         )
+    if "--banner" in sys.argv:
+        write_raw(b"Hostile MCP server v1.0\n=======================\nlistening on stdio\n")
+    if "--stderr-levels" in sys.argv:
+        sys.stderr.write("WARNING: disk almost full\n2026-01-01 ERROR cache unavailable\n")
     sys.stderr.write("hostile server: ready\n")
     sys.stderr.flush()
     for line in sys.stdin.buffer:

@@ -391,3 +391,17 @@ async def test_closing_while_a_big_message_streams_does_not_hang(
         with anyio.move_on_after(0.3):
             await client.call_tool(tool, {"size": 64 * MiB, **args}, read_timeout_seconds=30)
     assert time.perf_counter() - started < 6
+
+
+async def test_a_request_the_writer_cannot_encode_fails_alone_with_the_invalid_input_marker(
+    hostile_cmd: list[str],
+) -> None:
+    """The SDK hands the transport a request with a lone surrogate: only that request fails."""
+    async with hostile_client(hostile_cmd) as (client, transport):
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("echo", {"text": "\ud800"}, read_timeout_seconds=10)
+        data = info.value.error.data
+        assert isinstance(data, dict) and data["toolbridge"] == "invalid_input", info.value.error
+        assert data["reason"] == "unencodable" and "surrogates not allowed" in data["detail"]
+        assert text_of(await client.call_tool("echo", {"text": "next"}, read_timeout_seconds=10)) == "next"
+        assert not transport.exited.is_set()

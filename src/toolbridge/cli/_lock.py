@@ -51,6 +51,12 @@ def register(subparsers: Any) -> None:
     lock.add_argument(
         "--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for --url"
     )
+    lock.add_argument(
+        "--mode",
+        choices=("auto", "legacy", "modern"),
+        default=None,
+        help="protocol negotiation for --url or `-- COMMAND` (a manifest says `mode:` per client)",
+    )
     lock.add_argument("--check", action="store_true", help="compare with the lock file instead of writing it")
     lock.add_argument("words", nargs=argparse.REMAINDER, help="[MANIFEST] or -- COMMAND [ARGS...]")
     lock.set_defaults(handler=_run_lock)
@@ -62,11 +68,11 @@ async def _lock_one(args: argparse.Namespace, command: list[str]) -> dict[str, S
     name = args.name or DEFAULT_NAME
     client: Any
     if args.url:
-        client = HttpClient(args.url, headers=parse_headers(args.header))
+        client = HttpClient(args.url, headers=parse_headers(args.header), mode=args.mode or "auto")
     else:
         if args.header:
             raise ConfigError("--header applies to --url only", code="ERR_INVALID_INPUT")
-        client = StdioClient(command[0], command[1:])
+        client = StdioClient(command[0], command[1:], mode=args.mode or "auto")
     async with client:
         return {name: await lock_server(client)}
 
@@ -123,6 +129,11 @@ def _run_lock(args: argparse.Namespace) -> int:
             raise ConfigError(f"one manifest at a time, got {before!r}", code="ERR_INVALID_INPUT")
         if args.name:
             raise ConfigError("--name does not apply to a manifest (its documents name the servers)")
+        if args.mode:
+            raise ConfigError(
+                "--mode does not apply to a manifest (set `mode:` on its Mcp.StdioClient / Mcp.HttpClient)",
+                code="ERR_INVALID_INPUT",
+            )
         current = asyncio.run(_lock_manifest(before[0]))
     else:
         current = asyncio.run(_lock_one(args, command))

@@ -1,7 +1,7 @@
 """`toolbridge tools` and `toolbridge call`: look at an MCP server's tools and call one.
 
 ```
-toolbridge tools [--json] -- COMMAND [ARGS...]          # a stdio server
+toolbridge tools [--json] [--mode auto|legacy|modern] -- COMMAND [ARGS...]   # a stdio server
 toolbridge tools [--json] --url URL                     # a Streamable HTTP server
 toolbridge call --url URL TOOL ['{"json": "arguments"}']
 toolbridge call TOOL ['{"json": "arguments"}'] -- COMMAND [ARGS...]
@@ -10,7 +10,8 @@ toolbridge call TOOL ['{"json": "arguments"}'] -- COMMAND [ARGS...]
 Everything after the first `--` is the server's command line, taken literally (its own options
 included), so for a stdio server the tool name and its arguments come *before* the `--`. The
 arguments are one JSON object (default `{}`). `call`'s own options (`--url`, `--header`,
-`--timeout`) may come before or after the tool name, but always before the `--`.
+`--timeout`, `--mode`) may come before or after the tool name, but always before the `--`. `--mode
+legacy` skips the 2026-07-28 `server/discover` probe (older servers log a validation error for it).
 
 `call` prints text parts as text, structured content as indented JSON, an image or audio part as
 one line with its media type and size, and a passed-through content array as JSON. A tool error
@@ -27,7 +28,7 @@ import sys
 from typing import Any
 
 from ..bridge import McpToolProvider
-from ..clients import HttpClient, StdioClient
+from ..clients import DEFAULT_TIMEOUT, HttpClient, StdioClient
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
 from ._output import emit, parse_headers
@@ -65,7 +66,19 @@ def register(subparsers: Any) -> None:
     call.set_defaults(handler=_run_call)
 
 
+def add_mode_option(parser: argparse.ArgumentParser) -> None:
+    """`--mode auto|legacy|modern`: how the client negotiates the protocol with the server."""
+    parser.add_argument(
+        "--mode",
+        choices=("auto", "legacy", "modern"),
+        default="auto",
+        help="protocol negotiation: auto (probe server/discover, fall back to initialize), "
+        "legacy (initialize only: no probe), modern (2026-07-28 only)",
+    )
+
+
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    add_mode_option(parser)
     parser.add_argument("--url", help="Streamable HTTP endpoint of the server (http://host:port/mcp)")
     parser.add_argument(
         "--header",
@@ -94,17 +107,19 @@ def _split_command(words: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _provider(
-    url: str | None, headers: list[str], command: list[str], timeout: float | None
+    url: str | None, headers: list[str], command: list[str], timeout: float | None, mode: str = "auto"
 ) -> McpToolProvider:
     if url and command:
         raise ConfigError("give either --url URL or `-- COMMAND`, not both", code="ERR_INVALID_INPUT")
+    # Without --timeout the clients' own default deadline applies (never "wait forever").
+    limit = timeout if timeout is not None else DEFAULT_TIMEOUT
     if url:
-        return McpToolProvider(HttpClient(url, headers=parse_headers(headers), timeout=timeout))
+        return McpToolProvider(HttpClient(url, headers=parse_headers(headers), mode=mode, timeout=limit))
     if not command:
         raise ConfigError("no server: give --url URL or `-- COMMAND [ARGS...]`", code="ERR_INVALID_INPUT")
     if headers:
         raise ConfigError("--header applies to --url only", code="ERR_INVALID_INPUT")
-    return McpToolProvider(StdioClient(command[0], command[1:], timeout=timeout))
+    return McpToolProvider(StdioClient(command[0], command[1:], mode=mode, timeout=limit))
 
 
 def _parse_arguments(text: str | None) -> dict[str, Any]:
@@ -170,7 +185,7 @@ def _run_tools(args: argparse.Namespace) -> int:
     if before:
         return _fail(f"unexpected arguments {before!r}: put the server command after `--`")
     try:
-        provider = _provider(args.url, args.header, command, None)
+        provider = _provider(args.url, args.header, command, None, args.mode)
         specs = asyncio.run(_list(provider))
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)
@@ -187,6 +202,7 @@ def _late_options(args: argparse.Namespace, before: list[str]) -> list[str]:
     late.add_argument("--url")
     late.add_argument("--header", action="append", default=[])
     late.add_argument("--timeout", type=float)
+    late.add_argument("--mode", choices=("auto", "legacy", "modern"))
     try:
         found, rest = late.parse_known_args(before)
     except argparse.ArgumentError as exc:
@@ -198,6 +214,8 @@ def _late_options(args: argparse.Namespace, before: list[str]) -> list[str]:
     args.header = [*args.header, *found.header]
     if found.timeout is not None:
         args.timeout = found.timeout
+    if found.mode is not None:
+        args.mode = found.mode
     return list(rest)
 
 
@@ -216,7 +234,7 @@ def _run_call(args: argparse.Namespace) -> int:
         if args.timeout is not None and args.timeout <= 0:
             raise ConfigError(f"--timeout must be positive, got {args.timeout}", code="ERR_INVALID_INPUT")
         arguments = _parse_arguments(before[1] if len(before) > 1 else None)
-        provider = _provider(args.url, args.header, command, args.timeout)
+        provider = _provider(args.url, args.header, command, args.timeout, args.mode)
         result = asyncio.run(_call(provider, tool, arguments))
     except ToolError as exc:
         print(exc.server_text or exc.message, file=sys.stderr)

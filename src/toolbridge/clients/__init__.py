@@ -19,6 +19,7 @@ from __future__ import annotations
 from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_TIMEOUT,
     TOOLS_LIST_PAGE_CAP,
     McpClient,
     ProgressHandler,
@@ -36,11 +37,14 @@ from ._oauth import (
     identity_assertion_auth,
     oauth_auth,
 )
+from ._outbound import MAX_ARGUMENT_DEPTH
 from ._stdio import StdioClient
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "MAX_ARGUMENT_DEPTH",
     "TOOLS_LIST_PAGE_CAP",
     "ElicitationHandler",
     "FileTokenStorage",

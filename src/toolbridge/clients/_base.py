@@ -20,9 +20,13 @@ caller tasks ──call_tool()──►  _Connection.sdk (mcp.Client)  ◄──
   SIGTERM, then SIGKILL to the whole process group).
 - Calls run in their own tasks on the shared `ClientSession`; the SDK's dispatcher correlates
   responses, so any number of calls share one connection.
-- A per-call deadline (`timeout=` or the client-wide default) is an anyio cancel scope around the
-  SDK call. When it expires the dispatcher sends `notifications/cancelled` and forgets the request,
+- A per-call deadline (`timeout=` or the client-wide default, `DEFAULT_TIMEOUT` unless configured)
+  is an anyio cancel scope around the SDK call, pushed back by each progress notification of the
+  call, so no caller waits forever on a lost answer while a slow tool that reports progress is not
+  cut off. When it expires the dispatcher sends `notifications/cancelled` and forgets the request,
   so a late response is dropped; the caller gets `McpTimeoutError` and the connection keeps serving.
+- Arguments no server could read (a lone surrogate, NaN, nesting past `MAX_ARGUMENT_DEPTH`) fail
+  their own call with `ERR_INVALID_INPUT` before anything is sent (`_outbound`).
   The SDK's own `REQUEST_TIMEOUT` is never used, so a server sending -32001 is a plain JSON-RPC error.
 - When the connection ends (a stdio server dies), the dispatcher fails every pending call at once
   with `CONNECTION_CLOSED`; each is mapped to `TransportError`, the connection is retired, and the
@@ -76,11 +80,13 @@ from ._handlers import (
     roots_callback,
     sampling_callback,
 )
+from ._outbound import check_arguments, check_text
 from ._stdio_transport import DEFAULT_MAX_MESSAGE_BYTES, make_logging_callback
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_TIMEOUT",
     "TOOLS_LIST_PAGE_CAP",
     "ConnectionClient",
     "McpClient",
@@ -90,6 +96,13 @@ __all__ = [
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds allowed for starting a server and completing the handshake."""
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds every request may wait for its answer unless the client or the call says otherwise.
+
+For `tools/call` each progress notification of the call starts the wait anew, so a tool that
+reports progress may run longer. Pass `timeout=None` to a client to wait without limit.
+"""
 
 TOOLS_LIST_PAGE_CAP = 100
 """At most this many `tools/list` pages are followed; a longer walk is a `ProtocolError`."""
@@ -232,14 +245,16 @@ class ConnectionClient:
 
     Args:
         client_info: name and version announced to the server (default: toolbridge and its version).
-        timeout: client-wide default per-call deadline in seconds (None: no deadline).
+        timeout: client-wide deadline of every request in seconds (default `DEFAULT_TIMEOUT`;
+            None: none); a call's progress notifications push it back.
         sampling_handler: answers `sampling/createMessage` (default: sampling not offered).
         elicitation_handler: answers `elicitation/create` (default: decline).
         roots: roots to advertise (default: none, and the roots capability is not offered).
         logger_name: the Python logger for the server's stderr and log messages.
         connect_timeout: seconds allowed to start the server and finish the handshake.
         mode: protocol negotiation, as in `mcp.Client`: `"auto"` (probe 2026-07-28 `server/discover`,
-            fall back to the `initialize` handshake) or `"legacy"` (handshake only).
+            fall back to the `initialize` handshake), `"legacy"` (handshake only, no probe),
+            `"modern"` (the newest 2026-era revision, no handshake) or a modern revision string.
         max_message_bytes: the largest single message the transport accepts (None: the transport
             has no message framing to cap, as in process); kept as `self.max_message_bytes`.
 
@@ -253,7 +268,7 @@ class ConnectionClient:
         self,
         *,
         client_info: types.Implementation | Mapping[str, Any] | None = None,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
         sampling_handler: SamplingHandler | None = None,
         elicitation_handler: ElicitationHandler | None = None,
         roots: RootsSpec | None = None,
@@ -272,8 +287,12 @@ class ConnectionClient:
             raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
         if connect_timeout <= 0:
             raise ConfigError(f"connect_timeout must be positive, got {connect_timeout!r}")
+        if mode == "modern":
+            mode = MODERN_PROTOCOL_VERSIONS[-1]
         if mode not in ("auto", "legacy") and mode not in MODERN_PROTOCOL_VERSIONS:
-            raise ConfigError(f"mode must be 'auto', 'legacy' or a modern protocol version, got {mode!r}")
+            raise ConfigError(
+                f"mode must be 'auto', 'legacy', 'modern' or a modern protocol version, got {mode!r}"
+            )
         if client_info is None:
             self._client_info = types.Implementation(name="toolbridge", version=__version__)
         elif isinstance(client_info, types.Implementation):
@@ -430,11 +449,16 @@ class ConnectionClient:
         Args:
             name: the tool's name.
             arguments: the arguments object (default: empty).
-            timeout: deadline in seconds for this call (default: the client-wide timeout).
+            timeout: deadline in seconds for this call (default: the client-wide timeout); each
+                progress notification of the call starts it anew.
             progress: receives the server's progress notifications for this call.
 
         Raises:
-            McpTimeoutError: no answer within the deadline (the server was told to cancel).
+            ConfigError: `ERR_INVALID_INPUT`: the name or the arguments cannot be sent (a lone
+                surrogate, NaN or an infinity, nesting deeper than `MAX_ARGUMENT_DEPTH`); nothing
+                was sent and the connection is untouched.
+            McpTimeoutError: no answer (nor progress) within the deadline (the server was told to
+                cancel).
             TransportError: the connection failed or the server died (the next call reconnects).
             SessionInvalidError: an HTTP session was rejected, and so was a fresh one.
             ProtocolError: the result broke the protocol (for example structured content that does
@@ -445,18 +469,44 @@ class ConnectionClient:
             raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
         limit = timeout if timeout is not None else self._timeout
         args = dict(arguments) if arguments else {}
+
+        def what() -> str:  # the operation's name, built only for a message
+            return self._call_what(name)
+
+        check_text(name, what, "the tool name")
+        check_arguments(args, what)
         callback = cast(ProgressFnT | None, progress)
-        # One deadline for the whole call: connecting (if needed), and a retry on a new session.
-        deadline_at = anyio.current_time() + limit if limit is not None else None
+        if limit is None:
+            # No deadline: no cancel scope is needed (nothing but a deadline could cancel one
+            # opened here), so that case pays for none.
+            for attempt in range(2):
+                try:
+                    return call_result_to_dict(await self._call_once(name, args, callback))
+                except SessionInvalidError:
+                    if attempt == 0:
+                        self.logger.info("%s: HTTP session rejected; opening a new session", what())
+                        continue
+                    raise
+            raise AssertionError("unreachable")  # pragma: no cover
+        # One deadline for the whole call: connecting (if needed), and a retry on a new session;
+        # each progress notification of the call pushes it back by `limit`.
+        deadline_at = anyio.current_time() + limit
+        scopes: list[anyio.CancelScope] = []
+
+        async def on_progress(progress_: float, total: float | None, message: str | None) -> None:
+            nonlocal deadline_at
+            deadline_at = max(deadline_at, anyio.current_time() + limit)
+            for scope in scopes:
+                scope.deadline = deadline_at
+            if progress is not None:
+                await progress(progress_, total, message)
+
         for attempt in range(2):
             try:
-                if deadline_at is None:
-                    # No deadline: no cancel scope is needed (nothing but a deadline could cancel
-                    # one opened here), so the common case pays for none.
-                    return call_result_to_dict(await self._call_once(name, args, callback))
                 timed: types.CallToolResult | None = None
                 with anyio.CancelScope(deadline=deadline_at) as deadline:
-                    timed = await self._call_once(name, args, callback)
+                    scopes[:] = [deadline]
+                    timed = await self._call_once(name, args, cast(ProgressFnT, on_progress))
             except SessionInvalidError:
                 if attempt == 0:
                     self.logger.info(
@@ -466,7 +516,8 @@ class ConnectionClient:
                 raise
             if deadline.cancelled_caught or timed is None:
                 raise McpTimeoutError(
-                    f"{self._call_what(name)}: no answer within {limit}s; the server was told to cancel"
+                    f"{self._call_what(name)}: no answer within {limit}s (nor progress); "
+                    "the server was told to cancel"
                 )
             return call_result_to_dict(timed)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -8,6 +8,9 @@ tried:
 - a `ToolbridgeError` (already translated): passed through unchanged;
 - an `MCPError` whose `data` carries `{"toolbridge": "protocol"}` (synthesized by our transports
   for a malformed or oversized response): `ProtocolError`;
+- an `MCPError` whose `data` carries `{"toolbridge": "invalid_input"}` (synthesized by the stdio
+  transport for a request of ours it could not encode, so never sent): `ConfigError`
+  (`ERR_INVALID_INPUT`);
 - an `MCPError` with code `CONNECTION_CLOSED` raised because the connection really ended:
   `TransportError`;
 - the `MCPError` "Session terminated" (Streamable HTTP 404 on a known session), or any
@@ -15,6 +18,8 @@ tried:
   410, or a 400 that names the session, which some servers send):
   `SessionInvalidError` (the client re-handshakes once before surfacing it);
 - any other `MCPError`: `JsonRpcError(rpc_code, rpc_message, data)`;
+- `pydantic_core.PydanticSerializationError` (the SDK could not encode a request of ours, before
+  sending it): `ConfigError` (`ERR_INVALID_INPUT`);
 - `pydantic.ValidationError`, and `RuntimeError` (the SDK's output-schema validation and other
   checks of what the server sent): `ProtocolError`;
 - `OSError`, anyio stream errors, `httpx2` errors, OAuth flow errors: `TransportError`;
@@ -41,8 +46,10 @@ from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from ..errors import (
+    ConfigError,
     JsonRpcError,
     ProtocolError,
     SessionInvalidError,
@@ -51,10 +58,20 @@ from ..errors import (
     bounded,
 )
 
-__all__ = ["PROTOCOL_MARKER", "is_session_terminated", "map_exception", "map_sdk_errors", "unwrap_group"]
+__all__ = [
+    "INVALID_INPUT_MARKER",
+    "PROTOCOL_MARKER",
+    "is_session_terminated",
+    "map_exception",
+    "map_sdk_errors",
+    "unwrap_group",
+]
 
 PROTOCOL_MARKER = "protocol"
 """Value of `data["toolbridge"]` in a JSON-RPC error our transports synthesize for a bad response."""
+
+INVALID_INPUT_MARKER = "invalid_input"
+"""Value of `data["toolbridge"]` in the error for a request of ours that could not be encoded."""
 
 _SESSION_TERMINATED = "Session terminated"
 
@@ -116,7 +133,11 @@ def map_exception(
     mapped: ToolbridgeError
     if isinstance(exc, MCPError):
         closed = connection_closed() if connection_closed is not None else False
-        if _is_protocol_marker(exc.data):
+        if isinstance(exc.data, dict) and exc.data.get("toolbridge") == INVALID_INPUT_MARKER:
+            mapped = ConfigError(
+                bounded(f"{what}: {exc.message}"), code="ERR_INVALID_INPUT", details={"request_sent": False}
+            )
+        elif _is_protocol_marker(exc.data):
             mapped = ProtocolError(bounded(f"{what}: {exc.message}"), details={"data": exc.data})
         elif exc.code == CONNECTION_CLOSED and (
             closed or (exc.message == "Connection closed" and exc.data is None)
@@ -135,6 +156,12 @@ def map_exception(
                 rpc_message=exc.message,
                 data=exc.data,
             )
+    elif isinstance(exc, PydanticSerializationError):
+        mapped = ConfigError(
+            bounded(f"{what}: the request could not be encoded, so it was not sent: {exc}"),
+            code="ERR_INVALID_INPUT",
+            details={"request_sent": False},
+        )
     elif isinstance(exc, ValidationError):
         mapped = ProtocolError(bounded(f"{what}: the server sent an invalid message: {exc}"))
     elif isinstance(exc, httpx2.HTTPError | httpx2.InvalidURL):

@@ -26,7 +26,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ..errors import ConfigError
-from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, ConnectionClient, _Connection
+from ._base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_TIMEOUT,
+    ConnectionClient,
+    _Connection,
+)
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
 from ._http_limits import limit_http_client
 
@@ -51,7 +57,8 @@ class HttpClient(ConnectionClient):
         url: the server's MCP endpoint (`http://host:port/mcp`).
         headers: extra HTTP headers sent with every request.
         client_info: name and version announced to the server.
-        timeout: client-wide default per-call deadline in seconds (None: no deadline).
+        timeout: client-wide deadline of every request in seconds (default `DEFAULT_TIMEOUT`,
+            300; None: none); a call's progress notifications push it back.
         auth: an `httpx2.Auth` (for example `mcp.client.auth.OAuthClientProvider`).
         max_message_bytes: the largest single message (SSE event or JSON body) accepted.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
@@ -59,7 +66,8 @@ class HttpClient(ConnectionClient):
         roots: roots to advertise (default: none).
         logger_name: logger for the server's log messages (default `toolbridge.server.<host>`).
         connect_timeout: seconds allowed for the handshake.
-        mode: `"auto"` (both protocol eras) or `"legacy"` (the `initialize` handshake only).
+        mode: `"auto"` (probe `server/discover`, fall back to `initialize`), `"legacy"` (the
+            `initialize` handshake only, no probe) or `"modern"` (2026-07-28 only, no handshake).
 
     Raises:
         ConfigError: the URL is not an http(s) URL, or a limit is not positive.
@@ -73,7 +81,7 @@ class HttpClient(ConnectionClient):
         headers: Mapping[str, str] | None = None,
         client_info: types.Implementation | Mapping[str, Any] | None = None,
         *,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
         auth: httpx2.Auth | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         sampling_handler: SamplingHandler | None = None,

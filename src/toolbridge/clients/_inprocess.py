@@ -17,7 +17,7 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from ..errors import ConfigError
-from ._base import DEFAULT_CONNECT_TIMEOUT, ConnectionClient, _Connection
+from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, ConnectionClient, _Connection
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
 
 __all__ = ["InProcessClient"]
@@ -29,7 +29,8 @@ class InProcessClient(ConnectionClient):
     Args:
         server: an `mcp.server.Server` or `mcp.server.mcpserver.MCPServer`.
         client_info: name and version announced to the server.
-        timeout: client-wide default per-call deadline in seconds (None: no deadline).
+        timeout: client-wide deadline of every request in seconds (default `DEFAULT_TIMEOUT`,
+            300; None: none); a call's progress notifications push it back.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
         elicitation_handler: answers `elicitation/create` (default: decline).
         roots: roots to advertise (default: none).
@@ -46,7 +47,7 @@ class InProcessClient(ConnectionClient):
         server: Server[Any] | MCPServer,
         client_info: types.Implementation | Mapping[str, Any] | None = None,
         *,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
         sampling_handler: SamplingHandler | None = None,
         elicitation_handler: ElicitationHandler | None = None,
         roots: RootsSpec | None = None,

@@ -23,7 +23,13 @@ from typing import Any
 import mcp_types as types
 
 from ..errors import ConfigError
-from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, ConnectionClient, _Connection
+from ._base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_TIMEOUT,
+    ConnectionClient,
+    _Connection,
+)
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
 from ._stdio_transport import StdioTransport
 
@@ -46,7 +52,8 @@ class StdioClient(ConnectionClient):
         shutdown_grace_ms: how long the server may take to exit after SIGTERM before it is killed
             with SIGKILL. Before SIGTERM, the server gets `STDIN_CLOSE_WAIT_S` (or the grace, if
             shorter) to exit on its own once its stdin is closed.
-        timeout: client-wide default per-call deadline in seconds (None: no deadline).
+        timeout: client-wide deadline of every request in seconds (default `DEFAULT_TIMEOUT`,
+            300; None: none); a call's progress notifications push it back.
         max_message_bytes: the largest single message accepted from the server.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
         elicitation_handler: answers `elicitation/create` (default: decline).
@@ -54,7 +61,8 @@ class StdioClient(ConnectionClient):
         logger_name: logger for the server's stderr and log messages
             (default `toolbridge.server.<command name>`).
         connect_timeout: seconds allowed to start the server and finish the handshake.
-        mode: `"auto"` (both protocol eras) or `"legacy"` (the `initialize` handshake only).
+        mode: `"auto"` (probe `server/discover`, fall back to `initialize`), `"legacy"` (the
+            `initialize` handshake only, no probe) or `"modern"` (2026-07-28 only, no handshake).
         inherit_env: True (default): the server gets this process's environment plus `env`, as a
             shell would start it; False: only `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`
             plus `env`, which keeps the host's secrets away from a server that does not need them.
@@ -74,7 +82,7 @@ class StdioClient(ConnectionClient):
         client_info: types.Implementation | Mapping[str, Any] | None = None,
         shutdown_grace_ms: int = 5000,
         *,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         sampling_handler: SamplingHandler | None = None,
         elicitation_handler: ElicitationHandler | None = None,

@@ -231,6 +231,7 @@ class LiveManifest:
                     client_info=client_info,
                     shutdown_grace_ms=model.shutdown_grace_ms,
                     logger_name=f"toolbridge.server.{mdoc.name}",
+                    mode=model.mode,
                 )
             )
         if isinstance(model, HttpClientDoc):
@@ -244,6 +245,7 @@ class LiveManifest:
                     headers=headers,
                     client_info=client_info,
                     logger_name=f"toolbridge.server.{mdoc.name}",
+                    mode=model.mode,
                 )
             )
         if isinstance(model, ToolProviderDoc):

@@ -194,6 +194,10 @@ class KindDoc(_Closed):
         return self.metadata.name
 
 
+ClientMode = Literal["auto", "legacy", "modern"]
+"""How a client negotiates the protocol revision with its server."""
+
+
 class ClientInfo(_Closed):
     """How the client introduces itself to the server."""
 
@@ -220,6 +224,9 @@ class StdioClientDoc(KindDoc):
     """Name and version announced to the server."""
     shutdown_grace_ms: NonNegativeInt = 5000
     """How long the server may take to exit after stdin closes, and again after SIGTERM."""
+    mode: ClientMode = "auto"
+    """Protocol negotiation: `auto` (probe `server/discover`, fall back to `initialize`), `legacy`
+    (`initialize` only: no probe, for servers that log an error for it), `modern` (2026-07-28 only)."""
 
 
 class HttpClientDoc(KindDoc):
@@ -232,6 +239,8 @@ class HttpClientDoc(KindDoc):
     """HTTP headers sent with every request, e.g. `Authorization: "Bearer ${{ secrets.token }}"`."""
     client_info: ClientInfo | None = None
     """Name and version announced to the server."""
+    mode: ClientMode = "auto"
+    """Protocol negotiation: `auto`, `legacy` or `modern` (as on `Mcp.StdioClient`)."""
 
 
 class ToolProviderDoc(KindDoc):
