@@ -15,7 +15,10 @@ add tools nobody reviewed. Pinning makes such changes visible and inert:
 What is hashed is the *raw* definition as the server sent it: `name`, `title`, `description`,
 `inputSchema`, `outputSchema` and `annotations`, serialised as canonical JSON (sorted keys, no
 spaces, UTF-8, absent fields as null). Hashing the raw text means that a change which only adds an
-invisible character or a terminal escape still counts as a change. What the model then sees is
+invisible character or a terminal escape still counts as a change. A name the server lists more
+than once is pinned as a whole: one hash over all its entries (the sorted hashes, hashed), the
+same in the lock file and in a run, so `toolbridge lock --check` and `PinnedToolProvider` judge
+every entry alike. What the model then sees is
 cleaned: the description (by `McpToolProvider`) and every `description`/`title` string inside the
 parameter and output schemas (here) go through `sanitize.clean_text`.
 
@@ -281,18 +284,41 @@ class _Source:
             )
 
     async def definitions(self) -> list[tuple[str, str, ToolSpec]]:
-        """(name, hash of the raw definition, the spec a model would see) for every tool."""
+        """(name, hash of the name's definitions, the spec a model would see) for every entry.
+
+        A name listed more than once gets one hash for all its entries (see `_by_name`), so
+        every entry of it is judged alike, by the lock file and by a run.
+        """
         if self.client is None:
-            return [(spec.name, hash_tool(spec), spec) for spec in await self.provider.list_tools()]
+            return _by_name([(spec.name, hash_tool(spec), spec) for spec in await self.provider.list_tools()])
         from .bridge import tool_to_spec
 
-        return [(tool.name, hash_tool(tool), tool_to_spec(tool)) for tool in await self.client.list_tools()]
+        return _by_name(
+            [(tool.name, hash_tool(tool), tool_to_spec(tool)) for tool in await self.client.list_tools()]
+        )
 
     def instructions(self) -> str | None:
         if self.client is None:
             return None
         value = getattr(self.client, "instructions", None)
         return value if isinstance(value, str) else None
+
+
+def _by_name(entries: list[tuple[str, str, ToolSpec]]) -> list[tuple[str, str, ToolSpec]]:
+    """The entries with one hash per name: a name listed several times is pinned as a whole.
+
+    Its hash is the SHA-256 of the sorted hashes of its entries, so a duplicate added, removed or
+    changed is a change of that name, whatever order the server lists them in.
+    """
+    hashes: dict[str, list[str]] = {}
+    for name, digest, _ in entries:
+        hashes.setdefault(name, []).append(digest)
+    if all(len(group) == 1 for group in hashes.values()):
+        return entries
+    combined = {
+        name: _digest(sorted(group)) if len(group) > 1 else group[0] for name, group in hashes.items()
+    }
+    return [(name, combined[name], spec) for name, _, spec in entries]
 
 
 async def lock_server(source: Any) -> ServerLock:

@@ -159,13 +159,21 @@ async def test_names_made_model_legal_and_mapped_back() -> None:
     ]
 
 
-async def test_collision_after_sanitizing() -> None:
+async def test_names_colliding_inside_one_listing_are_left_out_and_the_rest_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     tools = FunctionTools()
     tools.add(lambda: "1", name="a.b")  # type: ignore[arg-type, misc]
     tools.add(lambda: "2", name="a_b")  # type: ignore[arg-type, misc]
-    with pytest.raises(AgentError) as info:
-        await Agent(ScriptedModel([{"text": "x"}]), [tools]).run("go")
-    assert info.value.code == "ERR_AGENT_TOOL_COLLISION" and '"a_b"' in info.value.message
+    tools.add(lambda: "3", name="c")  # type: ignore[arg-type, misc]
+    model = ScriptedModel([{"text": "x"}, {"text": "y"}])
+    agent = Agent(model, [tools])
+    with caplog.at_level("WARNING", logger="toolbridge.agent"):
+        await agent.run("go")
+        await agent.run("again")
+    assert [t.name for t in model.requests[0].tools] == ["c"]
+    dropped = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(dropped) == 1 and "'a.b', 'a_b'" in dropped[0] and "'a_b'" in dropped[0]
 
 
 async def test_unknown_tool_feedback_and_throw() -> None:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolbridge.runtime._journal import Journal
+from toolbridge.runtime import Journal
 
 
 def test_runs_listing_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:

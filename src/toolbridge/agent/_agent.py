@@ -19,8 +19,12 @@ A run:
 2. resolves the tool catalog: each binding's provider is listed lazily on first use and again
    only when its `generation` changed (checked before every model turn); declared tools and
    the final-answer tool are added;
-   model-facing names are `prefix + bare name` made model-legal, and two tools with the same
-   model-facing name are an `ERR_AGENT_TOOL_COLLISION` naming both sources;
+   model-facing names are `prefix + bare name` made model-legal. Names that collide inside
+   one binding's listing (`echo ` and `echo\u200b` both become `echo_`; a name listed twice),
+   or that take a declared tool's name or the final-answer tool's, leave those listed tools
+   out (all of them; logged once) and keep the rest: a server cannot stop runs by what it
+   lists. Two configured sources offering the same name (two bindings, two declared tools)
+   are an `ERR_AGENT_TOOL_COLLISION` naming both;
 3. loops at most `max_steps` model turns: a turn without tool calls ends the run; otherwise the
    calls (ids made up as `call_<step>_<i>` when missing) go to `before_tool_calls` together,
    then run concurrently (at most `max_parallel_tools` at a time), and their results go back to
@@ -36,6 +40,7 @@ by one failure: they finish, then the first failure in the model's order is rais
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -76,6 +81,8 @@ from .models._base import (
 )
 
 __all__ = ["FINAL_RESULT_TOOL", "Agent"]
+
+log = logging.getLogger("toolbridge.agent")
 
 FINAL_RESULT_TOOL = "final_result"
 """Model-facing name of the final-answer tool offered when `output_type` is set."""
@@ -406,6 +413,7 @@ class Agent:
         self._listed: dict[int, tuple[int, list[ToolSpec]]] = {}
         self._catalog_cache: _Catalog | None = None
         self._catalog_lock = anyio.Lock()
+        self._dropped: set[tuple[int, str, tuple[str, ...]]] = set()
 
     def __repr__(self) -> str:
         return (
@@ -484,14 +492,22 @@ class Agent:
                 )
             )
 
+        # Names a server's listing may not take: the declared tools' and the final answer's.
+        reserved = {model_legal(tool.id) for tool in self.tools}
+        if self.output_type is not None:
+            reserved.add(FINAL_RESULT_TOOL)
         for index, binding in enumerate(self.bindings):
+            by_name: dict[str, list[ToolSpec]] = {}
             for spec in self._listed[index][1]:
-                if not binding.allows(spec.name):
+                if binding.allows(spec.name):
+                    by_name.setdefault(model_legal(binding.prefix + spec.name), []).append(spec)
+            for name, same in by_name.items():
+                if len(same) > 1 or name in reserved:
+                    self._drop(index, name, same, declared=name in reserved)
                     continue
-                name = model_legal(binding.prefix + spec.name)
                 add(
-                    ToolTarget(model_name=name, spec=spec, source=binding.provider, binding=binding),
-                    f'{_label(binding.provider, index)} tool "{spec.name}"',
+                    ToolTarget(model_name=name, spec=same[0], source=binding.provider, binding=binding),
+                    f'{_label(binding.provider, index)} tool "{same[0].name}"',
                 )
         for tool in self.tools:
             name = model_legal(tool.id)
@@ -517,6 +533,18 @@ class Agent:
                 )
             )
         return _Catalog(targets=targets, specs=tuple(specs))
+
+    def _drop(self, index: int, name: str, specs: Sequence[ToolSpec], *, declared: bool) -> None:
+        """Leave out tools of one listing whose model-facing names collide (logged once each)."""
+        key = (index, name, tuple(spec.name for spec in specs))
+        if key in self._dropped:
+            return
+        self._dropped.add(key)
+        listed = ", ".join(repr(spec.name) for spec in specs)  # repr: no control character goes out
+        why = "a declared tool or the final answer has that name" if declared else "they collide"
+        log.warning(
+            "binding #%d: left out tool(s) %s offered as %r: %s", index, bounded(listed, 500), name, why
+        )
 
     async def resolve_tools(self) -> list[ToolTarget]:
         """List (or reuse the cached list of) every tool the model would see.

@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime._journal import Journal, RunRecord, dumps_record
+from ..runtime._journal import RunRecord, dumps_record
+from ..runtime._journal_sqlite import Journal
 from ._output import emit
 
 __all__ = ["register"]

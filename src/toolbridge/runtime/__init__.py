@@ -13,7 +13,9 @@ See `docs/declare.md`.
 from ._declared import DeclaredTool, McpTool, PythonTool, ToolContext, define_mcp_tool, define_tool
 from ._events import Event
 from ._guards import GuardContext, Guards, Verdict
-from ._journal import CallRecord, Journal, RunRecord
+from ._journal import CallRecord, JournalBackend, RunRecord
+from ._journal_memory import MemoryJournal
+from ._journal_sqlite import Journal, SqliteJournal
 from ._limits import Budget, Limits
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
 from ._permissions import Permissions, effective_effects
@@ -29,13 +31,16 @@ __all__ = [
     "GuardContext",
     "Guards",
     "Journal",
+    "JournalBackend",
     "Limits",
     "McpTool",
+    "MemoryJournal",
     "Permissions",
     "PythonTool",
     "RunRecord",
     "Runtime",
     "RuntimeResult",
+    "SqliteJournal",
     "ToolContext",
     "Verdict",
     "create_runtime",

@@ -1,4 +1,4 @@
-"""The evidence journal: one row per run and one per tool call, in SQLite.
+"""The evidence journal: one record per run and one per tool call, behind a small backend interface.
 
 Every tool call a governed run plans is recorded with what a person needs to reconcile it later:
 the run id, the call id, the tool id and version, the SHA-256 of the canonical JSON of the
@@ -6,20 +6,49 @@ arguments (never the arguments themselves), whether the request was sent, whethe
 arrived, the call's outcome and error code, its times and its cost. Nothing a tool, server or
 provider said is stored: codes only.
 
-Both profiles use this class. The `ephemeral` profile keeps it in memory (`:memory:`); the
-`durable` profile writes a file in WAL mode with `synchronous=FULL` and commits every change at
-once. The order of writes is the point: the row saying "request sent" is committed **before** the
-request is sent, and "response received" right after the response arrives, so a process killed in
-between leaves a record that says exactly that.
+Backends (each in its own module):
 
-A write that fails (disk full, file removed) raises `PolicyError` (`TOOL_FAILED`): the runtime
-stops the run instead of making a call it could not record.
+- `MemoryJournal` (`_journal_memory`): the `ephemeral` profile; plain dicts, nothing survives
+  the process.
+- `Journal` / `SqliteJournal` (`_journal_sqlite`): the `durable` profile; an SQLite file in WAL
+  mode with `synchronous=FULL`, every change committed at once. `Journal.open_existing(path)`
+  opens one **read-only** for readers (`Runtime.inspect` of another process's file, `toolbridge
+  runs`): never created, migrated or switched to WAL.
 
-Reading back (`Journal.get_run`, used by `Runtime.inspect` and `toolbridge runs show`): a run
-still marked `running` whose process is gone (its pid is dead, or was reused by another program)
-is read as interrupted. Each of its calls with the request sent and no response becomes
-`outcome_unknown` when the tool has effects, `failed` (`INTERRUPTED`) when it has none; the run
-becomes `outcome_unknown` when any of those calls had effects, else `failed` / `INTERRUPTED`.
+## The backend interface (`JournalBackend`)
+
+A backend (a PostgreSQL one, say) subclasses `JournalBackend` and implements:
+
+- `path`: a label for messages (a file path, a DSN without its password, `:memory:`).
+- `start_run(run_id, *, agent, profile, principal)`: insert a run with status `running`, with
+  the writer's pid, host and process start time (`self.writer` holds them).
+- `plan_call(run_id, call_id, *, step, tool_id, tool_version, kind, effects, args_sha256,
+  args_bytes) -> int`: insert a call with outcome `running`, nothing sent; return a handle
+  (`row`) unique in this backend.
+- `request_sent(row)`: set `request_sent` and `sent_at`, **durably before it returns**: the
+  request leaves only after this.
+- `response_received(row)`: set `response_received`.
+- `end_call(row, *, outcome, error_code, cost_micros)`: set the call's end.
+- `end_run(run_id, *, outcome, error_code, cost_micros, input_tokens, output_tokens,
+  model_calls, calls=())`: set the run's end **and**, in the same transaction, each `CallEnd`
+  of `calls` (call ends an earlier write failed to record): all or nothing.
+- `get_run(run_id, *, active=False) -> RunRecord | None`: one run with its calls in planning
+  order, passed through `read_back(record, alive=...)`.
+- `list_runs(limit) -> list[RunRecord]`: newest first, without calls, read back the same way.
+- `close()`: release everything.
+
+Every write either succeeds completely or raises `JournalWriteError` (a `PolicyError`, code
+`JOURNAL_UNAVAILABLE`) and leaves the stored state as it was before the write; the runtime
+relies on that to keep its result and the journal in agreement (see `_runtime`). Reads raise
+`ConfigError`.
+
+## Reading back
+
+A run still marked `running` whose writer is gone (its pid is dead, or was reused by another
+program) is read as interrupted. Each of its calls with the request sent and no recorded end
+becomes `outcome_unknown` when the tool has effects, `failed` (`INTERRUPTED`) when it has none;
+the run becomes `outcome_unknown` when any of those calls had effects, else `failed` /
+`INTERRUPTED`.
 """
 
 from __future__ import annotations
@@ -27,55 +56,37 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, PolicyError
+from ..errors import PolicyError
 
-__all__ = ["CallRecord", "Journal", "RunRecord"]
+__all__ = [
+    "CallEnd",
+    "CallRecord",
+    "JournalBackend",
+    "JournalWriteError",
+    "RunRecord",
+    "Writer",
+    "dumps_record",
+    "read_back",
+]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    agent TEXT,
-    profile TEXT NOT NULL,
-    status TEXT NOT NULL,
-    error_code TEXT,
-    started_at REAL NOT NULL,
-    ended_at REAL,
-    cost_micros INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    model_calls INTEGER NOT NULL DEFAULT 0,
-    pid INTEGER,
-    host TEXT,
-    proc_start TEXT
-);
-CREATE TABLE IF NOT EXISTS calls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    call_id TEXT NOT NULL,
-    step INTEGER,
-    tool_id TEXT NOT NULL,
-    tool_version TEXT,
-    kind TEXT NOT NULL,
-    effects TEXT NOT NULL,
-    args_sha256 TEXT NOT NULL,
-    args_bytes INTEGER NOT NULL DEFAULT 0,
-    request_sent INTEGER NOT NULL DEFAULT 0,
-    response_received INTEGER NOT NULL DEFAULT 0,
-    outcome TEXT NOT NULL,
-    error_code TEXT,
-    planned_at REAL NOT NULL,
-    sent_at REAL,
-    ended_at REAL,
-    cost_micros INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS calls_by_run ON calls(run_id, id);
-"""
+JOURNAL_UNAVAILABLE = "JOURNAL_UNAVAILABLE"
+
+
+class JournalWriteError(PolicyError):
+    """A journal write failed (locked past the busy timeout, disk full, file gone).
+
+    Nothing of that write was stored. The runtime never sends a request it could not record.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            "the evidence journal could not be written", code=JOURNAL_UNAVAILABLE, outcome="failed"
+        )
+        self.details["journal"] = path
 
 
 @dataclass
@@ -131,7 +142,7 @@ class RunRecord:
 
     Attributes:
         run_id: the run.
-        agent: a short description of the agent (its model id).
+        agent: a short description of the agent (its model id), or of the session.
         profile: `ephemeral` or `durable`.
         outcome: the outcome, `running` while it runs (read back as interrupted when its
             process is gone, see the module docs).
@@ -142,6 +153,7 @@ class RunRecord:
         pid: the process that ran it.
         calls: the evidence, in the order the calls were planned.
         interrupted: True when the outcome was derived because the process died.
+        principal: who the run acted for (`runtime.session(principal=...)`), if given.
     """
 
     run_id: str
@@ -156,12 +168,23 @@ class RunRecord:
     pid: int | None
     calls: list[CallRecord] = field(default_factory=list)
     interrupted: bool = False
+    principal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe form."""
         out = {k: v for k, v in self.__dict__.items() if k != "calls"}
         out["calls"] = [c.to_dict() for c in self.calls]
         return out
+
+
+@dataclass(frozen=True)
+class CallEnd:
+    """The end of one call, written with the run's end when its own write had failed."""
+
+    row: int
+    outcome: str
+    error_code: str | None
+    cost_micros: int
 
 
 def _proc_start(pid: int) -> str | None:
@@ -174,7 +197,22 @@ def _proc_start(pid: int) -> str | None:
         return None
 
 
-def _process_alive(pid: int | None, host: str | None, proc_start: str | None) -> bool:
+@dataclass(frozen=True)
+class Writer:
+    """The process that writes a journal: recorded with each run to tell later if it died."""
+
+    pid: int
+    host: str
+    proc_start: str | None
+
+    @classmethod
+    def current(cls) -> Writer:
+        pid = os.getpid()
+        return cls(pid, socket.gethostname(), _proc_start(pid))
+
+
+def process_alive(pid: int | None, host: str | None, proc_start: str | None) -> bool:
+    """True unless the process that wrote a run is known to be gone."""
     if pid is None:
         return False
     if host is not None and host != socket.gethostname():
@@ -192,72 +230,16 @@ def _process_alive(pid: int | None, host: str | None, proc_start: str | None) ->
     return True
 
 
-class Journal:
-    """An SQLite evidence journal.
+class JournalBackend:
+    """Where the evidence goes; see the module docs for the contract of each method."""
 
-    Args:
-        path: a file path (durable) or `":memory:"` (ephemeral).
-        durable: fsync every commit (`synchronous=FULL`, WAL mode).
+    path: str = ""
+    writer: Writer
 
-    Raises:
-        ConfigError: (`ERR_CONFIG`) when the file cannot be opened or is not a journal.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = False) -> None:
-        self.path = str(path)
-        self.durable = durable
-        try:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.row_factory = sqlite3.Row
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
-            self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"journal {self.path!r} cannot be opened as an SQLite journal: {exc}") from exc
-        self._pid = os.getpid()
-        self._host = socket.gethostname()
-        self._proc_start = _proc_start(self._pid)
-
-    @classmethod
-    def open_existing(cls, path: str | os.PathLike[str]) -> Journal:
-        """Open a journal file that must already exist (for reading it back).
-
-        Raises:
-            ConfigError: (`ERR_CONFIG`) when there is no such file or it is not a journal.
-        """
-        if not Path(path).is_file():
-            raise ConfigError(f"journal {str(path)!r} does not exist")
-        journal = cls(path)
-        return journal
-
-    def close(self) -> None:
-        """Close the database."""
-        self._db.close()
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
-        # isolation_level=None: each statement is its own committed transaction.
-        try:
-            cur = self._db.execute(sql, params)
-        except sqlite3.Error:
-            # No evidence, no call: the runtime stops the run rather than act unrecorded.
-            raise PolicyError(
-                "the evidence journal could not be written", code="TOOL_FAILED", outcome="failed"
-            ) from None
-        return int(cur.lastrowid or 0)
-
-    # -- writing -------------------------------------------------------------------------------
-
-    def start_run(self, run_id: str, *, agent: str | None, profile: str) -> None:
-        """Record a run as started (status `running`)."""
-        self._write(
-            "INSERT INTO runs (run_id, agent, profile, status, started_at, pid, host, proc_start) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
-            (run_id, agent, profile, time.time(), self._pid, self._host, self._proc_start),
-        )
+    def start_run(
+        self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
+    ) -> None:
+        raise NotImplementedError
 
     def end_run(
         self,
@@ -269,13 +251,9 @@ class Journal:
         input_tokens: int,
         output_tokens: int,
         model_calls: int,
+        calls: Sequence[CallEnd] = (),
     ) -> None:
-        """Record a run's end."""
-        self._write(
-            "UPDATE runs SET status=?, error_code=?, ended_at=?, cost_micros=?, input_tokens=?, "
-            "output_tokens=?, model_calls=? WHERE run_id=?",
-            (outcome, error_code, time.time(), cost_micros, input_tokens, output_tokens, model_calls, run_id),
-        )
+        raise NotImplementedError
 
     def plan_call(
         self,
@@ -290,114 +268,32 @@ class Journal:
         args_sha256: str,
         args_bytes: int,
     ) -> int:
-        """Record a planned call (outcome `running`, nothing sent); returns its row id."""
-        return self._write(
-            "INSERT INTO calls (run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, "
-            "args_bytes, outcome, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-            (
-                run_id,
-                call_id,
-                step,
-                tool_id,
-                tool_version,
-                kind,
-                effects,
-                args_sha256,
-                args_bytes,
-                time.time(),
-            ),
-        )
+        raise NotImplementedError
 
     def request_sent(self, row: int) -> None:
-        """Record that the request is about to leave (committed before it is sent)."""
-        self._write("UPDATE calls SET request_sent=1, sent_at=? WHERE id=?", (time.time(), row))
+        raise NotImplementedError
 
     def response_received(self, row: int) -> None:
-        """Record that a response arrived."""
-        self._write("UPDATE calls SET response_received=1 WHERE id=?", (row,))
+        raise NotImplementedError
 
     def end_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
-        """Record a call's end."""
-        self._write(
-            "UPDATE calls SET outcome=?, error_code=?, ended_at=?, cost_micros=? WHERE id=?",
-            (outcome, error_code, time.time(), cost_micros, row),
-        )
-
-    # -- reading -------------------------------------------------------------------------------
-
-    def list_runs(self, limit: int = 100) -> list[RunRecord]:
-        """The most recent runs (newest first), without their calls, with outcomes read back."""
-        rows = self._db.execute("SELECT * FROM runs ORDER BY started_at DESC LIMIT ?", (limit,)).fetchall()
-        return [self._read_run(row, with_calls=False) for row in rows]
+        raise NotImplementedError
 
     def get_run(self, run_id: str, *, active: bool = False) -> RunRecord | None:
-        """One run with its calls, or `None` when the journal has no such run.
+        raise NotImplementedError
 
-        Args:
-            run_id: the run.
-            active: the caller knows the run is still in progress (never read it as interrupted).
-        """
-        row = self._db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        if row is None:
-            return None
-        return self._read_run(row, with_calls=True, active=active)
+    def list_runs(self, limit: int = 100) -> list[RunRecord]:
+        raise NotImplementedError
 
-    def _read_run(self, row: sqlite3.Row, *, with_calls: bool, active: bool = False) -> RunRecord:
-        # An ended run's outcome is stored; the calls of a `running` one may decide it (see
-        # `_read_back_interrupted`), so they are read for it even when the caller drops them.
-        read_calls = with_calls or row["status"] == "running"
-        calls = [
-            CallRecord(
-                run_id=c["run_id"],
-                call_id=c["call_id"],
-                step=c["step"],
-                tool_id=c["tool_id"],
-                tool_version=c["tool_version"],
-                kind=c["kind"],
-                effects=c["effects"],
-                args_sha256=c["args_sha256"],
-                args_bytes=c["args_bytes"],
-                request_sent=bool(c["request_sent"]),
-                response_received=bool(c["response_received"]),
-                outcome=c["outcome"],
-                error_code=c["error_code"],
-                planned_at=c["planned_at"],
-                sent_at=c["sent_at"],
-                ended_at=c["ended_at"],
-                cost_micros=c["cost_micros"],
-            )
-            for c in (
-                self._db.execute("SELECT * FROM calls WHERE run_id=? ORDER BY id", (row["run_id"],))
-                if read_calls
-                else ()
-            )
-        ]
-        record = RunRecord(
-            run_id=row["run_id"],
-            agent=row["agent"],
-            profile=row["profile"],
-            outcome=row["status"],
-            error_code=row["error_code"],
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            cost_micros=row["cost_micros"],
-            usage={
-                "input_tokens": row["input_tokens"],
-                "output_tokens": row["output_tokens"],
-                "model_calls": row["model_calls"],
-            },
-            pid=row["pid"],
-            calls=calls,
-        )
-        if (
-            record.outcome == "running"
-            and not active
-            and not _process_alive(row["pid"], row["host"], row["proc_start"])
-        ):
-            _read_back_interrupted(record)
-        if not with_calls:
-            record.calls = []
-        return record
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def read_back(record: RunRecord, *, alive: bool) -> RunRecord:
+    """`record` as it must be read: derived from its calls when its writer died mid-run."""
+    if record.outcome == "running" and not alive:
+        _read_back_interrupted(record)
+    return record
 
 
 def _read_back_interrupted(record: RunRecord) -> None:

@@ -9,7 +9,8 @@ attacker-controlled or secret, so it stops at the runtime boundary (the "no leak
 |---|---|
 | `succeeded` | (none) |
 | `failed` | `INVALID_INPUT`, `INVALID_OUTPUT`, `MODEL_FAILED`, `TOOL_FAILED`, `LIMIT_EXCEEDED`, |
-| | `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED` |
+| | `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, |
+| | `TOOLS_UNAVAILABLE` |
 | `blocked` | `PERMISSION_DENIED`, `BUDGET_EXCEEDED`, `GUARD_BLOCKED`, `GUARD_UNAVAILABLE` |
 | `cancelled` | `CANCELLED` |
 | `outcome_unknown` | `OUTCOME_UNKNOWN` |
@@ -48,6 +49,9 @@ CODES: Final[dict[str, str]] = {
     "TIMEOUT": "failed",
     "NOT_FOUND": "failed",
     "INTERRUPTED": "failed",
+    "JOURNAL_UNAVAILABLE": "failed",
+    "TOOL_COLLISION": "failed",
+    "TOOLS_UNAVAILABLE": "failed",
     "PERMISSION_DENIED": "blocked",
     "BUDGET_EXCEEDED": "blocked",
     "GUARD_BLOCKED": "blocked",
@@ -66,6 +70,9 @@ GENERIC_MESSAGES: Final[dict[str, str]] = {
     "TIMEOUT": "the call or run took longer than allowed",
     "NOT_FOUND": "the model asked for a tool this agent does not have",
     "INTERRUPTED": "the process running this run stopped before it finished",
+    "JOURNAL_UNAVAILABLE": "the evidence journal could not be written, so nothing more was sent",
+    "TOOL_COLLISION": "two configured tool sources offer the same model-facing tool name",
+    "TOOLS_UNAVAILABLE": "the agent's tools could not be listed, so no tool was called",
     "PERMISSION_DENIED": "a required permission was not granted",
     "BUDGET_EXCEEDED": "the cost budget does not allow this call",
     "GUARD_BLOCKED": "a guard blocked the value",

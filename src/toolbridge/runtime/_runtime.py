@@ -53,7 +53,9 @@ from ._canonical import canonical_json, sha256_hex
 from ._declared import DeclaredTool, ToolContext
 from ._events import Event, EventBus
 from ._guards import Guard, GuardContext, Guards, run_guards
-from ._journal import Journal, RunRecord
+from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord
+from ._journal_memory import MemoryJournal
+from ._journal_sqlite import Journal
 from ._limits import Budget, Limits, Reservation
 from ._outcomes import CODES, GENERIC_MESSAGES, RuntimeResult, policy_error, worse
 from ._permissions import Permissions, ToolGrantNeeds, effective_effects
@@ -115,6 +117,10 @@ class _RunState:
     phase: str = "start"
     plans: dict[tuple[int, str], _Plan] = field(default_factory=dict)
     in_flight: dict[int, str] = field(default_factory=dict)
+    sent_unended: dict[int, str] = field(default_factory=dict)
+    """Rows whose `request_sent` is in the journal and whose end is not (row -> effects)."""
+    unrecorded: dict[int, CallEnd] = field(default_factory=dict)
+    """Call ends whose write failed: written again with the run's end."""
     model_reservation: Reservation | None = None
     model_started: float = 0.0
 
@@ -424,13 +430,7 @@ class _Governor(AgentHooks):
                     row = self._plan_row(step, call, needs, kind, version, digest, size)
                 except PolicyError:
                     break
-                _quietly(
-                    rt._journal.end_call,
-                    row,
-                    outcome="not_started",
-                    error_code="PERMISSION_DENIED",
-                    cost_micros=0,
-                )
+                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
             raise error
         # 3. tool-call count
         if st.tool_calls + len(calls) > limits.max_tool_calls:
@@ -468,7 +468,13 @@ class _Governor(AgentHooks):
             else:
                 binding = call.target.binding if call.target else None
                 timeout_ms = self._binding_int(binding, "timeout_ms") or limits.tool_timeout_ms
-            row = self._plan_row(step, call, needs, kind, version, digest, size)
+            try:
+                row = self._plan_row(step, call, needs, kind, version, digest, size)
+            except JournalWriteError:
+                rt_settle(st.budget, reservation, 0)
+                raise self._fail(
+                    "JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent"
+                ) from None
             st.plans[(step, call.call_id)] = _Plan(
                 call=call,
                 needs=needs,
@@ -496,9 +502,7 @@ class _Governor(AgentHooks):
             raise self._fail("PERMISSION_DENIED", "tool call was not checked")
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
-            rt._journal.end_call(
-                plan.row, outcome="not_started", error_code=st.failure.code, cost_micros=charged
-            )
+            self._record_end(plan.row, "not_started", st.failure.code, charged)
             raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {
@@ -516,8 +520,17 @@ class _Governor(AgentHooks):
         received = False
         code: str | None = None
         try:
-            tctx = ToolContext(run_id=st.run_id, call_id=call.call_id, tool_id=plan.needs.tool_id)
             rt._journal.request_sent(plan.row)
+        except JournalWriteError:
+            # No evidence, no call: the request is not sent.
+            error = self._fail("JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent")
+            self._end_unfinished(
+                plan, meta, "not_started", "JOURNAL_UNAVAILABLE", sent=False, received=False, started=started
+            )
+            raise error from None
+        st.sent_unended[plan.row] = effects
+        try:
+            tctx = ToolContext(run_id=st.run_id, call_id=call.call_id, tool_id=plan.needs.tool_id)
             sent = True
             st.in_flight[plan.row] = effects
             raw: Any = None
@@ -542,8 +555,12 @@ class _Governor(AgentHooks):
                 code = "TOOL_FAILED"
                 raise self._call_failure(code, effects, sent=True) from None
             received = True
-            rt._journal.response_received(plan.row)
             st.in_flight.pop(plan.row, None)
+            try:
+                rt._journal.response_received(plan.row)
+            except JournalWriteError:
+                code = "JOURNAL_UNAVAILABLE"
+                raise self._call_failure(code, effects, sent=True) from None
             # acceptance
             try:
                 if plan.tool is not None:
@@ -580,7 +597,17 @@ class _Governor(AgentHooks):
             self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
             raise
         charged = rt_settle(st.budget, plan.reservation, plan.cost_micros)
-        rt._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
+        try:
+            rt._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
+        except JournalWriteError:
+            # The result is not given to anyone: the journal could not say the call succeeded.
+            error = self._call_failure("JOURNAL_UNAVAILABLE", effects, sent=True)
+            outcome = error.outcome if error.outcome != "blocked" else "failed"
+            self._end_unfinished(
+                plan, meta, outcome, error.code, sent=True, received=True, started=started, charged=charged
+            )
+            raise error from None
+        st.sent_unended.pop(plan.row, None)
         self._emit(
             "tool.completed", dict(meta, duration_ms=_ms(started), outcome="succeeded", cost_micros=charged)
         )
@@ -596,6 +623,7 @@ class _Governor(AgentHooks):
         sent: bool,
         received: bool,
         started: float,
+        charged: int | None = None,
     ) -> None:
         """Settle, journal and report a call that did not succeed; the caller re-raises.
 
@@ -603,13 +631,24 @@ class _Governor(AgentHooks):
         acted), and released when it was not.
         """
         st = self.state
-        charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-        _quietly(self.rt._journal.end_call, plan.row, outcome=outcome, error_code=code, cost_micros=charged)
+        if charged is None:
+            charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
+        self._record_end(plan.row, outcome, code, charged)
         st.in_flight.pop(plan.row, None)
         self._emit(
             "tool.completed",
             dict(meta, duration_ms=_ms(started), outcome=outcome, code=code, response_received=received),
         )
+
+    def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
+        """Journal a call's end; when that write fails, keep it for the run's end."""
+        try:
+            self.rt._journal.end_call(row, outcome=outcome, error_code=code, cost_micros=charged)
+        except JournalWriteError:
+            log.warning("the evidence journal could not be written")
+            self.state.unrecorded[row] = CallEnd(row, outcome, code, charged)
+            return
+        self.state.sent_unended.pop(row, None)
 
     def _call_failure(self, code: str, effects: str, *, sent: bool, detail: str | None = None) -> PolicyError:
         """The error for a call that failed: unknown when a request with effects was sent."""
@@ -652,14 +691,6 @@ class _Governor(AgentHooks):
                 self.state.failure = exc
             raise
         return ToolResult.of_structured(value) if tool is not None else _as_tool_result(value)
-
-
-def _quietly(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Run a journal write whose failure must not hide the error already being raised."""
-    try:
-        fn(*args, **kwargs)
-    except PolicyError:
-        log.warning("the evidence journal could not be written")
 
 
 def rt_settle(budget: Budget, reservation: Reservation | None, actual: int | None) -> int:
@@ -708,11 +739,13 @@ def _code_for(exc: BaseException, phase: str) -> str:
             return "INVALID_OUTPUT"
         if "INPUT" in code:
             return "INVALID_INPUT"
-        return "TOOL_FAILED"  # collisions and other problems with the tool set
+        if "COLLISION" in code:
+            return "TOOL_COLLISION"
+        return "TOOLS_UNAVAILABLE"  # other problems with the tool set: no call was made
     if isinstance(exc, ConfigError):
         return "INVALID_INPUT"
     if isinstance(exc, ToolbridgeError):
-        return "TOOL_FAILED"  # listing a provider's tools failed (transport, protocol, ...)
+        return "TOOLS_UNAVAILABLE"  # listing a provider's tools failed (transport, protocol, ...)
     return "MODEL_FAILED" if phase == "model" else "TOOL_FAILED"
 
 
@@ -738,13 +771,14 @@ class Runtime:
         permissions: Permissions,
         limits: Limits,
         guards: Guards,
-        journal: Journal,
+        journal: JournalBackend,
     ) -> None:
         self.profile = profile
         self.permissions = permissions
         self.limits = limits
         self.guards = guards
         self._journal = journal
+        self._pending_ends: dict[str, dict[str, Any]] = {}
         self._bus = EventBus()
         self._active: dict[str, anyio.CancelScope] = {}
         self._cancel_requested: set[str] = set()
@@ -787,7 +821,8 @@ class Runtime:
         return True
 
     def close(self) -> None:
-        """Close the journal."""
+        """Close the journal (after one more try at run ends it could not write before)."""
+        self._flush_pending()
         self._journal.close()
 
     async def run(self, agent: Any, input: Any, *, run_id: str | None = None) -> RuntimeResult:
@@ -804,20 +839,35 @@ class Runtime:
             input: the prompt or messages.
             run_id: an id for the run (default: a fresh one).
 
+        A journal that cannot record the run's start (locked past its busy timeout, disk full)
+        gives `failed` / `JOURNAL_UNAVAILABLE` with nothing run.
+
         Raises:
             ConfigError: (`ERR_CONFIG`) when `run_id` is already in the journal.
-            PolicyError: (`TOOL_FAILED`) when the journal cannot record the run's start.
         """
         run_id = run_id or _new_run_id()
-        if self._journal.get_run(run_id) is not None:
-            raise ConfigError(f"run id {run_id!r} is already in the journal")
         state = _RunState(run_id=run_id, budget=Budget(self.limits.max_cost_micros))
         governor = _Governor(self, state)
         model = getattr(agent, "model", None)
         agent_label = f"{getattr(agent, 'name', None) or type(agent).__name__} ({getattr(model, 'id', '?')})"
-        self._journal.start_run(run_id, agent=agent_label, profile=self.profile)
         started = time.monotonic()
         self._bus.emit(run_id, "run.started", {"agent": agent_label, "profile": self.profile})
+        refused = self._start_run(run_id, agent_label, None)
+        if refused is not None:
+            self._bus.emit(
+                run_id,
+                "run.completed",
+                {
+                    "outcome": refused.outcome,
+                    "code": refused.error_code,
+                    "duration_ms": _ms(started),
+                    "cost_micros": 0,
+                    "model_calls": 0,
+                    "tool_calls": 0,
+                },
+            )
+            self._bus.forget(run_id)
+            return refused
         scope = anyio.CancelScope()
         self._active[run_id] = scope
         output: Any = None
@@ -846,16 +896,7 @@ class Runtime:
             result = self._finish(
                 state, governor, output, text, steps, error, timed_out=timed_out, cancelled=cancelled
             )
-            _quietly(
-                self._journal.end_run,
-                run_id,
-                outcome=result.outcome,
-                error_code=result.error_code,
-                cost_micros=result.cost_micros,
-                input_tokens=state.input_tokens,
-                output_tokens=state.output_tokens,
-                model_calls=state.model_calls,
-            )
+            result = self._end_run(state, result)
             governor.end_step(result.error_code)
             self._bus.emit(
                 run_id,
@@ -917,6 +958,87 @@ class Runtime:
             if isinstance(output, str):
                 text = output
         return output, text, steps
+
+    def _start_run(self, run_id: str, label: str, principal: str | None) -> RuntimeResult | None:
+        """Journal a run's start; a result (`JOURNAL_UNAVAILABLE`) when that cannot be done.
+
+        Raises:
+            ConfigError: (`ERR_CONFIG`) when `run_id` is already in the journal.
+        """
+        self._flush_pending()
+        try:
+            known = self._journal.get_run(run_id) is not None
+        except ConfigError:
+            known = False  # unreadable now: the insert below tells (a duplicate id fails it too)
+        if known:
+            raise ConfigError(f"run id {run_id!r} is already in the journal")
+        try:
+            self._journal.start_run(run_id, agent=label, profile=self.profile, principal=principal)
+        except JournalWriteError:
+            log.warning("the evidence journal could not record the start of a run")
+            return RuntimeResult(
+                outcome="failed",
+                error_code="JOURNAL_UNAVAILABLE",
+                error_message=GENERIC_MESSAGES["JOURNAL_UNAVAILABLE"],
+                usage={"input_tokens": 0, "output_tokens": 0, "model_calls": 0},
+                run_id=run_id,
+            )
+        return None
+
+    def _end_run(self, state: _RunState, result: RuntimeResult) -> RuntimeResult:
+        """Journal the run's end with every call end not yet recorded, all or nothing.
+
+        When even that fails, the journal keeps the run `running`, and it is read back (once this
+        process is gone) from what it holds: `outcome_unknown` if a call with effects has its
+        request recorded as sent and no end, else `failed` / `INTERRUPTED`. The result returned
+        is made to say the same outcome (`outcome_unknown`, or `failed` / `JOURNAL_UNAVAILABLE`),
+        and the write is tried again at the next run's start and at `close()`.
+        """
+        ends = dict(state.unrecorded)
+        for plan in state.plans.values():  # planned, never run: the turn was stopped before them
+            code = result.error_code or "CANCELLED"
+            charged = rt_settle(state.budget, plan.reservation, 0)
+            ends.setdefault(plan.row, CallEnd(plan.row, "not_started", code, charged))
+        state.plans.clear()
+        end: dict[str, Any] = {
+            "outcome": result.outcome,
+            "error_code": result.error_code,
+            "cost_micros": result.cost_micros,
+            "input_tokens": state.input_tokens,
+            "output_tokens": state.output_tokens,
+            "model_calls": state.model_calls,
+            "calls": tuple(ends.values()),
+        }
+        try:
+            self._journal.end_run(state.run_id, **end)
+            return result
+        except JournalWriteError:
+            log.warning("the evidence journal could not record the end of a run")
+        for row in ends:
+            if ends[row].outcome != "not_started":
+                continue
+            state.sent_unended.pop(row, None)
+        unknown = any(effects != "none" for effects in state.sent_unended.values())
+        code = "OUTCOME_UNKNOWN" if unknown else "JOURNAL_UNAVAILABLE"
+        honest = RuntimeResult(
+            outcome=CODES[code],
+            error_code=code,
+            error_message=GENERIC_MESSAGES[code],
+            usage=result.usage,
+            cost_micros=result.cost_micros,
+            run_id=result.run_id,
+        )
+        self._pending_ends[state.run_id] = dict(end, outcome=honest.outcome, error_code=code)
+        return honest
+
+    def _flush_pending(self) -> None:
+        """Write the run ends that could not be written before (best effort)."""
+        for run_id, end in list(self._pending_ends.items()):
+            try:
+                self._journal.end_run(run_id, **end)
+            except JournalWriteError:
+                return
+            del self._pending_ends[run_id]
 
     def _finish(
         self,
@@ -986,7 +1108,7 @@ def create_runtime(
     profile: str = "ephemeral",
     permissions: Mapping[str, Any] | Sequence[str] | Permissions | None = None,
     limits: Mapping[str, Any] | Limits | None = None,
-    journal: str | os.PathLike[str] | None = None,
+    journal: str | os.PathLike[str] | JournalBackend | None = None,
     *,
     guards: Mapping[str, Any] | Guards | None = None,
 ) -> Runtime:
@@ -998,7 +1120,9 @@ def create_runtime(
         permissions: `{"allow": [...]}`: the exact grants (see `toolbridge.runtime` docs).
             Nothing is allowed by default, not even the model.
         limits: overrides of the default limits (snake_case or camelCase names).
-        journal: the SQLite file of the `durable` profile (required there, refused otherwise).
+        journal: the `durable` profile's journal (required there, refused otherwise): the path
+            of an SQLite file, or a `JournalBackend` (such as `Journal(path, durable=True,
+            busy_timeout_ms=...)`).
         guards: `{"input": [...], "tool_result": [...], "output": [...]}`.
 
     Returns:
@@ -1013,12 +1137,16 @@ def create_runtime(
     perms = Permissions.from_config(permissions)
     lim = Limits.from_config(limits)
     grd = Guards.from_config(guards)
+    store: JournalBackend
     if profile == "durable":
-        if journal is None or str(journal) in ("", ":memory:"):
+        if isinstance(journal, JournalBackend):
+            store = journal
+        elif journal is None or str(journal) in ("", ":memory:"):
             raise ConfigError("the durable profile needs journal=<path of an SQLite file>")
-        store = Journal(journal, durable=True)
+        else:
+            store = Journal(journal, durable=True)
     else:
         if journal is not None:
             raise ConfigError("journal= is for the durable profile; the ephemeral profile keeps it in memory")
-        store = Journal(":memory:")
+        store = MemoryJournal()
     return Runtime(profile=profile, permissions=perms, limits=lim, guards=grd, journal=store)

@@ -1,0 +1,390 @@
+"""The SQLite journal backend (`durable` profile), and its read-only reader.
+
+The writer opens (or creates) the file in WAL mode with `synchronous=FULL` and commits every
+change at once, so a process killed mid-call leaves exactly what had happened. It refuses a file
+that is an SQLite database of some other application (it never adds tables to one). A write
+that fails (locked by another connection past `busy_timeout_ms`, disk full: `SQLITE_FULL`, file
+gone) raises `JournalWriteError` and stores nothing of that write.
+
+The reader (`Journal.open_existing`) never writes: it opens the file through a `mode=ro` URI
+(falling back to `immutable=1` when SQLite cannot even read it that way, for example a WAL
+journal on a read-only file system with no `-shm` file), never migrates, never changes the
+journal mode, and refuses an empty file, a file that is not SQLite, or an SQLite file without
+the journal's tables, with a `ConfigError` naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ._journal import (
+    CallEnd,
+    CallRecord,
+    JournalBackend,
+    JournalWriteError,
+    RunRecord,
+    Writer,
+    process_alive,
+    read_back,
+)
+
+__all__ = ["Journal", "SqliteJournal"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    agent TEXT,
+    profile TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error_code TEXT,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    cost_micros INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    model_calls INTEGER NOT NULL DEFAULT 0,
+    pid INTEGER,
+    host TEXT,
+    proc_start TEXT,
+    principal TEXT
+);
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    call_id TEXT NOT NULL,
+    step INTEGER,
+    tool_id TEXT NOT NULL,
+    tool_version TEXT,
+    kind TEXT NOT NULL,
+    effects TEXT NOT NULL,
+    args_sha256 TEXT NOT NULL,
+    args_bytes INTEGER NOT NULL DEFAULT 0,
+    request_sent INTEGER NOT NULL DEFAULT 0,
+    response_received INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT NOT NULL,
+    error_code TEXT,
+    planned_at REAL NOT NULL,
+    sent_at REAL,
+    ended_at REAL,
+    cost_micros INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS calls_by_run ON calls(run_id, id);
+"""
+
+_RUN_COLUMNS = frozenset({"run_id", "profile", "status", "started_at", "pid", "host", "proc_start"})
+_CALL_COLUMNS = frozenset({"id", "run_id", "call_id", "tool_id", "effects", "request_sent", "outcome"})
+_MAGIC = b"SQLite format 3\x00"
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _kind_of(db: sqlite3.Connection) -> str:
+    """`journal`, `empty` (an SQLite file with no tables) or `foreign` (someone else's tables)."""
+    tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return "empty"
+    if {"runs", "calls"} <= tables and _columns(db, "runs") >= _RUN_COLUMNS:
+        return "journal" if _columns(db, "calls") >= _CALL_COLUMNS else "foreign"
+    return "foreign"
+
+
+def _not_a_journal(path: str, why: str) -> ConfigError:
+    return ConfigError(f"{path!r} is not a toolbridge journal: {why}", details={"journal": path})
+
+
+class SqliteJournal(JournalBackend):
+    """The SQLite evidence journal (writer).
+
+    Args:
+        path: a file path, or `":memory:"`.
+        durable: fsync every commit (`synchronous=FULL`; files use WAL mode).
+        busy_timeout_ms: how long a write waits for another connection's lock before it fails.
+
+    Raises:
+        ConfigError: (`ERR_CONFIG`) when the file cannot be opened, or is an SQLite database of
+            another application.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, durable: bool = False, busy_timeout_ms: int = 5000
+    ) -> None:
+        self.path = str(path)
+        self.durable = durable
+        self.readonly = False
+        self.writer = Writer.current()
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
+            raise ConfigError("busy_timeout_ms must be a non-negative integer")
+        memory = self.path == ":memory:"
+        try:
+            if not memory:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"journal {self.path!r} cannot be opened: {exc}") from None
+        try:
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+            kind = _kind_of(self._db)
+            if kind == "foreign":
+                raise _not_a_journal(self.path, "it holds tables of another application")
+            if not memory:
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
+            self._db.executescript(_SCHEMA)
+            if "principal" not in _columns(self._db, "runs"):  # a journal written before principals
+                self._db.execute("ALTER TABLE runs ADD COLUMN principal TEXT")
+        except ConfigError:
+            self._db.close()
+            raise
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise ConfigError(f"journal {self.path!r} cannot be opened as an SQLite journal: {exc}") from None
+
+    @classmethod
+    def open_existing(cls, path: str | os.PathLike[str]) -> SqliteJournal:
+        """Open an existing journal **read-only** (for reading it back; see the module docs).
+
+        Raises:
+            ConfigError: (`ERR_CONFIG`) when there is no such file, or it is empty, not SQLite, or
+                not a journal.
+        """
+        shown = str(path)
+        file = Path(path)
+        if not file.exists():
+            raise ConfigError(f"journal {shown!r} does not exist", details={"journal": shown})
+        if not file.is_file():
+            raise _not_a_journal(shown, "it is not a regular file")
+        try:
+            with file.open("rb") as f:
+                magic = f.read(len(_MAGIC))
+        except OSError as exc:
+            raise ConfigError(f"journal {shown!r} cannot be read: {exc.strerror}") from None
+        if not magic:
+            raise _not_a_journal(shown, "the file is empty")
+        if magic != _MAGIC:
+            raise _not_a_journal(shown, "it is not an SQLite database")
+        self = cls.__new__(cls)
+        self.path = shown
+        self.durable = False
+        self.readonly = True
+        self.writer = Writer.current()
+        uri = file.resolve().as_uri()
+        last: sqlite3.Error | None = None
+        for mode in ("mode=ro", "immutable=1"):
+            db: sqlite3.Connection | None = None
+            try:
+                db = sqlite3.connect(f"{uri}?{mode}", uri=True, isolation_level=None, check_same_thread=False)
+                db.row_factory = sqlite3.Row
+                kind = _kind_of(db)
+            except sqlite3.Error as exc:
+                if db is not None:
+                    db.close()
+                last = exc
+                continue
+            if kind != "journal":
+                db.close()
+                why = "it has no tables" if kind == "empty" else "it holds tables of another application"
+                raise _not_a_journal(shown, why)
+            self._db = db
+            return self
+        raise ConfigError(f"journal {shown!r} cannot be read: {last}", details={"journal": shown})
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        # isolation_level=None: each statement is its own committed transaction.
+        try:
+            cur = self._db.execute(sql, params)
+        except sqlite3.Error:
+            raise JournalWriteError(self.path) from None
+        return int(cur.lastrowid or 0)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def start_run(
+        self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
+    ) -> None:
+        """Record a run as started (status `running`)."""
+        w = self.writer
+        self._write(
+            "INSERT INTO runs (run_id, agent, profile, status, started_at, pid, host, proc_start, principal) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+            (run_id, agent, profile, time.time(), w.pid, w.host, w.proc_start, principal),
+        )
+
+    def end_run(
+        self,
+        run_id: str,
+        *,
+        outcome: str,
+        error_code: str | None,
+        cost_micros: int,
+        input_tokens: int,
+        output_tokens: int,
+        model_calls: int,
+        calls: Sequence[CallEnd] = (),
+    ) -> None:
+        """Record a run's end, with the call ends given, in one transaction."""
+        now = time.time()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for end in calls:
+                    self._db.execute(
+                        "UPDATE calls SET outcome=?, error_code=?, ended_at=?, cost_micros=? WHERE id=?",
+                        (end.outcome, end.error_code, now, end.cost_micros, end.row),
+                    )
+                self._db.execute(
+                    "UPDATE runs SET status=?, error_code=?, ended_at=?, cost_micros=?, input_tokens=?, "
+                    "output_tokens=?, model_calls=? WHERE run_id=?",
+                    (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error:
+            raise JournalWriteError(self.path) from None
+
+    def plan_call(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        step: int | None,
+        tool_id: str,
+        tool_version: str | None,
+        kind: str,
+        effects: str,
+        args_sha256: str,
+        args_bytes: int,
+    ) -> int:
+        """Record a planned call (outcome `running`, nothing sent); returns its row id."""
+        return self._write(
+            "INSERT INTO calls (run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, "
+            "args_bytes, outcome, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+            (
+                run_id,
+                call_id,
+                step,
+                tool_id,
+                tool_version,
+                kind,
+                effects,
+                args_sha256,
+                args_bytes,
+                time.time(),
+            ),
+        )
+
+    def request_sent(self, row: int) -> None:
+        """Record that the request is about to leave (committed before it is sent)."""
+        self._write("UPDATE calls SET request_sent=1, sent_at=? WHERE id=?", (time.time(), row))
+
+    def response_received(self, row: int) -> None:
+        """Record that a response arrived."""
+        self._write("UPDATE calls SET response_received=1 WHERE id=?", (row,))
+
+    def end_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
+        """Record a call's end."""
+        self._write(
+            "UPDATE calls SET outcome=?, error_code=?, ended_at=?, cost_micros=? WHERE id=?",
+            (outcome, error_code, time.time(), cost_micros, row),
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise ConfigError(f"journal {self.path!r} cannot be read: {exc}") from None
+
+    def list_runs(self, limit: int = 100) -> list[RunRecord]:
+        """The most recent runs (newest first), without their calls, with outcomes read back."""
+        rows = self._read("SELECT * FROM runs ORDER BY started_at DESC LIMIT ?", (limit,))
+        return [self._read_run(row, with_calls=False) for row in rows]
+
+    def get_run(self, run_id: str, *, active: bool = False) -> RunRecord | None:
+        """One run with its calls, or `None` when the journal has no such run.
+
+        Args:
+            run_id: the run.
+            active: the caller knows the run is still in progress (never read it as interrupted).
+        """
+        rows = self._read("SELECT * FROM runs WHERE run_id=?", (run_id,))
+        if not rows:
+            return None
+        return self._read_run(rows[0], with_calls=True, active=active)
+
+    def _read_run(self, row: sqlite3.Row, *, with_calls: bool, active: bool = False) -> RunRecord:
+        # An ended run's outcome is stored; the calls of a `running` one may decide it (see
+        # `read_back`), so they are read for it even when the caller drops them.
+        read_calls = with_calls or row["status"] == "running"
+        calls = [
+            CallRecord(
+                run_id=c["run_id"],
+                call_id=c["call_id"],
+                step=c["step"],
+                tool_id=c["tool_id"],
+                tool_version=c["tool_version"],
+                kind=c["kind"],
+                effects=c["effects"],
+                args_sha256=c["args_sha256"],
+                args_bytes=c["args_bytes"],
+                request_sent=bool(c["request_sent"]),
+                response_received=bool(c["response_received"]),
+                outcome=c["outcome"],
+                error_code=c["error_code"],
+                planned_at=c["planned_at"],
+                sent_at=c["sent_at"],
+                ended_at=c["ended_at"],
+                cost_micros=c["cost_micros"],
+            )
+            for c in (
+                self._read("SELECT * FROM calls WHERE run_id=? ORDER BY id", (row["run_id"],))
+                if read_calls
+                else ()
+            )
+        ]
+        keys = row.keys()
+        record = RunRecord(
+            run_id=row["run_id"],
+            agent=row["agent"],
+            profile=row["profile"],
+            outcome=row["status"],
+            error_code=row["error_code"],
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            cost_micros=row["cost_micros"],
+            usage={
+                "input_tokens": row["input_tokens"],
+                "output_tokens": row["output_tokens"],
+                "model_calls": row["model_calls"],
+            },
+            pid=row["pid"],
+            calls=calls,
+            principal=row["principal"] if "principal" in keys else None,
+        )
+        alive = (
+            active or record.outcome != "running" or process_alive(row["pid"], row["host"], row["proc_start"])
+        )
+        read_back(record, alive=alive)
+        if not with_calls:
+            record.calls = []
+        return record
+
+
+Journal = SqliteJournal
+"""The SQLite journal (the name the package has always exported)."""
