@@ -34,7 +34,8 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 async def in_process(page: str) -> list[dict[str, Any]]:
     from toolbridge.tasks import TaskToolSet
 
-    async with TaskToolSet.from_file(HERE / "tools.json") as tools:
+    origin = page.split("/page.html")[0]  # the browser may open only the pages of this origin
+    async with TaskToolSet.from_file(HERE / "tools.json", browser_allow=[origin]) as tools:
         added = await tools.run("add_user", {"page": page, **USER})
         listed = await tools.run("list_users", {})
     return [added.envelope, listed.envelope]
@@ -50,6 +51,8 @@ async def over_stdio(page: str) -> list[dict[str, Any]]:
             "import sys; from toolbridge.cli import main; sys.exit(main())",
             "serve-tasks",
             str(HERE / "tools.json"),
+            "--allow-origin",
+            page.split("/page.html")[0],
         ],
     )
     async with Client(server) as client:

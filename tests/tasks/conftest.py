@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,19 @@ def _site_file(path: str) -> Path | None:
     return None
 
 
+REQUESTS: list[tuple[str, str]] = []
+"""`(Host header, path)` of every request the test site received, in order."""
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        REQUESTS.append((self.headers.get("Host", ""), self.path))
+        if self.path.startswith("/redirect?to="):
+            self.send_response(302)
+            self.send_header("Location", urllib.parse.unquote(self.path.split("=", 1)[1]))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path.startswith("/api/echo"):
             self._send(200, "application/json", json.dumps({"path": self.path}).encode())
             return
@@ -49,6 +61,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, kind, found.read_bytes())
 
     def do_POST(self) -> None:
+        REQUESTS.append((self.headers.get("Host", ""), self.path))
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode()
         self._send(200, "application/json", json.dumps({"received": json.loads(body or "null")}).encode())
@@ -90,3 +103,9 @@ def chromium() -> str:
             "(as .ci/run does) or set TOOLBRIDGE_CHROMIUM to a Chromium executable"
         )
     return path
+
+
+@pytest.fixture
+def site_requests() -> list[tuple[str, str]]:
+    """The `(Host header, path)` log of the test site (cleared by the test as it needs)."""
+    return REQUESTS

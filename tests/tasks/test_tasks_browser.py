@@ -13,6 +13,7 @@ import pytest_asyncio
 from toolbridge.content import ImagePart
 from toolbridge.errors import ToolError
 from toolbridge.tasks import Task, TaskToolSet
+from toolbridge.tasks.actions._navigation import NavigationPolicy
 from toolbridge.tasks.actions.browser import BrowserSession
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -52,7 +53,7 @@ TOOLS = {
             "fill_form",
             instr("input", selector="#q", value="{{q}}"),
             instr("radio", selector="#large"),
-            instr("checkbox", selector="#agree"),
+            instr("checkbox", selector="#agree", checked=True),
             instr("select", selector="#fruit", value="Pear"),
             instr("getText", selector="#state"),
             properties={"q": {}},
@@ -60,7 +61,7 @@ TOOLS = {
         tool("submit_form", instr("submit", selector="#q"), instr("getText", selector="#log")),
         tool(
             "uncheck",
-            instr("checkbox", selector="#agree", checked=False),
+            instr("checkbox", selector="#agree"),  # no `checked`: unchecks, as in TinyAgent
             instr("getText", selector="#state"),
         ),
         tool(
@@ -99,7 +100,9 @@ TOOLS = {
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser_tools(chromium: str) -> AsyncIterator[TaskToolSet]:
-    async with TaskToolSet(TOOLS, chromium=chromium, default_timeout_ms=500) as ts:
+    async with TaskToolSet(
+        TOOLS, chromium=chromium, default_timeout_ms=500, browser_allow=["127.0.0.1"]
+    ) as ts:
         yield ts
 
 
@@ -189,7 +192,7 @@ async def test_navigation_failure_is_reported(browser_tools: TaskToolSet) -> Non
     env = await run(browser_tools, "bad_url")
     assert env["status"] == "error"
     assert env["error"]["message"].startswith(
-        "task.instructions[0] (goto): could not open 'http://127.0.0.1:1/'"
+        "task.instructions[0] (goto): could not open http://127.0.0.1:1: "
     )
     assert "\n" not in env["error"]["message"]
 
@@ -225,7 +228,7 @@ async def test_stop_interrupts_a_browser_wait(browser_tools: TaskToolSet, site: 
 
 
 async def test_browser_session_is_lazy_and_closes(chromium: str, site: str) -> None:
-    session = BrowserSession(chromium)
+    session = BrowserSession(chromium, navigation=NavigationPolicy.parse([site]))
     assert not session.started
     page = await session.page()
     assert session.started

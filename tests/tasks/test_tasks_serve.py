@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from toolbridge.cli import main
 
@@ -92,7 +93,15 @@ FORM_TOOLS = [
 def stdio_params(tools_path: Path, chromium: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=serve_command()[0],
-        args=[*serve_command()[1:], "serve-tasks", str(tools_path), "--chromium", chromium],
+        args=[
+            *serve_command()[1:],
+            "serve-tasks",
+            str(tools_path),
+            "--chromium",
+            chromium,
+            "--allow-origin",
+            "127.0.0.1",
+        ],
     )
 
 
@@ -183,9 +192,11 @@ async def test_errors_and_screenshots_over_stdio_in_the_handshake_era(
             message = broken.structured_content["error"]["message"]
             assert "'#no-such-button'" in message and "Traceback" not in message
 
-            unknown = await client.call_tool("no_such_tool", {})
-            assert unknown.is_error is True
-            assert "unknown tool 'no_such_tool'" in unknown.content[0].text  # type: ignore[union-attr]
+            with pytest.raises(MCPError) as unknown:
+                await client.call_tool("no_such_tool", {})
+            assert unknown.value.code == -32602  # invalid params, as the specification says
+            assert "unknown tool 'no_such_tool'" in unknown.value.message
+            assert "add_user" in unknown.value.message  # the tools there are
 
 
 def free_port() -> int:

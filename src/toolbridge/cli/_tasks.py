@@ -3,13 +3,20 @@
 The tool file is loaded and checked completely before serving starts, so a bad file fails the
 command at once (one line on stderr, exit 1) instead of failing a model's call later. Serving
 is over stdio by default, or Streamable HTTP at `http://HOST:PORT/mcp` with `--transport http`.
-Chromium is launched on the first browser action, headless unless `--headed`.
+Chromium is launched on the first browser action, headless unless `--headed`; it may navigate
+only to the origins given with `--allow-origin` (and the `--start-url` page's).
+
+Keys TinyAgent ignores (`task.id`, params an action does not take) are warnings: `--check` lists
+them, serving prints them on stderr, and `--strict` makes them errors. `--actions MODULE[:ATTR]`
+(repeatable) adds actions of your own: a module whose `@action` decorators register them, or a
+`.py` file, and optionally a `register(registry)` function, an `ActionSpec` or a list of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +52,25 @@ def register(subparsers: Any) -> None:
         metavar="HOST[:PORT]",
         help="a host the http action may reach (repeatable)",
     )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="where the browser may navigate: http://host:port, host[:port], '*', or file:/data:/javascript: "
+        "(repeatable; default: nowhere but the start page)",
+    )
+    p.add_argument(
+        "--start-url", metavar="URL", help="a page the browser opens when it starts (origin allowed)"
+    )
+    p.add_argument(
+        "--actions",
+        action="append",
+        default=[],
+        metavar="MODULE[:ATTR]",
+        help="actions of your own: a module or .py file, optionally :register / :SPEC (repeatable)",
+    )
+    p.add_argument("--strict", action="store_true", help="keys TinyAgent ignores are errors, not warnings")
     p.add_argument("--mcp-config", metavar="FILE", help='JSON {"mcpServers": {...}} for the mcp action')
     p.add_argument("--step-delay-ms", type=int, default=0, help="pause between instructions (default 0)")
     p.add_argument("--timeout-ms", type=int, default=3000, help="element lookup timeout (default 3000)")
@@ -66,21 +92,32 @@ def _load_mcp_config(path: str) -> Any:
 def _serve_tasks(args: argparse.Namespace) -> int:
     from ..tasks import TaskToolSet, load_mcp_servers
     from ..tasks._server import serve_http, serve_stdio
+    from ..tasks.actions._registry import registry_with
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port} is not a TCP port", code="ERR_CONFIG")
     servers = load_mcp_servers(_load_mcp_config(args.mcp_config)) if args.mcp_config else {}
+    registry = registry_with(args.actions, Path.cwd()) if args.actions else None
     toolset = TaskToolSet.from_file(
         args.tools,
+        registry=registry,
         chromium=args.chromium,
         headless=not args.headed,
         http_allow=args.allow_host,
+        browser_allow=args.allow_origin,
+        start_url=args.start_url,
         mcp_servers=servers,
         step_delay_ms=args.step_delay_ms,
         default_timeout_ms=args.timeout_ms,
+        strict=args.strict,
     )
+    for warning in toolset.warnings:
+        print(f"toolbridge: warning: {args.tools}: {warning} [{warning.code}]", file=sys.stderr)
     if args.check:
-        emit(f"{args.tools}: {len(toolset.names)} task tools ok: {', '.join(toolset.names)}")
+        summary = f"{args.tools}: {len(toolset.names)} task tools ok: {', '.join(toolset.names)}"
+        if toolset.warnings:
+            summary += f" ({len(toolset.warnings)} warnings)"
+        emit(summary)
         return 0
     if args.transport == "stdio":
         anyio.run(lambda: serve_stdio(toolset))

@@ -18,9 +18,11 @@ See `docs/describe.md`.
 
 from __future__ import annotations
 
-from ._parser import ExtractedTool, McpToolParser, TaskTool, compile_tools, task_output_schema
+from ._compat import TaskWarning
+from ._parser import TaskTool, compile_tools, task_output_schema
 from ._provider import TaskToolSet, load_mcp_servers
 from ._scheduler import Task, TaskOutcome, TaskRequest, TaskScheduler
+from ._tool_parser import ExtractedTool, McpToolParser
 from .actions import (
     ActionContext,
     ActionParams,
@@ -49,6 +51,7 @@ __all__ = [
     "TaskServices",
     "TaskTool",
     "TaskToolSet",
+    "TaskWarning",
     "action",
     "compile_tools",
     "default_registry",

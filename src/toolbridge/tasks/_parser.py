@@ -1,18 +1,9 @@
-"""`McpToolParser`: task tool JSON in, MCP tools out, everything checked at load time.
+"""Compiling task tools: the tool file JSON checked completely and turned into `TaskTool`s.
 
-This is the Python counterpart of TinyAgent's `McpToolParser` (see `docs/describe.md`):
+`compile_tools(data)` (a whole `{"tools": [...]}` file) and `compile_tool(data)` (one tool) are
+what `McpToolParser` (in `_tool_parser`) and `TaskToolSet` use.
 
-- `replace_instruction_param_value(instruction, name, value)` substitutes one argument into an
-  instruction's params, in place, and returns the instruction.
-- `extract_tool(tool_json)` turns one tool object into an `ExtractedTool`: its name, its MCP
-  definition (`config`: title, description, `inputSchema`, `outputSchema` = the task envelope,
-  annotations) and `cb`, the callback that runs the task through `do_task` and returns an MCP
-  `CallToolResult` as JSON.
-- `extract_all_tools(tools_json)` does the same for a whole `{"tools": [...]}` file.
-- `get_task_output_schema(result_schema)` is the JSON Schema of the task envelope
-  `{status, index, instruction?, result?, error?}`.
-
-Unlike the original, loading validates everything before any tool is offered, and reports every
+Unlike TinyAgent, loading validates everything before any tool is offered, and reports every
 problem with the tool's name and the path of the field:
 
 | code | what |
@@ -23,6 +14,8 @@ problem with the tool's name and the path of the field:
 | `ERR_TASK_PARAMS` | params do not fit the action's declared parameters |
 | `ERR_TASK_PLACEHOLDER` | a placeholder names no `inputSchema` property and no earlier instruction id |
 | `ERR_TASK_DUPLICATE` | two tools with one name, or two instructions with one id |
+| `ERR_TASK_LEGACY` | the file uses a format of TinyAgent's that TinyAgent itself no longer reads |
+| `ERR_TASK_IGNORED_KEY` | (with `strict`) a key TinyAgent ignores; otherwise a `TaskWarning` |
 
 A param whose value holds a placeholder is checked for its key only (its type is known once
 the arguments are); after substitution, before the first instruction runs, every instruction
@@ -32,25 +25,26 @@ without `{{id.path}}` references is checked in full against its action's model.
 from __future__ import annotations
 
 import difflib
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import jsonschema.exceptions  # type: ignore[import-untyped]
 import jsonschema.validators  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from ..errors import ConfigError, ToolbridgeError, bounded
+from ..errors import ConfigError, bounded
 from ..tools import ToolSpec
+from ._compat import TaskWarning, check_legacy, normalize_tools
 from ._format import InstructionModel, ToolModel, format_loc, parse_tool, parse_tools_file
-from ._scheduler import ProgressFn, TaskOutcome, TaskRequest
 from ._substitute import (
+    DEFAULT_SYNTAX,
     LEAVE,
     OMIT,
     MissingValue,
     PathError,
+    Syntax,
     get_path,
     iter_placeholders,
     parse_path,
@@ -59,21 +53,11 @@ from ._substitute import (
 from .actions._registry import ActionRegistry, ActionSpec, default_registry
 
 __all__ = [
-    "DoTask",
-    "ExtractedTool",
-    "McpToolParser",
     "TaskTool",
+    "compile_tool",
     "compile_tools",
     "task_output_schema",
 ]
-
-
-class DoTask(Protocol):
-    """What runs a task: `await do_task(request, progress)` gives its outcome."""
-
-    def __call__(
-        self, request: TaskRequest, progress: ProgressFn | None = None
-    ) -> Awaitable[TaskOutcome]: ...
 
 
 def task_output_schema(result_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -172,6 +156,7 @@ class TaskTool:
     ids: Mapping[str, int]
     _kinds: Mapping[str, _Kind] = field(repr=False)
     _registry: ActionRegistry = field(repr=False)
+    syntax: Syntax = field(default=DEFAULT_SYNTAX, repr=False)
 
     # -- describing ---------------------------------------------------------------------------
 
@@ -262,7 +247,7 @@ class TaskTool:
             MissingValue: an interpolated placeholder's argument was omitted (`.path` says where).
             PathError: a reference walks to something the earlier result does not have.
         """
-        rendered = render(instruction.params, self.resolver(args, results), f"{path}.params")
+        rendered = render(instruction.params, self.resolver(args, results), f"{path}.params", self.syntax)
         assert isinstance(rendered, dict) and rendered is not OMIT
         return rendered
 
@@ -291,7 +276,7 @@ class TaskTool:
         for key, value in instruction.params.items():
             if key in params or not isinstance(value, str):
                 continue
-            placeholder = next(iter_placeholders(value), None)
+            placeholder = next(iter_placeholders(value, syntax=self.syntax), None)
             field_info = _field_by_name(spec.params, key)
             if placeholder is not None and field_info is not None and field_info.is_required():
                 raise ConfigError(
@@ -299,7 +284,10 @@ class TaskTool:
                     f"but {path}.params.{key} ({instruction.action}) needs it; give {placeholder.name!r}",
                     code="ERR_TASK_ARGUMENT_MISSING",
                 )
-        uses_refs = any(self._kinds[p.name].ref_id is not None for p in iter_placeholders(instruction.params))
+        uses_refs = any(
+            self._kinds[p.name].ref_id is not None
+            for p in iter_placeholders(instruction.params, syntax=self.syntax)
+        )
         if not uses_refs:
             try:
                 self.params_model(instruction.action, params, path)
@@ -380,15 +368,14 @@ def _check_schema(schema: Mapping[str, Any], path: str, *, must_be_object: bool)
     return problems
 
 
-def _has_placeholder(value: Any) -> bool:
-    return next(iter_placeholders(value), None) is not None
-
-
 class _Compiler:
-    def __init__(self, model: ToolModel, prefix: str, registry: ActionRegistry) -> None:
+    def __init__(
+        self, model: ToolModel, prefix: str, registry: ActionRegistry, syntax: Syntax = DEFAULT_SYNTAX
+    ) -> None:
         self.model = model
         self.prefix = prefix
         self.registry = registry
+        self.syntax = syntax
         self.problems: list[_Problem] = []
         self.kinds: dict[str, _Kind] = {}
         props = model.input_schema.get("properties")
@@ -439,6 +426,7 @@ class _Compiler:
             ids=ids,
             _kinds=self.kinds,
             _registry=self.registry,
+            syntax=self.syntax,
         )
 
     def check_instruction(
@@ -453,7 +441,7 @@ class _Compiler:
             self.add(
                 "ERR_TASK_UNKNOWN_ACTION", f"{path}.action", f"unknown action {instruction.action!r}{hint}"
             )
-        for ph in iter_placeholders(instruction.params, f"{path}.params"):
+        for ph in iter_placeholders(instruction.params, f"{path}.params", self.syntax):
             self.classify(ph.name, ph.path, ids)
         if spec is not None:
             self.check_params(spec.params, instruction.params, path)
@@ -493,7 +481,11 @@ class _Compiler:
             for err in exc.errors(include_url=False):
                 loc = err["loc"]
                 key = loc[0] if loc else None
-                if isinstance(key, str) and key in params and _has_placeholder(params[key]):
+                if (
+                    isinstance(key, str)
+                    and key in params
+                    and next(iter_placeholders(params[key], syntax=self.syntax), None) is not None
+                ):
                     continue  # its type is known once the arguments are
                 if err["type"] == "missing" and isinstance(key, str):
                     self.add(
@@ -514,13 +506,40 @@ def _param_names(model: type[BaseModel]) -> list[str]:
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def compile_tools(data: Any, registry: ActionRegistry | None = None) -> list[TaskTool]:
+def _params_of(registry: ActionRegistry) -> Callable[[str], type[BaseModel] | None]:
+    def params_of(name: str) -> type[BaseModel] | None:
+        spec = registry.get(name)
+        return spec.params if spec is not None else None
+
+    return params_of
+
+
+def compile_tools(
+    data: Any,
+    registry: ActionRegistry | None = None,
+    *,
+    syntax: Syntax = DEFAULT_SYNTAX,
+    strict: bool = False,
+    warnings: list[TaskWarning] | None = None,
+) -> list[TaskTool]:
     """Validate a whole tool file (`{"tools": [...]}`) and compile its tools.
 
+    Args:
+        data: the file's JSON content.
+        registry: the actions (default: `default_registry()`).
+        syntax: how placeholders are written (`{{name}}` by default).
+        strict: keys TinyAgent ignores are errors (`ERR_TASK_IGNORED_KEY`) instead of warnings.
+        warnings: when given, the ignored keys are appended to it (see `TaskWarning`).
+
     Raises:
-        ConfigError: `ERR_TASK_*` naming every problem (see the module docstring).
+        ConfigError: `ERR_TASK_*` naming every problem (see the module docstring);
+            `ERR_TASK_LEGACY` for a file in one of TinyAgent's retired formats.
     """
     reg = registry if registry is not None else default_registry()
+    check_legacy(data)
+    data, found = normalize_tools(data, _params_of(reg), strict=strict)
+    if warnings is not None:
+        warnings.extend(found)
     file = parse_tools_file(data)
     tools: list[TaskTool] = []
     problems: list[_Problem] = []
@@ -537,150 +556,29 @@ def compile_tools(data: Any, registry: ActionRegistry | None = None) -> list[Tas
             continue
         seen[model.name] = index
         try:
-            tools.append(_Compiler(model, f"tools[{index}]", reg).compile())
+            tools.append(_Compiler(model, f"tools[{index}]", reg, syntax).compile())
         except ConfigError as exc:
             problems.extend(_Problem(**p) for p in exc.details.get("problems", []))
     _raise_problems(problems)
     return tools
 
 
-def compile_tool(data: Any, registry: ActionRegistry | None = None, prefix: str = "tool") -> TaskTool:
-    """Validate and compile one tool object.
+def compile_tool(
+    data: Any,
+    registry: ActionRegistry | None = None,
+    prefix: str = "tool",
+    *,
+    syntax: Syntax = DEFAULT_SYNTAX,
+    strict: bool = False,
+    warnings: list[TaskWarning] | None = None,
+) -> TaskTool:
+    """Validate and compile one tool object (the options are those of `compile_tools`).
 
     Raises:
         ConfigError: `ERR_TASK_*` naming every problem.
     """
     reg = registry if registry is not None else default_registry()
-    return _Compiler(parse_tool(data, prefix), prefix, reg).compile()
-
-
-# --- the parser ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExtractedTool:
-    """A task tool as an MCP tool: what `McpToolParser.extract_tool` gives.
-
-    Attributes:
-        name: the tool's name.
-        config: the rest of its MCP definition: `description`, `inputSchema`, `outputSchema`
-            (the task envelope), and `title`, `annotations`, `_meta` when given.
-        cb: `await cb(arguments, progress=None)` runs the task and returns the MCP
-            `CallToolResult` as JSON: `content` (the envelope as JSON text, then any images),
-            `structuredContent` (the envelope) and `isError`.
-        tool: the compiled tool.
-    """
-
-    name: str
-    config: dict[str, Any]
-    cb: Callable[..., Awaitable[dict[str, Any]]]
-    tool: TaskTool
-
-    def definition(self) -> dict[str, Any]:
-        """The whole MCP `Tool` object as JSON."""
-        return {"name": self.name, **self.config}
-
-
-class McpToolParser:
-    """Turns JSON task tools into MCP tools whose callback runs the task.
-
-    Args:
-        do_task: runs a task: `await do_task(request, progress)` returns a `TaskOutcome`
-            (a `TaskScheduler`'s `run` is one).
-        registry: the actions instructions may use (default: `default_registry()`).
-    """
-
-    def __init__(self, do_task: DoTask, *, registry: ActionRegistry | None = None) -> None:
-        self._do_task = do_task
-        self._registry = registry
-
-    @property
-    def registry(self) -> ActionRegistry:
-        """The action registry tools are checked against."""
-        if self._registry is None:
-            self._registry = default_registry()
-        return self._registry
-
-    @staticmethod
-    def replace_instruction_param_value(
-        instruction: MutableMapping[str, Any], name: str, value: Any
-    ) -> MutableMapping[str, Any]:
-        """Substitute the argument `name` with `value` in an instruction's params, in place.
-
-        The rules of `toolbridge.tasks._substitute` apply (the value keeps its type when the
-        param is exactly `{{name}}`; interpolated otherwise; nested values visited; `\\{{` is
-        literal). Placeholders of other names are left as they are. The `catchInstruction`, if
-        any, is substituted too.
-
-        Returns:
-            The same instruction object.
-
-        Raises:
-            ConfigError: `ERR_TASK_INVALID` when `instruction` has no `params` object.
-        """
-        params = instruction.get("params", {})
-        if not isinstance(params, dict):
-            raise ConfigError("instruction.params must be an object", code="ERR_TASK_INVALID")
-
-        def resolve(key: str) -> Any:
-            return value if key == name else LEAVE
-
-        rendered = render(params, resolve, "params")
-        instruction["params"] = rendered
-        catch = instruction.get("catchInstruction")
-        if isinstance(catch, MutableMapping):
-            McpToolParser.replace_instruction_param_value(catch, name, value)
-        return instruction
-
-    def extract_tool(self, tool_json: Mapping[str, Any]) -> ExtractedTool:
-        """Validate one task tool and turn it into an MCP tool.
-
-        Raises:
-            ConfigError: `ERR_TASK_*` naming every problem (see the module docstring).
-        """
-        return self._extract(compile_tool(dict(tool_json), self.registry))
-
-    def extract_all_tools(self, tools_json: Mapping[str, Any]) -> list[ExtractedTool]:
-        """Validate a whole `{"tools": [...]}` file and turn each tool into an MCP tool.
-
-        Raises:
-            ConfigError: `ERR_TASK_*` naming every problem, in every tool, at once.
-        """
-        return [self._extract(t) for t in compile_tools(tools_json, self.registry)]
-
-    def get_task_output_schema(self, result_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The JSON Schema of the task envelope (`result` described by `result_schema`)."""
-        return task_output_schema(result_schema)
-
-    def _extract(self, tool: TaskTool) -> ExtractedTool:
-        definition = tool.mcp_definition()
-        definition.pop("name")
-
-        async def cb(
-            arguments: Mapping[str, Any] | None, progress: ProgressFn | None = None
-        ) -> dict[str, Any]:
-            outcome = await self.run(tool, arguments, progress)
-            return outcome.to_call_result()
-
-        return ExtractedTool(tool.name, definition, cb, tool)
-
-    async def run(
-        self, tool: TaskTool, arguments: Mapping[str, Any] | None, progress: ProgressFn | None = None
-    ) -> TaskOutcome:
-        """Check the arguments, then run the task through `do_task`.
-
-        Problems found before the task starts (invalid arguments, a missing argument that a
-        text needs, params that do not fit) give an `error` outcome with index -1; nothing runs.
-        """
-        try:
-            if arguments is not None and not isinstance(arguments, Mapping):
-                raise ConfigError("arguments must be an object", code="ERR_TASK_ARGUMENTS")
-            args = tool.prepare_arguments(arguments)
-            tool.check_ready(args)
-        except ConfigError as exc:
-            return TaskOutcome.not_started(exc.message)
-        request = TaskRequest(id=uuid.uuid4().hex, tool=tool, arguments=args)
-        try:
-            return await self._do_task(request, progress)
-        except ToolbridgeError as exc:
-            return TaskOutcome.not_started(exc.message)
+    data, found = normalize_tools(data, _params_of(reg), single=True, strict=strict)
+    if warnings is not None:
+        warnings.extend(found)
+    return _Compiler(parse_tool(data, prefix), prefix, reg, syntax).compile()

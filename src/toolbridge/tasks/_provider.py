@@ -24,13 +24,42 @@ from typing import Any
 from ..content import TextPart
 from ..errors import ConfigError, ToolError
 from ..tools import ToolResult, ToolSpec
-from ._parser import ExtractedTool, McpToolParser, TaskTool
-from ._scheduler import ProgressFn, TaskOutcome, TaskScheduler
+from ._compat import TaskWarning
+from ._parser import TaskTool
+from ._scheduler import ElicitFn, ProgressFn, TaskOutcome, TaskScheduler
+from ._tool_parser import ExtractedTool, McpToolParser
 from .actions._context import McpServerConfig, TaskServices
+from .actions._navigation import NavigationPolicy
 from .actions._registry import ActionRegistry, default_registry
 from .actions.browser import BrowserSession
 
-__all__ = ["TaskToolSet", "load_mcp_servers"]
+__all__ = ["TaskToolSet", "load_mcp_servers", "read_tools_file"]
+
+
+def read_tools_file(path: str | Path) -> Any:
+    """The JSON content of a task tool file: the one place tool files are read.
+
+    Raises:
+        ConfigError: `ERR_TASK_FILE` when the file cannot be read, is not UTF-8 or is not JSON.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"task tool file {str(p)!r} is not UTF-8 text", code="ERR_TASK_FILE") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read task tool file {str(p)!r}: {exc.strerror}", code="ERR_TASK_FILE"
+        ) from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = (
+            f": {exc.msg} at line {exc.lineno} column {exc.colno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else ""
+        )
+        raise ConfigError(f"task tool file {str(p)!r} is not JSON{where}", code="ERR_TASK_FILE") from None
 
 
 def load_mcp_servers(data: Any) -> dict[str, McpServerConfig]:
@@ -57,13 +86,22 @@ class TaskToolSet:
         chromium: the Chromium executable (default: `$TOOLBRIDGE_CHROMIUM`, `/usr/bin/chromium`).
         headless: run Chromium without a window (default).
         http_allow: hosts (`name` or `name:port`) the `http` action may reach.
+        browser_allow: where the browser may navigate: origins (`http://host:port`), hosts
+            (`host`, `host:port`), `*` (any http(s) origin), or `file:` / `data:` /
+            `javascript:`; nowhere but `about:blank` and the start page by default.
+        start_url: a page the browser opens when it starts (its origin is allowed).
         mcp_servers: servers the `mcp` action may call, by name.
         step_delay_ms: pause between instructions (default 0).
         default_timeout_ms: how long element lookups retry (default 3000).
         instruction_timeout_s: the longest one instruction may run (default 120).
+        strict: keys TinyAgent ignores are errors (`ERR_TASK_IGNORED_KEY`), not warnings.
+
+    Attributes:
+        warnings: what loading ignored (`TaskWarning`s), as TinyAgent ignores it.
 
     Raises:
-        ConfigError: `ERR_TASK_*` when the tool file is invalid (every problem named).
+        ConfigError: `ERR_TASK_*` when the tool file is invalid (every problem named);
+            `ERR_CONFIG` for a bad allow list entry or start URL.
     """
 
     generation = 0
@@ -76,16 +114,24 @@ class TaskToolSet:
         chromium: str | None = None,
         headless: bool = True,
         http_allow: Iterable[str] = (),
+        browser_allow: Iterable[str] = (),
+        start_url: str | None = None,
         mcp_servers: Mapping[str, McpServerConfig] | None = None,
         step_delay_ms: int = 0,
         default_timeout_ms: int = 3000,
         instruction_timeout_s: float = 120.0,
+        strict: bool = False,
     ) -> None:
         if step_delay_ms < 0 or default_timeout_ms < 0 or instruction_timeout_s <= 0:
             raise ConfigError("delays and timeouts must not be negative", code="ERR_CONFIG")
         self.registry = registry if registry is not None else default_registry()
         self.services = TaskServices(
-            browser=BrowserSession(chromium, headless=headless),
+            browser=BrowserSession(
+                chromium,
+                headless=headless,
+                navigation=NavigationPolicy.parse(browser_allow),
+                start_url=start_url,
+            ),
             http_allow=frozenset(h.lower() for h in http_allow),
             mcp_servers=dict(mcp_servers or {}),
             default_timeout_ms=default_timeout_ms,
@@ -96,8 +142,9 @@ class TaskToolSet:
             step_delay_ms=step_delay_ms,
             instruction_timeout_s=instruction_timeout_s,
         )
-        self.parser = McpToolParser(self.scheduler.run, registry=self.registry)
+        self.parser = McpToolParser(self.scheduler.run, registry=self.registry, strict=strict)
         self._tools: dict[str, ExtractedTool] = {t.name: t for t in self.parser.extract_all_tools(tools_json)}
+        self.warnings: list[TaskWarning] = list(self.parser.warnings)
 
     @classmethod
     def from_file(cls, path: str | Path, **options: Any) -> TaskToolSet:
@@ -108,19 +155,7 @@ class TaskToolSet:
                 `ERR_TASK_*` when its content is invalid.
         """
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read task tool file {str(p)!r}: {exc.strerror}", code="ERR_TASK_FILE"
-            ) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"task tool file {str(p)!r} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                code="ERR_TASK_FILE",
-            ) from None
+        data = read_tools_file(p)
         try:
             return cls(data, **options)
         except ConfigError as exc:
@@ -158,14 +193,21 @@ class TaskToolSet:
     # -- running --------------------------------------------------------------------------
 
     async def run(
-        self, name: str, arguments: Mapping[str, Any] | None = None, progress: ProgressFn | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        progress: ProgressFn | None = None,
+        *,
+        elicit: ElicitFn | None = None,
     ) -> TaskOutcome:
         """Run a task tool and return its outcome (failures are outcomes, not exceptions).
+
+        `elicit(message, schema)`, when given, asks a person (the `userGuide` action uses it).
 
         Raises:
             ConfigError: `ERR_TASK_UNKNOWN_TOOL` when there is no such tool.
         """
-        return await self.parser.run(self.task_tool(name), arguments, progress)
+        return await self.parser.run(self.task_tool(name), arguments, progress, elicit)
 
     async def list_tools(self) -> list[ToolSpec]:
         """The task tools as `ToolSpec`s (`ToolProvider`)."""

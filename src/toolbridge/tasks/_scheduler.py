@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._parser import TaskTool
 
 __all__ = [
+    "ElicitFn",
     "ProgressFn",
     "Task",
     "TaskOutcome",
@@ -67,16 +68,24 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 """`await progress(progress, total, message)`."""
 
+ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""`await elicit(message, requested_schema)`: ask the person at the MCP client (elicitation);
+gives `{"action": "accept" | "decline" | "cancel", "content": {...}}`."""
+
 TaskStatus = Literal["success", "error", "partial completed"]
 
 
 @dataclass(frozen=True)
 class TaskRequest:
-    """A task to run: the tool, its checked arguments (defaults filled in) and a fresh id."""
+    """A task to run: the tool, its checked arguments (defaults filled in) and a fresh id.
+
+    `elicit`, when the MCP client offers elicitation, asks its user (the `userGuide` action).
+    """
 
     id: str
     tool: TaskTool
     arguments: Mapping[str, Any]
+    elicit: ElicitFn | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,8 @@ class Task:
         self.results: list[Any] = []
         self.results_by_id: dict[str, Any] = {}
         self.parts: list[Part] = []
+        self.shared: dict[str, Any] = {}
+        self.cleanups: list[Callable[[], Awaitable[None]]] = []
         self._stop_requested = False
         self._skip_requested = False
         self._paused = False
@@ -247,6 +258,7 @@ class TaskScheduler:
                     return await self._execute(task, progress)
                 finally:
                     self._current = None
+                    await _run_cleanups(task)
         finally:
             if task in self._queued:  # cancelled while waiting for its turn
                 self._queued.remove(task)
@@ -366,6 +378,9 @@ class TaskScheduler:
             results=dict(task.results_by_id),
             previous=tuple(task.results),
             services=self.services,
+            elicit=task.request.elicit,
+            task_state=task.shared,
+            cleanups=task.cleanups,
         )
         try:
             return await spec.fn(model, ctx)
@@ -403,6 +418,17 @@ class TaskScheduler:
             }
         task.state = "finished"
         return TaskOutcome(envelope, tuple(task.parts), tuple(task.results))
+
+
+async def _run_cleanups(task: Task) -> None:
+    """Run what actions left to undo when their task ends (listeners, ...), newest first."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+        while task.cleanups:
+            cleanup = task.cleanups.pop()
+            try:
+                await cleanup()
+            except Exception as exc:  # the page or browser is already gone
+                log.debug("task cleanup failed: %s", exc)
 
 
 def _step(index: int, total: int) -> str:

@@ -5,8 +5,10 @@
 envelope as `structuredContent` plus a JSON text block (and image blocks for screenshots), with
 `isError` when the status is not `success`. When the client sent a progress token, the
 scheduler's per-instruction progress is forwarded as `notifications/progress` (the SDK's
-`report_progress` does nothing otherwise). An unknown tool name gives an `isError` result naming
-the tools there are.
+`report_progress` does nothing otherwise). An unknown tool name is a JSON-RPC error -32602
+(invalid params), as the specification says, naming the tools there are. When the client
+declared the elicitation capability, actions that need a person (`userGuide`) ask through
+`elicitation/create`; otherwise they fail with a message saying so.
 
 The SDK's server serves both protocol eras: over stdio, `Server.run` decides per connection from
 the client's first request (the `initialize` handshake, or the 2026-07-28 per-request envelope);
@@ -23,9 +25,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server
+from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ._provider import TaskToolSet
+from ._scheduler import ElicitFn
 
 __all__ = ["create_server", "serve_http", "serve_stdio"]
 
@@ -42,17 +46,12 @@ def create_server(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> Server[An
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if toolset.get(params.name) is None:
             known = ", ".join(toolset.names) or "none"
-            return types.CallToolResult(
-                content=[
-                    types.TextContent(type="text", text=f"unknown tool {params.name!r} (tools: {known})")
-                ],
-                is_error=True,
-            )
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name[:200]!r} (tools: {known})")
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(value, total, message)
 
-        outcome = await toolset.run(params.name, params.arguments, progress)
+        outcome = await toolset.run(params.name, params.arguments, progress, elicit=_elicitation(ctx))
         return types.CallToolResult.model_validate(outcome.to_call_result())
 
     return Server(
@@ -62,6 +61,20 @@ def create_server(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> Server[An
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _elicitation(ctx: Any) -> ElicitFn | None:
+    """`elicit(message, schema)` over this request's session, when the client offers elicitation."""
+    session = ctx.session
+    caps = session.client_capabilities
+    if caps is None or caps.elicitation is None:
+        return None
+
+    async def elicit(message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        result = await session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        return {"action": result.action, "content": dict(result.content or {})}
+
+    return elicit
 
 
 async def serve_stdio(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> None:

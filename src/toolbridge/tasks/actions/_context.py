@@ -10,7 +10,7 @@ services.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +149,11 @@ class ActionContext:
         results: the results of earlier instructions that have an `id`, by id.
         previous: the results of all earlier top-level instructions, in order.
         services: the server-wide services.
+        elicit: `await elicit(message, schema)` asks the person at the MCP client, when the
+            client offers elicitation (None otherwise).
+        task_state: a dict shared by the instructions of this run of the task (for actions that
+            work in pairs, such as `apiConfirmStart` / `apiConfirmEnd`).
+        cleanups: async functions run when the task ends, however it ends (newest first).
     """
 
     tool: str
@@ -158,6 +163,9 @@ class ActionContext:
     results: Mapping[str, Any]
     previous: Sequence[Any]
     services: TaskServices
+    elicit: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    task_state: dict[str, Any] = field(default_factory=dict)
+    cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def page(self) -> Page:
         """The shared browser page (launching the browser on first use).

@@ -27,13 +27,18 @@ Such an entry point may name:
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import logging
+import sys
 import threading
 import typing
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +60,7 @@ __all__ = [
     "NoParams",
     "action",
     "default_registry",
+    "registry_with",
 ]
 
 log = logging.getLogger(__name__)
@@ -256,31 +262,116 @@ class ActionRegistry:
             except Exception as exc:
                 raise ConfigError(
                     f"entry point {ep.name!r} ({ep.value}) in group {group!r} failed to load: "
-                    f"{type(exc).__name__}: {exc}",
+                    f"{type(exc).__name__}: {_line(exc)}",
                     code="ERR_TASK_ACTION_PLUGIN",
-                ) from exc
-            if isinstance(obj, ActionSpec):
-                self.add(obj, replace=True)
-            elif isinstance(obj, ModuleType):
-                pass  # importing it ran its @action decorators
-            elif callable(obj):
-                try:
-                    obj(self)
-                except ConfigError:
-                    raise
-                except Exception as exc:
-                    raise ConfigError(
-                        f"entry point {ep.name!r} ({ep.value}) failed: {type(exc).__name__}: {exc}",
-                        code="ERR_TASK_ACTION_PLUGIN",
-                    ) from exc
-            else:
-                raise ConfigError(
-                    f"entry point {ep.name!r} ({ep.value}) must name a module, a callable "
-                    "register(registry) or an ActionSpec",
-                    code="ERR_TASK_ACTION_PLUGIN",
-                )
+                ) from None
+            self.apply(obj, f"entry point {ep.name!r} ({ep.value})")
             loaded.append(ep.name)
         return loaded
+
+    def apply(self, obj: object, label: str) -> None:
+        """Add the actions `obj` provides: an `ActionSpec`, a list of them, an `ActionRegistry`,
+        a callable `register(registry)`, or a module (importing it ran its `@action` decorators).
+
+        Raises:
+            ConfigError: `ERR_TASK_ACTION_PLUGIN` (naming `label`) when `obj` is none of those or
+                its `register` fails.
+        """
+        if isinstance(obj, ActionSpec):
+            self.add(obj, replace=True)
+        elif isinstance(obj, ActionRegistry):
+            for spec in obj.specs():
+                self.add(spec, replace=True)
+        elif isinstance(obj, list | tuple) and obj and all(isinstance(o, ActionSpec) for o in obj):
+            for spec in obj:
+                self.add(spec, replace=True)
+        elif isinstance(obj, ModuleType):
+            pass  # importing it ran its @action decorators
+        elif callable(obj) and not isinstance(obj, type):
+            try:
+                obj(self)
+            except ConfigError:
+                raise
+            except Exception as exc:
+                raise ConfigError(
+                    f"{label} failed: {type(exc).__name__}: {_line(exc)}", code="ERR_TASK_ACTION_PLUGIN"
+                ) from None
+        else:
+            raise ConfigError(
+                f"{label} must name a module, a callable register(registry), an ActionSpec (or a list "
+                "of them) or an ActionRegistry",
+                code="ERR_TASK_ACTION_PLUGIN",
+            )
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _import_ref(ref: str, base_dir: Path | None) -> object:
+    """The object `MODULE[:ATTR]` names; MODULE is a dotted module name or a `.py` file path."""
+    target, _, attr = ref.partition(":")
+    label = f"actions {ref!r}"
+    if not target:
+        raise ConfigError(f"{label}: give MODULE or MODULE:ATTR", code="ERR_TASK_ACTION_PLUGIN")
+    try:
+        if target.endswith(".py") or "/" in target:
+            path = Path(target)
+            if not path.is_absolute() and base_dir is not None:
+                path = base_dir / path
+            if not path.is_file():
+                raise ConfigError(f"{label}: no file {str(path)!r}", code="ERR_TASK_ACTION_PLUGIN")
+            digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+            name = f"toolbridge_actions_{path.stem}_{digest}"
+            module = sys.modules.get(name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise ConfigError(f"{label}: cannot load {str(path)!r}", code="ERR_TASK_ACTION_PLUGIN")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(name, None)
+                    raise
+        else:
+            module = importlib.import_module(target)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"{label}: importing {target!r} failed: {type(exc).__name__}: {_line(exc)}",
+            code="ERR_TASK_ACTION_PLUGIN",
+        ) from None
+    if not attr:
+        return module
+    obj: object = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{label}: {target!r} has no attribute {attr!r}", code="ERR_TASK_ACTION_PLUGIN")
+        obj = getattr(obj, part)
+    return obj
+
+
+def registry_with(refs: Iterable[str], base_dir: Path | None = None) -> ActionRegistry:
+    """The default registry plus the actions of `refs` (`serve-tasks --actions`, `actions:`).
+
+    Each ref is `MODULE` or `MODULE:ATTR`: MODULE is a dotted module name (imported; its
+    `@action` decorators register into the default registry) or a path to a `.py` file
+    (relative to `base_dir`); ATTR names a callable `register(registry)`, an `ActionSpec`, a
+    list of them or an `ActionRegistry`. The default registry itself gets only what the
+    modules' decorators add; the rest goes into the copy returned.
+
+    Raises:
+        ConfigError: `ERR_TASK_ACTION_PLUGIN` naming the ref that cannot be imported or used.
+    """
+    objects = [(ref, _import_ref(ref, base_dir)) for ref in refs]
+    registry = default_registry().copy()
+    for ref, obj in objects:
+        registry.apply(obj, f"actions {ref!r}")
+    return registry
 
 
 def _entry_points(group: str) -> Iterable[importlib.metadata.EntryPoint]:

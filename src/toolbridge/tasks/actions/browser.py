@@ -22,7 +22,7 @@ follow TinyAgent's action library:
 | `click`, `doubleClick`, `rightClick` | `selector`, `timeout?` | — |
 | `clickByText` | `text`, `selector?` (scope), `timeout?` | — |
 | `select` | `selector`, `value` (an option's value or label), `timeout?` | `{selected: [...]}` |
-| `checkbox` | `selector`, `checked?` (default true), `timeout?` | — |
+| `checkbox` | `selector`, `checked?` (default false, as in TinyAgent), `timeout?` | — |
 | `radio` | `selector`, `timeout?` | — |
 | `submit` | `selector` (a form, or a field of one), `timeout?` | — |
 | `scrollTo`, `highlight`, `waitFor` | `selector`, `timeout?` | — |
@@ -33,6 +33,7 @@ follow TinyAgent's action library:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import os
@@ -43,12 +44,13 @@ import anyio
 from pydantic import Field
 
 from ...content import ImagePart
-from ...errors import ToolError
+from ...errors import ConfigError, ToolError
 from ._context import ActionContext
+from ._navigation import NavigationPolicy, origin_of
 from ._registry import _DEFAULT, ActionParams, ActionResult, action
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, BrowserContext, Locator, Page, Playwright
+    from playwright.async_api import Browser, BrowserContext, CDPSession, Locator, Page, Playwright
 
 __all__ = ["CHROMIUM_ENV", "DEFAULT_CHROMIUM", "LAUNCH_ARGS", "BrowserSession", "find_chromium"]
 
@@ -107,6 +109,12 @@ class BrowserSession:
         executable_path: Chromium to launch (see `find_chromium`).
         headless: run without a window (the default).
         viewport: page size as `(width, height)`.
+        navigation: where the page may navigate (see `_navigation`); default: nowhere but
+            `about:blank` and the start page.
+        start_url: a page opened when the page is created (its origin is allowed).
+
+    Raises:
+        ConfigError: `ERR_CONFIG` when `start_url` is not an http(s) or file URL.
     """
 
     def __init__(
@@ -115,10 +123,24 @@ class BrowserSession:
         *,
         headless: bool = True,
         viewport: tuple[int, int] = (1280, 800),
+        navigation: NavigationPolicy | None = None,
+        start_url: str | None = None,
     ) -> None:
         self.executable_path = executable_path
         self.headless = headless
         self.viewport = viewport
+        self.start_url = start_url
+        policy = navigation if navigation is not None else NavigationPolicy()
+        if start_url is not None:
+            if origin_of(start_url).split(":")[0] not in ("http", "https", "file"):
+                raise ConfigError(
+                    f"the start URL {start_url[:200]!r} is not an http(s) or file URL", code="ERR_CONFIG"
+                )
+            policy = policy.with_origin_of(start_url)
+        self.navigation = policy
+        self._blocked: list[str] = []
+        self._creating = False
+        self._pending: set[asyncio.Future[None]] = set()
         self._lock = anyio.Lock()
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -150,8 +172,70 @@ class BrowserSession:
             if self._browser is None:
                 await self._launch()
             assert self._context is not None
-            self._page = await self._context.new_page()
-            return self._page
+            self._creating = True
+            try:
+                page = await self._context.new_page()
+            finally:
+                self._creating = False
+            await self._guard(page)
+            self._page = page
+            if self.start_url is not None:
+                try:
+                    await page.goto(self.start_url, timeout=30_000)
+                except Exception as exc:
+                    raise ToolError(
+                        f"could not open the start page {self.start_url!r}: {_first_line(exc)}",
+                        code="ERR_TOOL_BROWSER",
+                    ) from None
+            return page
+
+    async def _guard(self, page: Page) -> None:
+        """Check every main-frame navigation of `page` (each redirect hop too) before it is sent."""
+        assert self._context is not None
+        cdp = await self._context.new_cdp_session(page)
+        tree = await cdp.send("Page.getFrameTree")
+        main_frame = tree["frameTree"]["frame"]["id"]
+
+        def on_paused(event: dict[str, Any]) -> None:
+            future = asyncio.ensure_future(self._decide(cdp, main_frame, event))
+            self._pending.add(future)
+            future.add_done_callback(self._pending.discard)
+
+        cdp.on("Fetch.requestPaused", on_paused)
+        await cdp.send(
+            "Fetch.enable",
+            {"patterns": [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]},
+        )
+
+    async def _decide(self, cdp: CDPSession, main_frame: str, event: dict[str, Any]) -> None:
+        url = str(event.get("request", {}).get("url", ""))
+        reason = self.navigation.refusal(url) if event.get("frameId") == main_frame else None
+        with contextlib.suppress(Exception):  # the page or browser went away meanwhile
+            if reason is None:
+                await cdp.send("Fetch.continueRequest", {"requestId": event["requestId"]})
+                return
+            self._blocked.append(f"navigation to {origin_of(url)} was blocked: {reason}")
+            del self._blocked[:-5]
+            await cdp.send(
+                "Fetch.failRequest", {"requestId": event["requestId"], "errorReason": "BlockedByClient"}
+            )
+
+    def take_blocked(self) -> str | None:
+        """The last navigation refused since the previous call (and forget them), or None."""
+        last = self._blocked[-1] if self._blocked else None
+        self._blocked.clear()
+        return last
+
+    def _on_new_page(self, page: Page) -> None:
+        if not self._creating and page is not self._page:  # a popup or target=_blank: tasks use one page
+            future = asyncio.ensure_future(page.close())
+            self._pending.add(future)
+            future.add_done_callback(self._forget)
+
+    def _forget(self, future: asyncio.Future[None]) -> None:
+        self._pending.discard(future)
+        if not future.cancelled():
+            future.exception()  # retrieved: a page already gone is not an error
 
     async def _launch(self) -> None:
         executable = find_chromium(self.executable_path)
@@ -169,6 +253,7 @@ class BrowserSession:
                 )
                 width, height = self.viewport
                 self._context = await self._browser.new_context(viewport={"width": width, "height": height})
+                self._context.on("page", self._on_new_page)
         except BaseException as exc:
             await self._shutdown()
             if isinstance(exc, Exception):
@@ -194,6 +279,11 @@ class BrowserSession:
             if playwright is not None:
                 with contextlib.suppress(Exception):
                     await playwright.stop()
+
+
+async def page_settled(page: Page, timeout_ms: int = 2000) -> None:
+    """Wait (briefly) until the page has loaded after an action that may navigate."""
+    await page.wait_for_load_state("load", timeout=timeout_ms)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -241,9 +331,10 @@ class SelectParams(SelectorParams):
 
 
 class CheckboxParams(SelectorParams):
-    """`{selector, checked?}`."""
+    """`{selector, checked?}`: without `checked` the box ends unchecked, as in TinyAgent (whose
+    action sets `element.checked = params.checked`, so a missing value unchecks it)."""
 
-    checked: bool = True
+    checked: bool = False
 
 
 class HighlightParams(SelectorParams):
@@ -306,10 +397,22 @@ async def _guard(selector: str, timeout_ms: int, awaitable: Any) -> Any:
         ) from None
 
 
+def check_navigation(ctx: ActionContext) -> None:
+    """Fail when a navigation was refused (by the allow list) while the action ran.
+
+    Raises:
+        ToolError: `ERR_TOOL_ACTION_FAILED` naming the origin that was refused.
+    """
+    blocked = ctx.services.browser.take_blocked()
+    if blocked is not None:
+        raise ToolError(blocked, code="ERR_TOOL_ACTION_FAILED")
+
+
 async def _act(ctx: ActionContext, params: SelectorParams, op: str, **kwargs: Any) -> None:
     timeout = _timeout(params, ctx)
     locator = await _element(ctx, params.selector, timeout)
     await _guard(params.selector, timeout, getattr(locator, op)(timeout=timeout, **kwargs))
+    check_navigation(ctx)
 
 
 # --- actions --------------------------------------------------------------------------------
@@ -320,7 +423,12 @@ async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
     """Open a URL in the page."""
     from playwright.async_api import Error as PlaywrightError
 
+    session = ctx.services.browser
+    refusal = session.navigation.refusal(params.url)
+    if refusal is not None:
+        raise ToolError(f"goto refused {origin_of(params.url)}: {refusal}", code="ERR_TOOL_ACTION_FAILED")
     page = await ctx.page()
+    session.take_blocked()
     for attempt in range(3):
         try:
             await page.goto(params.url, timeout=params.timeout)
@@ -330,11 +438,15 @@ async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
             # committing: let it settle, so that it neither interrupts a retry nor the next goto.
             with contextlib.suppress(PlaywrightError):
                 await page.wait_for_load_state("load", timeout=2000)
+            blocked = session.take_blocked()
+            if blocked is not None:
+                raise ToolError(f"goto: {blocked}", code="ERR_TOOL_ACTION_FAILED") from None
             if attempt < 2 and "interrupted by another navigation" in str(exc):
                 continue
             raise ToolError(
-                f"could not open {params.url!r}: {_first_line(exc)}", code="ERR_TOOL_ACTION_FAILED"
+                f"could not open {origin_of(params.url)}: {_first_line(exc)}", code="ERR_TOOL_ACTION_FAILED"
             ) from None
+    check_navigation(ctx)
     return {"url": page.url, "title": await page.title()}
 
 
@@ -374,6 +486,7 @@ async def click_by_text(params: ClickByTextParams, ctx: ActionContext) -> None:
     label = f"text={params.text!r}" + (f" inside {params.selector!r}" if params.selector else "")
     await _guard(label, timeout, locator.wait_for(state="visible", timeout=timeout))
     await _guard(label, timeout, locator.click(timeout=timeout))
+    check_navigation(ctx)
 
 
 @action("select", params=SelectParams, registry=_DEFAULT)
@@ -391,7 +504,7 @@ async def select(params: SelectParams, ctx: ActionContext) -> dict[str, Any]:
 
 @action("checkbox", params=CheckboxParams, registry=_DEFAULT)
 async def checkbox(params: CheckboxParams, ctx: ActionContext) -> None:
-    """Check (or with `checked: false`, uncheck) a checkbox."""
+    """Check a checkbox (`checked: true`) or uncheck it (`checked: false`, the default as in TinyAgent)."""
     await _act(ctx, params, "set_checked", checked=params.checked)
 
 
@@ -419,6 +532,9 @@ async def submit(params: SelectorParams, ctx: ActionContext) -> None:
         raise ToolError(
             f"{params.selector!r} is neither a form nor inside one", code="ERR_TOOL_ACTION_FAILED"
         )
+    with contextlib.suppress(Exception):  # let a navigation the submission started be checked
+        await page_settled(await ctx.page())
+    check_navigation(ctx)
 
 
 @action("scrollTo", params=SelectorParams, registry=_DEFAULT)
@@ -475,6 +591,7 @@ async def go_back(params: HistoryParams, ctx: ActionContext) -> dict[str, Any]:
     """Go back one page in the history."""
     page = await ctx.page()
     await _guard("history", params.timeout, page.go_back(timeout=params.timeout))
+    check_navigation(ctx)
     return {"url": page.url}
 
 
@@ -483,4 +600,5 @@ async def go_forward(params: HistoryParams, ctx: ActionContext) -> dict[str, Any
     """Go forward one page in the history."""
     page = await ctx.page()
     await _guard("history", params.timeout, page.go_forward(timeout=params.timeout))
+    check_navigation(ctx)
     return {"url": page.url}

@@ -9,8 +9,11 @@
 
 `http` reaches only hosts on the server's allow list (`TaskServices.http_allow`, from
 `serve-tasks --allow-host`); an entry is a host name (any port) or `host:port`. The request runs
-in a worker thread with `urllib`; redirects are not followed (a redirect to a host off the list
-would escape it); a JSON response body is parsed, any other is returned as text (at most 1 MB).
+on an async HTTP client (httpx2, the MCP SDK's; no worker thread) under one total deadline,
+`timeout`, for connecting, sending and reading the whole body: a server that drip-feeds its
+answer is cut off then, and nothing is left reading. Redirects are not followed (a redirect to
+a host off the list would escape it), proxies and credentials from the environment are not
+used; a JSON response body is parsed, any other is returned as text (at most 1 MB).
 A status of 400 or more fails the instruction, so its `catchInstruction` can handle it.
 
 `mcp` calls a tool on one of the servers configured for the tool set, by name, through
@@ -22,8 +25,6 @@ with the server's text.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -87,35 +88,38 @@ def _host_allowed(url: str, allow: frozenset[str]) -> tuple[bool, str]:
     return (host in allow or f"{host}:{port}" in allow), f"{host}:{port}"
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+async def _do_request(params: HttpParams) -> dict[str, Any]:
+    """One request on an async client: no redirects, no proxies or .netrc from the environment,
+    the body read up to `_MAX_BODY` bytes. The caller bounds the whole exchange in time."""
+    import httpx2 as httpx
 
-
-def _do_request(params: HttpParams) -> dict[str, Any]:
     headers = dict(params.headers)
-    data: bytes | None = None
+    content: bytes | None = None
     if params.json_body is not None:
-        data = json.dumps(params.json_body).encode()
+        content = json.dumps(params.json_body).encode()
         headers.setdefault("Content-Type", "application/json")
     elif params.body is not None:
-        data = params.body.encode()
-    request = urllib.request.Request(params.url, data=data, method=params.method, headers=headers)
-    opener = urllib.request.build_opener(_NoRedirect)
+        content = params.body.encode()
+    timeout = httpx.Timeout(params.timeout / 1000)
     try:
-        response = opener.open(request, timeout=params.timeout / 1000)
-    except urllib.error.HTTPError as exc:
-        response = exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        async with (
+            httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout) as client,
+            client.stream(params.method, params.url, headers=headers, content=content) as response,
+        ):
+            raw = bytearray()
+            async for chunk in response.aiter_raw():
+                raw.extend(chunk)
+                if len(raw) > _MAX_BODY:
+                    break
+            status = response.status_code
+            out_headers = {k.lower(): v for k, v in response.headers.items()}
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ToolError(
-            f"http {params.method} {params.url}: {reason}", code="ERR_TOOL_ACTION_FAILED"
+            f"http {params.method} {_shown(params.url)}: {bounded(reason, 300)}",
+            code="ERR_TOOL_ACTION_FAILED",
         ) from None
-    with response:
-        raw = response.read(_MAX_BODY + 1)
-        status = response.status if hasattr(response, "status") else response.getcode()
-        out_headers = {k.lower(): v for k, v in response.headers.items()}
-    text = raw[:_MAX_BODY].decode("utf-8", errors="replace")
+    text = bytes(raw[:_MAX_BODY]).decode("utf-8", errors="replace")
     body: Any = text
     if "json" in out_headers.get("content-type", ""):
         try:
@@ -123,6 +127,14 @@ def _do_request(params: HttpParams) -> dict[str, Any]:
         except ValueError:
             body = text
     return {"status": status, "headers": out_headers, "body": body}
+
+
+def _shown(url: str) -> str:
+    """The URL without userinfo or query (they may hold credentials)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 @action("http", params=HttpParams, registry=_DEFAULT)
@@ -134,11 +146,17 @@ async def http(params: HttpParams, ctx: ActionContext) -> dict[str, Any]:
             f"http: host {where} is not on this server's allow list (serve-tasks --allow-host HOST adds it)",
             code="ERR_TOOL_ACTION_FAILED",
         )
-    with anyio.fail_after(params.timeout / 1000 + 5):
-        result = await anyio.to_thread.run_sync(_do_request, params, abandon_on_cancel=True)
+    try:
+        with anyio.fail_after(params.timeout / 1000):
+            result = await _do_request(params)
+    except TimeoutError:
+        raise ToolError(
+            f"http {params.method} {_shown(params.url)}: no complete answer within {params.timeout} ms",
+            code="ERR_TOOL_ACTION_FAILED",
+        ) from None
     if result["status"] >= 400:
         raise ToolError(
-            f"http {params.method} {params.url} answered {result['status']}: "
+            f"http {params.method} {_shown(params.url)} answered {result['status']}: "
             f"{bounded(to_json_text(result['body']), 300)}",
             code="ERR_TOOL_ACTION_FAILED",
         )
