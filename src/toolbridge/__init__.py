@@ -62,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "ScriptedModel": "toolbridge.agent",
     "FunctionModel": "toolbridge.agent",
     "OpenAIModel": "toolbridge.agent",
+    "AnthropicModel": "toolbridge.agent",
+    "GeminiModel": "toolbridge.agent",
     "ModelSamplingHandler": "toolbridge.agent",
     "AgentHooks": "toolbridge.agent",
     "RunContext": "toolbridge.agent",
@@ -100,12 +102,14 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentHooks",
+    "AnthropicModel",
     "AudioPart",
     "ConfigError",
     "DeclaredTool",
     "FileTokenStorage",
     "FunctionModel",
     "FunctionTools",
+    "GeminiModel",
     "HttpClient",
     "ImagePart",
     "InProcessClient",
@@ -186,7 +190,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         AgentHooks as AgentHooks,
     )
     from .agent import (
+        AnthropicModel as AnthropicModel,
+    )
+    from .agent import (
         FunctionModel as FunctionModel,
+    )
+    from .agent import (
+        GeminiModel as GeminiModel,
     )
     from .agent import (
         Model as Model,

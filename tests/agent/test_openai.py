@@ -420,3 +420,62 @@ async def test_stream_is_retried_before_its_first_chunk(server: FakeOpenAI) -> N
             pass
     assert info.value.code == "ERR_MODEL_AUTH"
     await m.aclose()
+
+
+WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
+
+
+async def test_audio_tool_result_goes_as_input_audio_to_audio_models(server: FakeOpenAI) -> None:
+    from toolbridge.content import AudioPart
+
+    def record() -> AudioPart:
+        """Record a short clip."""
+        return AudioPart(WAV, "audio/wav")
+
+    for name, audio in (("gpt-4o-audio-preview", True), ("gpt-4o-mini", False)):
+        server.requests.clear()
+        server.replies.append(
+            Reply(
+                body=completion(
+                    None,
+                    [{"id": "a1", "type": "function", "function": {"name": "record", "arguments": "{}"}}],
+                )
+            )
+        )
+        server.replies.append(Reply(body=completion("heard it")))
+        m = OpenAIModel(name, api_key=SECRET, base_url=server.base_url)
+        assert m.supports_audio is audio
+        await Agent(m, [FunctionTools([record])]).run("listen")
+        wire = server.requests[1]["messages"]
+        assert wire[2] == {"role": "tool", "tool_call_id": "a1", "content": "[audio: audio/wav, 44 bytes]"}
+        if audio:
+            assert wire[3]["role"] == "user"
+            assert wire[3]["content"][1] == {
+                "type": "input_audio",
+                "input_audio": {"data": WAV, "format": "wav"},
+            }
+        else:
+            assert len(wire) == 3  # the placeholder only
+        await m.aclose()
+    user_audio = OpenAIModel("gpt-test", api_key=SECRET, base_url=server.base_url, supports_audio=True)
+    server.requests.clear()
+    server.replies.append(Reply(body=completion("ok")))
+
+    await user_audio.request(
+        ModelRequest(messages=(Message("user", (AudioPart(WAV, "audio/wav"), AudioPart(WAV, "audio/ogg"))),))
+    )
+    content = server.requests[0]["messages"][0]["content"]
+    assert content[0]["type"] == "input_audio"
+    assert content[1] == {"type": "text", "text": "[audio: audio/ogg, 44 bytes]"}  # not a format it takes
+    await user_audio.aclose()
+
+
+async def test_cached_prompt_tokens_are_reported(server: FakeOpenAI) -> None:
+    body = completion("hi", usage=(2000, 10))
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 1536}
+    server.replies.append(Reply(body=body))
+    m = model(server, prices=ModelPrices(1_000_000, 2_000_000, cache_read_per_million_micros=100_000))
+    response = await m.request(ModelRequest(messages=(Message("user", "x"),)))
+    assert response.usage == Usage(2000, 10, 2010, 1, cache_read_tokens=1536)
+    assert m.estimate_cost_micros(response.usage) == 464 + 154 + 20  # 464 plain, 1536 at 0.1, 10 out
+    await m.aclose()

@@ -202,7 +202,8 @@ def test_reference_to_the_wrong_kind(tmp_path: Path) -> None:
         ("ERR_MANIFEST_REF_KIND", 18, 15),
     ]
     assert diags[0].message == (
-        "`!ref Files` is a Mcp.StdioClient, but this field takes AiOpenai.OpenaiModel or Ai.ScriptedModel"
+        "`!ref Files` is a Mcp.StdioClient, but this field takes AiOpenai.OpenaiModel or "
+        "AiAnthropic.AnthropicModel or AiGoogle.GeminiModel or Ai.ScriptedModel"
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from toolbridge.manifest import manifest_json_schema
+from toolbridge.manifest._kinds import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "manifests").glob("*.yaml"))
@@ -30,7 +31,7 @@ def test_schema_is_valid_draft_2020_12() -> None:
     schema = manifest_json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["discriminator"]["propertyName"] == "kind"
-    assert len(schema["oneOf"]) == 11
+    assert len(schema["oneOf"]) == len(KINDS)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -3,7 +3,8 @@
 - `Agent` runs the loop (`run`, `stream`); `ToolBinding` offers a `ToolProvider` under a prefix
   with include/exclude lists; `RunResult`, `Step`, `ToolCallRecord`, `ToolResultRecord` and
   the stream events describe what happened.
-- Models: `Model` (the protocol), `OpenAIModel`, `ScriptedModel`, `FunctionModel`, with
+- Models: `Model` (the protocol), `OpenAIModel`, `AnthropicModel`, `GeminiModel`,
+  `ScriptedModel`, `FunctionModel`, `model_from_string` (what `Agent("openai:...")` uses), with
   `Usage`, `Message`, `ModelRequest`, `ModelResponse`, `ModelPrices`, `estimate_cost_micros`.
 - `ModelSamplingHandler` answers MCP sampling requests with a `Model`.
 - The seam for the governed runtime: `AgentHooks`, `RunContext`, `PlannedToolCall`,
@@ -29,7 +30,9 @@ from ._types import (
     ToolResultRecord,
 )
 from .models import (
+    AnthropicModel,
     FunctionModel,
+    GeminiModel,
     Message,
     Model,
     ModelBase,
@@ -42,6 +45,7 @@ from .models import (
     ToolCall,
     Usage,
     estimate_cost_micros,
+    model_from_string,
 )
 
 __all__ = [
@@ -49,8 +53,10 @@ __all__ = [
     "Agent",
     "AgentEvent",
     "AgentHooks",
+    "AnthropicModel",
     "DeclaredToolLike",
     "FunctionModel",
+    "GeminiModel",
     "Message",
     "Model",
     "ModelBase",
@@ -80,6 +86,7 @@ __all__ = [
     "build_messages",
     "error_feedback",
     "estimate_cost_micros",
+    "model_from_string",
     "model_legal",
     "result_to_model",
 ]

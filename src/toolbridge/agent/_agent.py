@@ -79,6 +79,7 @@ from .models._base import (
     ToolCall,
     Usage,
 )
+from .models._factory import model_from_string
 
 __all__ = ["FINAL_RESULT_TOOL", "Agent"]
 
@@ -262,18 +263,22 @@ def _label(source: Any, index: int | None) -> str:
 # -- results to the model ----------------------------------------------------------------------
 
 
-def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ...]:
+def result_to_model(
+    result: ToolResult, supports_images: bool, supports_audio: bool = False
+) -> tuple[Part, ...]:
     """The content parts a model is shown for a tool result.
 
     Text stays text; images stay images when the model supports them (else a placeholder
-    naming media type and size); audio becomes a placeholder; structured content and raw
-    arrays become compact JSON text.
+    naming media type and size); audio likewise with `supports_audio`; structured content and
+    raw arrays become compact JSON text.
     """
     if result.kind != "parts":
         return (TextPart(result.to_text()),)  # structured content or a raw array: compact JSON
     parts: list[Part] = []
     for part in result.parts:
-        if isinstance(part, ImagePart) and supports_images:
+        if (isinstance(part, ImagePart) and supports_images) or (
+            isinstance(part, AudioPart) and supports_audio
+        ):
             parts.append(part)
         elif isinstance(part, ImagePart | AudioPart):
             parts.append(TextPart(media_placeholder(part)))
@@ -282,12 +287,12 @@ def result_to_model(result: ToolResult, supports_images: bool) -> tuple[Part, ..
     return tuple(parts)
 
 
-def _tool_message(record: ToolResultRecord, supports_images: bool) -> Message:
+def _tool_message(record: ToolResultRecord, supports_images: bool, supports_audio: bool = False) -> Message:
     """The `tool` message that gives the model one call's result (a failure as its text)."""
     if record.error or record.result is None:
         content: tuple[Part, ...] = (TextPart(str(record.content)),)
     else:
-        content = result_to_model(record.result, supports_images)
+        content = result_to_model(record.result, supports_images, supports_audio)
     return Message("tool", content, tool_call_id=record.tool_call_id, name=record.name, is_error=record.error)
 
 
@@ -334,7 +339,8 @@ class Agent:
     """A model, the tools it may call, and the loop that runs them.
 
     Args:
-        model: a `Model` (`OpenAIModel`, `ScriptedModel`, `FunctionModel`, ...).
+        model: a `Model` (`OpenAIModel`, `AnthropicModel`, `GeminiModel`, `ScriptedModel`, ...),
+            or a `"provider:model"` string (`"openai:gpt-4o-mini"`; see `model_from_string`).
         tool_providers: bindings: `ToolBinding`s, dicts with the same keys, or bare providers.
         system: default system prompt (a run's `system=` wins).
         max_steps: maximum number of model turns per run (>= 1).
@@ -372,6 +378,7 @@ class Agent:
         hooks: AgentHooks | Sequence[AgentHooks] | None = None,
         name: str | None = None,
     ) -> None:
+        model = model_from_string(model) if isinstance(model, str) else model  # "provider:model"
         if not callable(getattr(model, "request", None)) or not isinstance(getattr(model, "id", None), str):
             raise ConfigError(f"Agent: {model!r} is not a Model (needs id and request())", code="ERR_CONFIG")
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
@@ -659,6 +666,7 @@ class Agent:
         output: Any = None
         done = False
         supports_images = bool(getattr(self.model, "supports_images", False))
+        supports_audio = getattr(self.model, "supports_audio", False) is True
 
         for step in range(self.max_steps):
             ctx.step = step
@@ -743,7 +751,7 @@ class Agent:
                     or ToolResultRecord(c.id, c.name, "Not run: the final answer was given in the same turn.")
                     for c in calls
                 )
-                messages.extend(_tool_message(res, supports_images) for res in results)
+                messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)
                 steps.append(Step(response.text, call_records, results, "stop", response.usage))
                 finish_reason = "stop"
                 yield StepFinishedEvent(step=step, record=steps[-1])
@@ -786,7 +794,7 @@ class Agent:
                 await _stop(runner)
             by_id.update(final_records)
             results = tuple(by_id[c.id] for c in calls)
-            messages.extend(_tool_message(res, supports_images) for res in results)
+            messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)
             steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
             yield StepFinishedEvent(step=step, record=steps[-1])
 

@@ -11,6 +11,7 @@ order, every document an agent needs:
 | `Ai.Tools` | `toolbridge.functions.FunctionTools` |
 | `Tasks.ToolSet` | `toolbridge.tasks.TaskToolSet` |
 | `AiOpenai.OpenaiModel` / `Ai.ScriptedModel` | `toolbridge.agent.OpenAIModel` / `ScriptedModel` |
+| `AiAnthropic.AnthropicModel` / `AiGoogle.GeminiModel` | `toolbridge.agent.AnthropicModel` / `GeminiModel` |
 | `AiMcp.Tool` | `toolbridge.runtime.define_mcp_tool(...)` |
 | `Ai.Agent` | `toolbridge.agent.Agent` |
 | `Runtime` | `toolbridge.runtime.create_runtime(...)` |
@@ -43,6 +44,8 @@ from ..errors import ConfigError
 from ._analyzer import AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
 from ._kinds import (
     AgentDoc,
+    AnthropicModelDoc,
+    GeminiModelDoc,
     HttpClientDoc,
     McpToolDoc,
     OpenaiModelDoc,
@@ -56,6 +59,33 @@ from ._kinds import (
 from ._secrets import Secret, read_secrets_file
 
 __all__ = ["LiveManifest", "Manifest", "load_manifest"]
+
+
+def _remote_model(model: OpenaiModelDoc | AnthropicModelDoc | GeminiModelDoc) -> Any:
+    """The provider model for an `AiOpenai` / `AiAnthropic` / `AiGoogle` model document."""
+    from ..agent import AnthropicModel, GeminiModel, OpenAIModel
+
+    kwargs: dict[str, Any] = {
+        "api_key": _reveal(model.api_key),
+        "base_url": _reveal(model.base_url),
+        "options": dict(model.options) if model.options else None,
+        "max_retries": model.max_retries,
+    }
+    if model.prices is not None:
+        from ..agent.models._base import ModelPrices
+
+        kwargs["prices"] = ModelPrices(
+            input_per_million_micros=model.prices.input_per_million_micros,
+            output_per_million_micros=model.prices.output_per_million_micros,
+            cache_read_per_million_micros=model.prices.cache_read_per_million_micros,
+            cache_write_per_million_micros=model.prices.cache_write_per_million_micros,
+        )
+    if isinstance(model, AnthropicModelDoc):
+        return AnthropicModel(model.model, prompt_caching=model.prompt_caching, **kwargs)
+    if isinstance(model, GeminiModelDoc):
+        return GeminiModel(model.model, **kwargs)
+    return OpenAIModel(model.model, **kwargs)
+
 
 _log = logging.getLogger("toolbridge.manifest")
 
@@ -182,7 +212,7 @@ class LiveManifest:
         try:
             obj = await self._make(mdoc)
         except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith(("toolbridge", "openai", "playwright")):
+            if not (exc.name or "").startswith(("toolbridge", "openai", "anthropic", "google", "playwright")):
                 raise
             raise ConfigError(
                 f"{mdoc.kind} {mdoc.name} cannot be built: module {exc.name} is not installed "
@@ -287,23 +317,8 @@ class LiveManifest:
                 else:
                     turns.append({"text": turn.text or ""})
             return ScriptedModel(turns=turns)
-        if isinstance(model, OpenaiModelDoc):
-            from ..agent import OpenAIModel
-
-            kwargs: dict[str, Any] = {
-                "api_key": _reveal(model.api_key),
-                "base_url": _reveal(model.base_url),
-                "options": dict(model.options) if model.options else None,
-                "max_retries": model.max_retries,
-            }
-            if model.prices is not None:
-                from ..agent.models._base import ModelPrices
-
-                kwargs["prices"] = ModelPrices(
-                    input_per_million_micros=model.prices.input_per_million_micros,
-                    output_per_million_micros=model.prices.output_per_million_micros,
-                )
-            return await self._own(OpenAIModel(model.model, **kwargs))
+        if isinstance(model, OpenaiModelDoc | AnthropicModelDoc | GeminiModelDoc):
+            return await self._own(_remote_model(model))
         if isinstance(model, McpToolDoc):
             from ..runtime import define_mcp_tool
 

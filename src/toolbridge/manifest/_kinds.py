@@ -48,6 +48,8 @@ __all__ = [
     "MODEL_KINDS",
     "PROVIDER_KINDS",
     "AgentDoc",
+    "AnthropicModelDoc",
+    "GeminiModelDoc",
     "HttpClientDoc",
     "KindDoc",
     "McpToolDoc",
@@ -64,7 +66,12 @@ __all__ = [
 ]
 
 CLIENT_KINDS = ("Mcp.StdioClient", "Mcp.HttpClient")
-MODEL_KINDS = ("AiOpenai.OpenaiModel", "Ai.ScriptedModel")
+MODEL_KINDS = (
+    "AiOpenai.OpenaiModel",
+    "AiAnthropic.AnthropicModel",
+    "AiGoogle.GeminiModel",
+    "Ai.ScriptedModel",
+)
 PROVIDER_KINDS = ("AiMcp.ToolProvider", "Ai.Tools", "Tasks.ToolSet")
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
@@ -300,6 +307,10 @@ class Prices(_Closed):
 
     input_per_million_micros: NonNegativeInt
     output_per_million_micros: NonNegativeInt
+    cache_read_per_million_micros: NonNegativeInt | None = None
+    """Input tokens read from the prompt cache (default: the input price)."""
+    cache_write_per_million_micros: NonNegativeInt | None = None
+    """Input tokens written to the prompt cache (default: the input price)."""
 
 
 class OpenaiModelDoc(KindDoc):
@@ -314,6 +325,44 @@ class OpenaiModelDoc(KindDoc):
     """Any OpenAI-compatible endpoint (default: OpenAI's)."""
     options: PlainObject | None = None
     """Request options (camelCase or snake_case), e.g. `temperature`."""
+    prices: Prices | None = None
+    """What the model costs; the runtime's budget uses it."""
+    max_retries: NonNegativeInt = 3
+    """Retries on 429 and 5xx answers and connection failures, with backoff."""
+
+
+class AnthropicModelDoc(KindDoc):
+    """`AiAnthropic.AnthropicModel`: Claude over the Anthropic Messages API."""
+
+    kind: Literal["AiAnthropic.AnthropicModel"]
+    model: str
+    """The model name, e.g. `claude-sonnet-5`."""
+    api_key: SecretText | None = None
+    """The API key, normally `"${{ secrets.anthropicApiKey }}"`."""
+    base_url: SecretText | None = None
+    """Another Messages API endpoint (default: Anthropic's)."""
+    options: PlainObject | None = None
+    """Request options (camelCase or snake_case), e.g. `maxTokens`, `temperature`."""
+    prices: Prices | None = None
+    """What the model costs; the runtime's budget uses it."""
+    max_retries: NonNegativeInt = 3
+    """Retries on 429, 529 and 5xx answers and connection failures, with backoff."""
+    prompt_caching: bool = True
+    """Mark the tool list and the system prompt for Anthropic's prompt cache."""
+
+
+class GeminiModelDoc(KindDoc):
+    """`AiGoogle.GeminiModel`: Gemini over the Gemini API."""
+
+    kind: Literal["AiGoogle.GeminiModel"]
+    model: str
+    """The model name, e.g. `gemini-2.5-flash`."""
+    api_key: SecretText | None = None
+    """The API key, normally `"${{ secrets.geminiApiKey }}"`."""
+    base_url: SecretText | None = None
+    """Another Gemini API endpoint (default: Google's)."""
+    options: PlainObject | None = None
+    """Request options (camelCase or snake_case), e.g. `temperature`, `maxOutputTokens`."""
     prices: Prices | None = None
     """What the model costs; the runtime's budget uses it."""
     max_retries: NonNegativeInt = 3
@@ -471,6 +520,8 @@ KINDS: dict[str, type[KindDoc]] = {
     "AiMcp.ToolProvider": ToolProviderDoc,
     "Ai.Agent": AgentDoc,
     "AiOpenai.OpenaiModel": OpenaiModelDoc,
+    "AiAnthropic.AnthropicModel": AnthropicModelDoc,
+    "AiGoogle.GeminiModel": GeminiModelDoc,
     "Ai.ScriptedModel": ScriptedModelDoc,
     "Ai.Tools": ToolsDoc,
     "AiMcp.Tool": McpToolDoc,

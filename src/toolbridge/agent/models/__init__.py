@@ -3,9 +3,13 @@
 - `Model` / `ModelBase`: the one-turn contract (`request`, `request_stream`), with
   `ModelRequest`, `ModelResponse`, `Message`, `ToolCall`, `Usage`, `TextDelta`, `ModelPrices`.
 - `OpenAIModel`: Chat Completions on the official `openai` SDK (imported only when used).
+- `AnthropicModel`: Claude over the Messages API on the official `anthropic` SDK (likewise).
+- `GeminiModel`: Gemini on the official `google-genai` SDK (likewise).
+- `model_from_string("provider:model")`: the model an `Agent("openai:gpt-4o-mini")` gets.
 - `ScriptedModel`, `FunctionModel`: deterministic models for tests, examples and demos.
 """
 
+from ._anthropic import AnthropicModel
 from ._base import (
     FINISH_REASONS,
     FinishReason,
@@ -24,14 +28,19 @@ from ._base import (
     message_text,
     normalize_finish_reason,
 )
+from ._factory import PROVIDER_PREFIXES, model_from_string
+from ._gemini import GeminiModel
 from ._openai import OpenAIModel
-from ._schema import resolve_local_refs, to_strict_schema
+from ._schema import resolve_local_refs, to_gemini_schema, to_strict_schema
 from ._scripted import FunctionModel, ScriptedModel, response_from
 
 __all__ = [
     "FINISH_REASONS",
+    "PROVIDER_PREFIXES",
+    "AnthropicModel",
     "FinishReason",
     "FunctionModel",
+    "GeminiModel",
     "Message",
     "Model",
     "ModelBase",
@@ -47,8 +56,10 @@ __all__ = [
     "Usage",
     "estimate_cost_micros",
     "message_text",
+    "model_from_string",
     "normalize_finish_reason",
     "resolve_local_refs",
     "response_from",
+    "to_gemini_schema",
     "to_strict_schema",
 ]

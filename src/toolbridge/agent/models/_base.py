@@ -60,12 +60,16 @@ class Usage:
         output_tokens: completion tokens.
         total_tokens: as reported (or the sum of the two).
         requests: number of model calls counted.
+        cache_read_tokens: the part of `input_tokens` read from the provider's prompt cache.
+        cache_write_tokens: the part of `input_tokens` written to the provider's prompt cache.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -73,6 +77,8 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.total_tokens + other.total_tokens,
             self.requests + other.requests,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -168,15 +174,31 @@ class ModelPrices:
     Attributes:
         input_per_million_micros: price of one million input tokens, in micro-USD.
         output_per_million_micros: price of one million output tokens, in micro-USD.
+        cache_read_per_million_micros: price of one million input tokens read from the prompt
+            cache (`None`: the input price).
+        cache_write_per_million_micros: price of one million input tokens written to the prompt
+            cache (`None`: the input price).
     """
 
     input_per_million_micros: int
     output_per_million_micros: int
+    cache_read_per_million_micros: int | None = None
+    cache_write_per_million_micros: int | None = None
 
     def cost_micros(self, usage: Usage) -> int:
-        """Cost of `usage` in micro-USD, rounded up to a whole micro-unit."""
+        """Cost of `usage` in micro-USD, rounded up to a whole micro-unit.
+
+        Cached input tokens (a part of `input_tokens`) are priced at the cache prices when set.
+        """
+        read = max(0, usage.cache_read_tokens)
+        write = max(0, usage.cache_write_tokens)
+        plain = max(0, usage.input_tokens - read - write)
+        read_price = self.cache_read_per_million_micros
+        write_price = self.cache_write_per_million_micros
         exact = (
-            usage.input_tokens * self.input_per_million_micros
+            plain * self.input_per_million_micros
+            + read * (self.input_per_million_micros if read_price is None else read_price)
+            + write * (self.input_per_million_micros if write_price is None else write_price)
             + usage.output_tokens * self.output_per_million_micros
         )
         return math.ceil(exact / 1_000_000)
@@ -187,8 +209,11 @@ class Model(Protocol):
     """A language model that can take one turn.
 
     Attributes:
-        id: a stable id used by permissions (`openai:<name>`, `scripted`, `function`).
+        id: a stable id used by permissions (`openai:<name>`, `anthropic:<name>`,
+            `google:<name>`, `scripted`, `function`).
         supports_images: whether image parts may be sent to it.
+        supports_audio: (optional attribute, default false) whether audio parts of tool
+            results may be sent to it; otherwise the agent sends a placeholder.
         prices: its prices, or `None` (costs nothing as far as toolbridge knows).
     """
 
@@ -210,6 +235,7 @@ class ModelBase:
 
     id: str = "model"
     supports_images: bool = False
+    supports_audio: bool = False
     prices: ModelPrices | None = None
 
     async def request(self, request: ModelRequest) -> ModelResponse:  # pragma: no cover - abstract

@@ -16,6 +16,10 @@ Design:
 - Messages are translated to the wire format here. A tool result that holds images is sent as
   a tool message with a text placeholder, and the images follow in one synthetic `user`
   message after the run of tool messages (Chat Completions accepts images only from users).
+  Audio goes the same way as `input_audio` (wav or mp3) when `supports_audio` is true (by
+  default, for models whose name says `audio`); otherwise it stays a placeholder.
+- The key, the retry loop and the error mapping are shared with the other providers
+  (`RemoteModel`).
 - `strict_schemas=True` sends each tool's schema in strict form when `to_strict_schema` can
   convert it (on a copy; local `$ref`s inlined), and the original otherwise. Optional
   top-level properties that strict mode made nullable come back as `null`; such nulls are
@@ -26,22 +30,17 @@ Design:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import random
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
 
-from ...content import ImagePart, Part, TextPart, media_placeholder
-from ...errors import ConfigError, ModelError, bounded
+from ...content import AudioPart, ImagePart, Part, TextPart, media_placeholder
+from ...errors import ModelError
 from ...tools import ToolSpec
 from ._base import (
     Message,
-    ModelBase,
     ModelPrices,
     ModelRequest,
     ModelResponse,
@@ -51,6 +50,7 @@ from ._base import (
     Usage,
     normalize_finish_reason,
 )
+from ._remote import RemoteModel, snake_case, tool_arguments
 from ._schema import optional_top_level, to_strict_schema
 
 __all__ = ["OpenAIModel"]
@@ -83,62 +83,80 @@ _KNOWN_OPTIONS = frozenset(
         "timeout",
     }
 )
-_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
-
-
-def _snake(key: str) -> str:
-    return _CAMEL.sub("_", key).lower()
+# Chat Completions `input_audio` takes these two formats only.
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
 
 
 def _image_url(part: ImagePart) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
 
 
-def _user_content(content: str | tuple[Part, ...], images: bool) -> str | list[dict[str, Any]]:
+def _media(part: ImagePart | AudioPart, images: bool, audio: bool) -> dict[str, Any] | None:
+    """The wire part for an image or audio part the model can take, else `None`."""
+    if isinstance(part, ImagePart):
+        return _image_url(part) if images else None
+    fmt = _AUDIO_FORMATS.get(part.media_type.lower())
+    if audio and fmt:
+        return {"type": "input_audio", "input_audio": {"data": part.data, "format": fmt}}
+    return None
+
+
+def _user_content(
+    content: str | tuple[Part, ...], images: bool, audio: bool = False
+) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
     out: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, TextPart):
             out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart) and images:
-            out.append(_image_url(part))
-        else:
-            out.append({"type": "text", "text": media_placeholder(part)})
+            continue
+        wire = _media(part, images, audio)
+        out.append(wire if wire is not None else {"type": "text", "text": media_placeholder(part)})
     return out
 
 
-def _text_of(content: str | tuple[Part, ...]) -> tuple[str, list[ImagePart]]:
+def _text_of(content: str | tuple[Part, ...]) -> tuple[str, list[ImagePart | AudioPart]]:
     if isinstance(content, str):
         return content, []
     lines: list[str] = []
-    images: list[ImagePart] = []
+    media: list[ImagePart | AudioPart] = []
     for part in content:
         if isinstance(part, TextPart):
             lines.append(part.text)
         else:
             lines.append(media_placeholder(part))
-            if isinstance(part, ImagePart):
-                images.append(part)
-    return "\n".join(lines), images
+            media.append(part)
+    return "\n".join(lines), media
 
 
-def to_wire_messages(messages: Sequence[Message], *, images: bool) -> list[dict[str, Any]]:
+def to_wire_messages(
+    messages: Sequence[Message], *, images: bool, audio: bool = False
+) -> list[dict[str, Any]]:
     """Translate neutral messages to Chat Completions messages.
 
-    Images in tool results become a placeholder in the tool message and, when `images` is
-    true, image parts of one synthetic user message placed after the run of tool messages.
+    Images (and, when `audio` is true, wav/mp3 audio) in tool results become a placeholder in
+    the tool message and parts of one synthetic user message placed after the run of tool
+    messages: Chat Completions accepts media only from users.
     """
     wire: list[dict[str, Any]] = []
-    pending: list[tuple[str, ImagePart]] = []
+    pending: list[tuple[str, dict[str, Any]]] = []
 
     def flush() -> None:
         if not pending:
             return
         content: list[dict[str, Any]] = []
-        for call_id, image in pending:
-            content.append({"type": "text", "text": f"Image from tool call {call_id}:"})
-            content.append(_image_url(image))
+        for call_id, part in pending:
+            what = "Image" if part["type"] == "image_url" else "Audio"
+            content.append({"type": "text", "text": f"{what} from tool call {call_id}:"})
+            content.append(part)
         wire.append({"role": "user", "content": content})
         pending.clear()
 
@@ -148,7 +166,7 @@ def to_wire_messages(messages: Sequence[Message], *, images: bool) -> list[dict[
         if message.role == "system":
             wire.append({"role": "system", "content": _text_of(message.content)[0]})
         elif message.role == "user":
-            wire.append({"role": "user", "content": _user_content(message.content, images)})
+            wire.append({"role": "user", "content": _user_content(message.content, images, audio)})
         elif message.role == "assistant":
             item: dict[str, Any] = {"role": "assistant", "content": _text_of(message.content)[0] or None}
             if message.tool_calls:
@@ -164,8 +182,10 @@ def to_wire_messages(messages: Sequence[Message], *, images: bool) -> list[dict[
         else:
             text, found = _text_of(message.content)
             wire.append({"role": "tool", "tool_call_id": message.tool_call_id or "", "content": text})
-            if images:
-                pending.extend((message.tool_call_id or "", image) for image in found)
+            for part in found:
+                media = _media(part, images, audio)
+                if media is not None:
+                    pending.append((message.tool_call_id or "", media))
     flush()
     return wire
 
@@ -173,7 +193,8 @@ def to_wire_messages(messages: Sequence[Message], *, images: bool) -> list[dict[
 class _ToolPlan:
     """Wire tool definitions plus what is needed to read the model's arguments back."""
 
-    def __init__(self, tools: Sequence[ToolSpec], strict: bool) -> None:
+    def __init__(self, model: str, tools: Sequence[ToolSpec], strict: bool) -> None:
+        self.model = model
         self.wire: list[dict[str, Any]] = []
         self.nullable: dict[str, frozenset[str]] = {}
         for spec in tools:
@@ -189,29 +210,14 @@ class _ToolPlan:
             self.wire.append({"type": "function", "function": function})
 
     def arguments(self, name: str, raw: str | None) -> dict[str, Any]:
-        text = (raw or "").strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ModelError(
-                f"the model sent malformed JSON arguments for tool {name!r}: {exc.msg} at position {exc.pos}",
-                code="ERR_MODEL_BAD_RESPONSE",
-            ) from None
-        if not isinstance(value, dict):
-            raise ModelError(
-                f"the model sent arguments for tool {name!r} that are not a JSON object "
-                f"({type(value).__name__})",
-                code="ERR_MODEL_BAD_RESPONSE",
-            )
+        value = tool_arguments(self.model, name, raw)
         for key in self.nullable.get(name, frozenset()):
             if key in value and value[key] is None:
                 del value[key]
         return value
 
 
-class OpenAIModel(ModelBase):
+class OpenAIModel(RemoteModel):
     """A model served over the OpenAI Chat Completions API.
 
     Args:
@@ -224,12 +230,18 @@ class OpenAIModel(ModelBase):
         max_retries: retries after a 429, a 5xx or a connection failure.
         strict_schemas: send tool schemas in strict form when they convert.
         supports_images: whether the model accepts image input.
+        supports_audio: whether the model accepts `input_audio` (wav or mp3); `None` (default):
+            when its name says so (`gpt-4o-audio-preview`, `gpt-audio`, ...).
         timeout_s: per-request timeout.
         retry_backoff_s: first retry delay; doubles each retry (with jitter), capped at 20 s.
 
     Raises:
         ConfigError: `ERR_CONFIG` for an empty model name or negative retry settings.
     """
+
+    provider = "openai"
+    key_env = ("OPENAI_API_KEY",)
+    extra = "openai"
 
     def __init__(
         self,
@@ -242,68 +254,35 @@ class OpenAIModel(ModelBase):
         strict_schemas: bool = False,
         *,
         supports_images: bool = True,
+        supports_audio: bool | None = None,
         timeout_s: float = 120.0,
         retry_backoff_s: float = 0.5,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ConfigError("OpenAIModel needs a model name", code="ERR_CONFIG")
-        if max_retries < 0 or retry_backoff_s < 0:
-            raise ConfigError("max_retries and retry_backoff_s must be >= 0", code="ERR_CONFIG")
-        self.model = model
-        self.id = f"openai:{model}"
-        self.supports_images = supports_images
-        self.prices = prices
-        self.base_url = base_url
-        self.options: dict[str, Any] = {_snake(k): v for k, v in (options or {}).items()}
-        self.max_retries = max_retries
+        super().__init__(
+            model,
+            api_key,
+            base_url,
+            options,
+            prices,
+            max_retries,
+            supports_images=supports_images,
+            timeout_s=timeout_s,
+            retry_backoff_s=retry_backoff_s,
+        )
         self.strict_schemas = strict_schemas
-        self.timeout_s = timeout_s
-        self.retry_backoff_s = retry_backoff_s
-        self.__api_key = api_key
-        self._client: Any = None
-
-    def __repr__(self) -> str:
-        return f"OpenAIModel(model={self.model!r}, base_url={self.base_url!r})"
+        self.supports_audio = "audio" in model.lower() if supports_audio is None else supports_audio
 
     # -- client and errors -------------------------------------------------------------------
 
-    def _secret(self) -> str | None:
-        return self.__api_key or os.environ.get("OPENAI_API_KEY") or None
+    def _new_client(self, key: str) -> Any:
+        try:
+            from openai import AsyncOpenAI
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise self._missing_package(exc) from exc
+        return AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            try:
-                from openai import AsyncOpenAI
-            except ImportError as exc:  # pragma: no cover - depends on the install
-                raise ConfigError(
-                    "OpenAIModel needs the openai package: pip install 'toolbridge[openai]'",
-                    code="ERR_CONFIG",
-                ) from exc
-            key = self._secret()
-            if not key:
-                raise ModelError("no API key: pass api_key= or set OPENAI_API_KEY", code="ERR_MODEL_AUTH")
-            self._client = AsyncOpenAI(
-                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (a later request opens a new one)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    async def __aenter__(self) -> OpenAIModel:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def _scrub(self, text: str) -> str:
-        key = self._secret()
-        if key and len(key) >= 4:
-            text = text.replace(key, "***")
-        return bounded(text, 500)
+    async def _close_client(self, client: Any) -> None:
+        await client.close()
 
     def _translate(self, exc: Exception) -> tuple[ModelError, bool]:
         """The `ModelError` for `exc`, and whether the failure may be retried."""
@@ -311,60 +290,26 @@ class OpenAIModel(ModelBase):
 
         where = f"model {self.model!r}"
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            detail = self._scrub(str(getattr(exc, "message", "") or exc))
-            if status in (401, 403):
-                return ModelError(
-                    f"{where}: authentication failed ({status}): {detail}", code="ERR_MODEL_AUTH"
-                ), False
-            if status == 404:
-                return ModelError(f"{where}: not found (404): {detail}", code="ERR_MODEL_NOT_FOUND"), False
-            if status == 429:
-                return ModelError(f"{where}: rate limited (429): {detail}", code="ERR_MODEL_RATE_LIMIT"), True
-            if status >= 500:
-                return ModelError(
-                    f"{where}: server error ({status}): {detail}", code="ERR_MODEL_UNAVAILABLE"
-                ), True
-            return ModelError(
-                f"{where}: request rejected ({status}): {detail}", code="ERR_MODEL_BAD_REQUEST"
-            ), False
+            return self._status_error(exc.status_code, self._scrub(str(getattr(exc, "message", "") or exc)))
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(f"{where}: request timed out", code="ERR_MODEL_UNAVAILABLE"), True
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(f"{where}: cannot connect to the API", code="ERR_MODEL_UNAVAILABLE"), True
         if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
             return ModelError(f"{where}: malformed response", code="ERR_MODEL_BAD_RESPONSE"), False
-        return ModelError(f"{where}: {type(exc).__name__}: {self._scrub(str(exc))}", code="ERR_MODEL"), False
-
-    def _delay(self, attempt: int, exc: Exception) -> float:
-        delay = self.retry_backoff_s * (2**attempt) * (0.5 + random.random() / 2)
-        response = getattr(exc, "response", None)
-        header = getattr(response, "headers", {}).get("retry-after") if response is not None else None
-        if header:
-            with contextlib.suppress(ValueError):
-                delay = max(delay, min(float(header), 20.0))
-        return float(min(delay, 20.0))
+        return self._unknown_error(exc), False
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
-        import openai
-
         client = self._get_client()
-        attempt = 0
-        while True:
-            try:
-                return await client.chat.completions.create(**kwargs)
-            except openai.OpenAIError as exc:
-                error, retryable = self._translate(exc)
-                if not retryable or attempt >= self.max_retries:
-                    raise error from None
-                await anyio.sleep(self._delay(attempt, exc))
-                attempt += 1
+        return await self._retrying(lambda: client.chat.completions.create(**kwargs))
 
     def _kwargs(self, request: ModelRequest, plan: _ToolPlan, stream: bool) -> dict[str, Any]:
-        merged = {**self.options, **{_snake(k): v for k, v in request.options.items()}}
+        merged = {**self.options, **{snake_case(k): v for k, v in request.options.items()}}
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": to_wire_messages(request.messages, images=self.supports_images),
+            "messages": to_wire_messages(
+                request.messages, images=self.supports_images, audio=self.supports_audio
+            ),
         }
         extra: dict[str, Any] = {}
         for key, value in merged.items():
@@ -385,7 +330,9 @@ class OpenAIModel(ModelBase):
         i_tok = int(getattr(raw, "prompt_tokens", 0) or 0)
         o_tok = int(getattr(raw, "completion_tokens", 0) or 0)
         total = int(getattr(raw, "total_tokens", 0) or (i_tok + o_tok))
-        return Usage(i_tok, o_tok, total, 1)
+        details = getattr(raw, "prompt_tokens_details", None)
+        cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+        return Usage(i_tok, o_tok, total, 1, cache_read_tokens=cached)
 
     # -- the Model protocol ------------------------------------------------------------------
 
@@ -395,7 +342,7 @@ class OpenAIModel(ModelBase):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
-        plan = _ToolPlan(request.tools, self.strict_schemas)
+        plan = _ToolPlan(self.model, request.tools, self.strict_schemas)
         completion = await self._call(self._kwargs(request, plan, stream=False))
         choices = getattr(completion, "choices", None)
         if not choices:
@@ -428,7 +375,7 @@ class OpenAIModel(ModelBase):
         """
         import openai
 
-        plan = _ToolPlan(request.tools, self.strict_schemas)
+        plan = _ToolPlan(self.model, request.tools, self.strict_schemas)
         stream = await self._call(self._kwargs(request, plan, stream=True))
         text: list[str] = []
         pending: dict[int, dict[str, Any]] = {}

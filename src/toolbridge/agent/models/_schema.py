@@ -1,4 +1,7 @@
-"""Best-effort conversion of a tool's JSON Schema to OpenAI "strict" form, on a copy.
+"""Best-effort conversions of a tool's JSON Schema to what a provider accepts, on a copy.
+
+`to_gemini_schema` converts to the OpenAPI-subset `Schema` of Gemini function declarations, or
+returns `None` (the caller then sends the original as `parametersJsonSchema`); see its docstring.
 
 Strict function calling requires every object to list all its properties in `required` and to
 set `additionalProperties: false`; optional properties are expressed as nullable instead.
@@ -18,7 +21,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["NotConvertible", "resolve_local_refs", "to_strict_schema"]
+__all__ = ["NotConvertible", "resolve_local_refs", "to_gemini_schema", "to_strict_schema"]
 
 _UNSUPPORTED = frozenset(
     {
@@ -158,3 +161,136 @@ def optional_top_level(schema: Mapping[str, Any]) -> frozenset[str]:
         return frozenset()
     required = set(schema.get("required") or ())
     return frozenset(name for name in props if name not in required)
+
+
+# -- Gemini ------------------------------------------------------------------------------------
+
+# Keywords Gemini's `Schema` (an OpenAPI 3.0 subset) takes, with their JSON Schema spelling.
+_GEMINI_KEEP = frozenset(
+    {
+        "description",
+        "title",
+        "default",
+        "minimum",
+        "maximum",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "minProperties",
+        "maxProperties",
+        "pattern",
+    }
+)
+# Keywords that only annotate: dropped without changing what the schema accepts.
+_GEMINI_DROP = frozenset(
+    {"$schema", "$id", "$comment", "readOnly", "writeOnly", "deprecated", "contentMediaType", "examples"}
+)
+_GEMINI_FORMATS = {
+    "string": {"date-time", "enum"},
+    "number": {"float", "double"},
+    "integer": {"int32", "int64"},
+}
+_GEMINI_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
+
+
+def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
+    if not isinstance(node, Mapping):
+        raise NotConvertible("not a schema")
+    node = dict(node)
+    if "allOf" in node:
+        parts = node.pop("allOf")
+        if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
+            raise NotConvertible("allOf")
+        node = {**dict(parts[0]), **node}
+    if "oneOf" in node:
+        node["anyOf"] = node.pop("oneOf")
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    out: dict[str, Any] = {}
+    nullable = False
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        nullable = len(kinds) < len(kind)
+        if len(kinds) == 1:
+            kind = kinds[0]
+        elif not kinds:
+            kind = "null"
+        else:
+            rest = {k: v for k, v in node.items() if k != "type"}
+            options = [_gemini({**rest, "type": k}) for k in kinds]
+            return {"anyOf": options, **({"nullable": True} if nullable else {})}
+    if kind is not None:
+        if kind not in _GEMINI_TYPES:
+            raise NotConvertible(f"type {kind!r}")
+        out["type"] = str(kind).upper()
+    for key, value in node.items():
+        if key in ("type", "properties", "required", "items", "anyOf", "enum", "format"):
+            continue
+        if key in _GEMINI_KEEP:
+            out[key] = value
+        elif key == "additionalProperties":
+            if value not in (False, None):
+                raise NotConvertible("open object (additionalProperties)")
+        elif key not in _GEMINI_DROP:
+            raise NotConvertible(f"keyword {key!r}")
+    if "format" in node and node["format"] in _GEMINI_FORMATS.get(str(kind), set()):
+        out["format"] = node["format"]
+    if "enum" in node:
+        values = node["enum"]
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            raise NotConvertible("non-string enum")
+        out["enum"] = list(values)
+        out.setdefault("type", "STRING")
+    if "anyOf" in node:
+        options = node["anyOf"]
+        if not isinstance(options, list) or not options:
+            raise NotConvertible("anyOf")
+        kept = [
+            o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null" and len(o) == 1)
+        ]
+        nullable = nullable or len(kept) < len(options)
+        converted = [_gemini(o) for o in kept]
+        if len(converted) == 1:
+            out = {**converted[0], **out}
+        else:
+            out["anyOf"] = converted
+    if "items" in node:
+        out["items"] = _gemini(node["items"])
+    if kind == "object" or "properties" in node:
+        props = node.get("properties") or {}
+        if not isinstance(props, Mapping):
+            raise NotConvertible("properties")
+        if not props and not top:
+            raise NotConvertible("object without declared properties")
+        out["type"] = "OBJECT"
+        if props:
+            out["properties"] = {str(name): _gemini(sub) for name, sub in props.items()}
+            required = [r for r in node.get("required") or () if r in props]
+            if required:
+                out["required"] = required
+    if nullable:
+        out["nullable"] = True
+    return out
+
+
+def to_gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A copy of a tool's JSON Schema in the form Gemini's `parameters` take, or `None`.
+
+    Local `$ref`s are inlined; `type: [T, "null"]` and `anyOf` with `null` become `nullable`;
+    `oneOf` becomes `anyOf`, `const` a one-value enum; annotation-only keywords are dropped.
+    `None` when that cannot be done faithfully (recursive or remote refs, open objects, nested
+    objects without properties, non-string enums, keywords Gemini lacks): the caller then sends
+    the original as `parametersJsonSchema`. An object without properties at the top level gives
+    `{}` (a function without parameters).
+    """
+    try:
+        result = _gemini(resolve_local_refs(schema), top=True)
+    except (NotConvertible, RecursionError):
+        return None
+    if result.get("type") not in (None, "OBJECT") or "anyOf" in result:
+        return None
+    if not result.get("properties"):
+        return {}
+    return result

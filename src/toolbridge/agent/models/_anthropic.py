@@ -1,0 +1,470 @@
+"""`AnthropicModel`: Claude over the Messages API, on the official `anthropic` SDK.
+
+Design:
+
+- The SDK (`AsyncAnthropic`) is imported and its client made on the first request, with the
+  SDK's own retries off: `RemoteModel` retries 429, 529 (overloaded), other 5xx answers and
+  connection failures `max_retries` times with backoff. A streamed turn is retried only before
+  its first event arrives. Failures are `ModelError`s with the `ERR_MODEL_*` codes of
+  `OpenAIModel`; an error event inside a stream is mapped by its error type.
+- Messages: system messages become the `system` parameter; a tool result is a `tool_result`
+  block (in a `user` turn, consecutive results in one turn) whose content holds the result's
+  text **and its images** as image blocks, natively, with `is_error` set on a failed call.
+  Consecutive messages of one role are merged into one turn, as the API expects. Audio, and
+  image types the API does not take, become the placeholder text.
+- Tools are sent with their JSON Schema as `input_schema` (on a copy; `type: object` is added
+  when a schema lacks it).
+- Prompt caching (`prompt_caching=True`, the default) puts a `cache_control` breakpoint on the
+  last tool definition and on the system prompt, so an agent loop re-reads both from the cache;
+  `Usage.cache_read_tokens` / `cache_write_tokens` report what the API counted, and
+  `Usage.input_tokens` includes them.
+- Thinking blocks that precede a turn's tool calls are remembered (bounded, by the first
+  tool-use id) and sent back with that turn, as the API requires when thinking is on.
+- Tool input that is not a JSON object (or, streamed, JSON that does not parse) is
+  `ERR_MODEL_BAD_RESPONSE`, never silently `{}`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from ...content import ImagePart, Part, TextPart, media_placeholder
+from ...errors import ModelError
+from ...tools import ToolSpec
+from ._base import (
+    Message,
+    ModelPrices,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamItem,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from ._remote import RemoteModel, _LruMemory, snake_case, tool_arguments
+
+__all__ = ["AnthropicModel", "to_anthropic_messages"]
+
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_STOP = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool-calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content-filter",
+    "pause_turn": "other",
+}
+_ERROR_TYPES = {  # error `type` of an error event inside a stream -> (status it stands for)
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "rate_limit_error": 429,
+    "overloaded_error": 529,
+    "api_error": 500,
+    "timeout_error": 504,
+    "invalid_request_error": 400,
+    "request_too_large": 413,
+}
+_EPHEMERAL = {"type": "ephemeral"}
+DEFAULT_MAX_TOKENS = 4096
+
+
+def _block(part: Part, images: bool) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text} if part.text else None
+    if isinstance(part, ImagePart) and images and part.media_type.lower() in IMAGE_TYPES:
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": part.media_type.lower(), "data": part.data},
+        }
+    return {"type": "text", "text": media_placeholder(part)}
+
+
+def _blocks(content: str | tuple[Part, ...], images: bool) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [b for b in (_block(p, images) for p in content) if b is not None]
+
+
+def _text(content: str | tuple[Part, ...]) -> str:
+    return "\n".join(b["text"] for b in _blocks(content, False))
+
+
+def to_anthropic_messages(
+    messages: Sequence[Message],
+    *,
+    images: bool,
+    thinking: Callable[[str], list[dict[str, Any]] | None] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The `system` text and the Messages API turns for neutral messages.
+
+    `thinking` gives, for the first tool-use id of an assistant turn, the thinking blocks to
+    send back before its tool calls.
+    """
+    system: list[str] = []
+    wire: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if wire and wire[-1]["role"] == role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if message.role == "system":
+            text = _text(message.content)
+            if text:
+                system.append(text)
+        elif message.role == "user":
+            add("user", _blocks(message.content, images))
+        elif message.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.tool_calls and thinking is not None:
+                blocks.extend(thinking(message.tool_calls[0].id) or [])
+            blocks.extend(_blocks(message.content, False))
+            blocks.extend(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+                for call in message.tool_calls
+            )
+            add("assistant", blocks)
+        else:
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+            content = _blocks(message.content, images)
+            if content:
+                result["content"] = content
+            if message.is_error:
+                result["is_error"] = True
+            add("user", [result])
+    return "\n\n".join(system), wire
+
+
+def _tools(tools: Sequence[ToolSpec], cache: bool) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for spec in tools:
+        schema = dict(spec.parameters)
+        if "type" not in schema:
+            schema["type"] = "object"
+        item: dict[str, Any] = {"name": spec.name, "input_schema": schema}
+        if spec.description:
+            item["description"] = spec.description
+        wire.append(item)
+    if cache and wire:
+        wire[-1]["cache_control"] = dict(_EPHEMERAL)
+    return wire
+
+
+def _usage(raw: Any, previous: Usage | None = None) -> Usage:
+    """Usage from an API usage object; fields it lacks keep `previous`'s values (streaming)."""
+    before = previous or Usage(requests=1)
+
+    def field(name: str, old: int) -> int:
+        value = getattr(raw, name, None) if raw is not None else None
+        return int(value) if isinstance(value, int) else old
+
+    read = field("cache_read_input_tokens", before.cache_read_tokens)
+    write = field("cache_creation_input_tokens", before.cache_write_tokens)
+    plain = field("input_tokens", before.input_tokens - before.cache_read_tokens - before.cache_write_tokens)
+    out = field("output_tokens", before.output_tokens)
+    total_in = plain + read + write
+    return Usage(total_in, out, total_in + out, 1, cache_read_tokens=read, cache_write_tokens=write)
+
+
+class AnthropicModel(RemoteModel):
+    """Claude over the Anthropic Messages API.
+
+    Args:
+        model: the model name (`claude-sonnet-4-5`, ...).
+        api_key: the key; default `ANTHROPIC_API_KEY` from the environment.
+        base_url: the API root (default the SDK's; `ANTHROPIC_BASE_URL` is honoured by it).
+        options: default request options (`max_tokens`, `temperature`, `stop_sequences`,
+            `thinking`, `tool_choice`, ...; camelCase keys are converted to snake_case; keys the
+            SDK does not know go in the request body). `max_tokens` defaults to 4096.
+        prices: micro-USD per million tokens (cache prices optional), for cost accounting.
+        max_retries: retries after a 429, a 529, a 5xx or a connection failure.
+        prompt_caching: put `cache_control` on the tool list and the system prompt.
+        supports_images: whether images are sent as image blocks (else placeholders).
+        timeout_s: per-request timeout.
+        retry_backoff_s: first retry delay; doubles each retry (with jitter), capped at 20 s.
+
+    Raises:
+        ConfigError: `ERR_CONFIG` for an empty model name or negative retry settings.
+    """
+
+    provider = "anthropic"
+    key_env = ("ANTHROPIC_API_KEY",)
+    extra = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        prices: ModelPrices | None = None,
+        max_retries: int = 3,
+        *,
+        prompt_caching: bool = True,
+        supports_images: bool = True,
+        timeout_s: float = 120.0,
+        retry_backoff_s: float = 0.5,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key,
+            base_url,
+            options,
+            prices,
+            max_retries,
+            supports_images=supports_images,
+            timeout_s=timeout_s,
+            retry_backoff_s=retry_backoff_s,
+        )
+        self.prompt_caching = prompt_caching
+        self._thinking: _LruMemory[list[dict[str, Any]]] = _LruMemory(512)
+        self._known: frozenset[str] | None = None
+
+    # -- client and errors -------------------------------------------------------------------
+
+    def _new_client(self, key: str) -> Any:
+        try:
+            from anthropic import AsyncAnthropic
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise self._missing_package(exc) from exc
+        return AsyncAnthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+
+    async def _close_client(self, client: Any) -> None:
+        await client.close()
+
+    def _translate(self, exc: Exception) -> tuple[ModelError, bool]:
+        import anthropic
+
+        where = f"model {self.model!r}"
+        if isinstance(exc, anthropic.APIStatusError):
+            status = exc.status_code
+            body = getattr(exc, "body", None)
+            error = body.get("error") if isinstance(body, dict) else None
+            kind = error.get("type") if isinstance(error, dict) else None
+            message = error.get("message") if isinstance(error, dict) else None
+            if status < 400:  # an error event inside a 200 stream: its type says what it was
+                status = _ERROR_TYPES.get(str(kind), 500)
+            detail = self._scrub(str(message or getattr(exc, "message", "") or exc))
+            if status == 529:
+                return ModelError(f"{where}: overloaded (529): {detail}", code="ERR_MODEL_UNAVAILABLE"), True
+            return self._status_error(status, detail)
+        if isinstance(exc, anthropic.APITimeoutError):
+            return ModelError(f"{where}: request timed out", code="ERR_MODEL_UNAVAILABLE"), True
+        if isinstance(exc, anthropic.APIConnectionError):
+            return ModelError(f"{where}: cannot connect to the API", code="ERR_MODEL_UNAVAILABLE"), True
+        if isinstance(exc, anthropic.APIResponseValidationError | ValueError):
+            return ModelError(f"{where}: malformed response", code="ERR_MODEL_BAD_RESPONSE"), False
+        return self._unknown_error(exc), False
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _known_options(self, client: Any) -> frozenset[str]:
+        if self._known is None:
+            try:
+                names = set(inspect.signature(client.messages.create).parameters)
+            except (TypeError, ValueError):  # pragma: no cover - a very different SDK
+                names = set()
+            self._known = frozenset(names - {"messages", "model", "system", "tools", "stream", "extra_body"})
+        return self._known
+
+    def _kwargs(self, client: Any, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        merged = {**self.options, **{snake_case(k): v for k, v in request.options.items()}}
+        if "max_completion_tokens" in merged and "max_tokens" not in merged:
+            merged["max_tokens"] = merged.pop("max_completion_tokens")
+        merged.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        system, messages = to_anthropic_messages(
+            request.messages, images=self.supports_images, thinking=self._thinking.get
+        )
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if system:
+            block: dict[str, Any] = {"type": "text", "text": system}
+            if self.prompt_caching:
+                block["cache_control"] = dict(_EPHEMERAL)
+            kwargs["system"] = [block]
+        tools = _tools(request.tools, self.prompt_caching)
+        if tools:
+            kwargs["tools"] = tools
+        known = self._known_options(client)
+        extra: dict[str, Any] = {}
+        for key, value in merged.items():
+            (kwargs if key in known else extra)[key] = value
+        if extra:
+            kwargs["extra_body"] = extra
+        if stream:
+            kwargs["stream"] = True
+        return kwargs
+
+    def _remember(self, thinking: list[dict[str, Any]], calls: Sequence[ToolCall]) -> None:
+        if thinking and calls and calls[0].id:
+            self._thinking.put(calls[0].id, thinking)
+
+    def _finish(self, stop_reason: Any, calls: Sequence[ToolCall]) -> str:
+        if calls:
+            return "tool-calls"
+        return _STOP.get(str(stop_reason), "stop" if stop_reason in (None, "") else "other")
+
+    # -- the Model protocol ----------------------------------------------------------------
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Take one turn (non-streaming).
+
+        Raises:
+            ModelError: with the codes listed in the module docstring.
+        """
+        client = self._get_client()
+        kwargs = self._kwargs(client, request, stream=False)
+        message = await self._retrying(lambda: client.messages.create(**kwargs))
+        content = getattr(message, "content", None)
+        if not isinstance(content, list):
+            raise ModelError(
+                f"model {self.model!r}: the response has no content", code="ERR_MODEL_BAD_RESPONSE"
+            )
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        thinking: list[dict[str, Any]] = []
+        for block in content:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                text.append(str(getattr(block, "text", "") or ""))
+            elif kind == "tool_use":
+                name = str(getattr(block, "name", "") or "")
+                calls.append(
+                    ToolCall(
+                        id=str(getattr(block, "id", "") or ""),
+                        name=name,
+                        arguments=tool_arguments(self.model, name, getattr(block, "input", None)),
+                    )
+                )
+            elif kind in ("thinking", "redacted_thinking"):
+                thinking.append(block.model_dump(mode="json", exclude_none=True))
+        self._remember(thinking, calls)
+        return ModelResponse(
+            text="".join(text),
+            tool_calls=tuple(calls),
+            usage=_usage(getattr(message, "usage", None)),
+            finish_reason=self._finish(getattr(message, "stop_reason", None), calls),
+        )
+
+    async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Take one turn, streaming text deltas; tool calls arrive in the final response.
+
+        Raises:
+            ModelError: with the codes listed in the module docstring.
+        """
+        client = self._get_client()
+        kwargs = self._kwargs(client, request, stream=True)
+
+        async def open_stream() -> tuple[Any, Any, Any]:
+            stream = await client.messages.create(**kwargs)
+            iterator = stream.__aiter__()
+            try:
+                first = await iterator.__anext__()
+            except StopAsyncIteration:
+                first = None
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await stream.close()
+                raise
+            return stream, iterator, first
+
+        stream, iterator, first = await self._retrying(open_stream)
+        text: list[str] = []
+        blocks: dict[int, dict[str, Any]] = {}
+        usage = Usage(requests=1)
+        stop_reason: Any = None
+        try:
+            event = first
+            while event is not None:
+                kind = getattr(event, "type", None)
+                if kind == "message_start":
+                    usage = _usage(getattr(event.message, "usage", None), usage)
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    blocks[int(event.index)] = {
+                        "type": getattr(block, "type", None),
+                        "id": getattr(block, "id", ""),
+                        "name": getattr(block, "name", ""),
+                        "json": [],
+                        "thinking": [],
+                        "signature": "",
+                        "data": getattr(block, "data", None),
+                    }
+                elif kind == "content_block_delta":
+                    slot = blocks.setdefault(
+                        int(event.index), {"type": None, "json": [], "thinking": [], "signature": ""}
+                    )
+                    delta = event.delta
+                    dtype = getattr(delta, "type", None)
+                    if dtype == "text_delta" and delta.text:
+                        text.append(delta.text)
+                        yield TextDelta(delta.text)
+                    elif dtype == "input_json_delta":
+                        slot["json"].append(delta.partial_json or "")
+                    elif dtype == "thinking_delta":
+                        slot["thinking"].append(delta.thinking or "")
+                    elif dtype == "signature_delta":
+                        slot["signature"] += delta.signature or ""
+                elif kind == "message_delta":
+                    stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
+                    usage = _usage(getattr(event, "usage", None), usage)
+                try:
+                    event = await iterator.__anext__()
+                except StopAsyncIteration:
+                    event = None
+        except ModelError:
+            raise
+        except Exception as exc:
+            error, _ = self._translate(exc)
+            if error.code == "ERR_MODEL":
+                error = ModelError(
+                    f"model {self.model!r}: the response stream broke ({type(exc).__name__})",
+                    code="ERR_MODEL_UNAVAILABLE",
+                )
+            raise error from None
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.close()
+        calls: list[ToolCall] = []
+        thinking: list[dict[str, Any]] = []
+        for _, slot in sorted(blocks.items()):
+            if slot["type"] == "tool_use":
+                name = str(slot["name"] or "")
+                if not name:
+                    raise ModelError(
+                        f"model {self.model!r}: a streamed tool call has no name",
+                        code="ERR_MODEL_BAD_RESPONSE",
+                    )
+                calls.append(
+                    ToolCall(
+                        id=str(slot["id"] or ""),
+                        name=name,
+                        arguments=tool_arguments(self.model, name, "".join(slot["json"])),
+                    )
+                )
+            elif slot["type"] == "thinking":
+                thinking.append(
+                    {
+                        "type": "thinking",
+                        "thinking": "".join(slot["thinking"]),
+                        "signature": slot["signature"],
+                    }
+                )
+            elif slot["type"] == "redacted_thinking":
+                thinking.append({"type": "redacted_thinking", "data": slot["data"]})
+        self._remember(thinking, calls)
+        yield ModelResponse(
+            text="".join(text),
+            tool_calls=tuple(calls),
+            usage=usage,
+            finish_reason=self._finish(stop_reason, calls),
+        )

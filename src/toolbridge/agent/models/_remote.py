@@ -1,0 +1,252 @@
+"""What every model behind a provider's HTTP API shares: key, retries, errors, arguments.
+
+`RemoteModel` holds the settings common to `OpenAIModel`, `AnthropicModel` and `GeminiModel`
+(model name, key, base URL, default options, prices, retry policy, timeout) and does the parts
+that do not depend on the wire format:
+
+- the key comes from `api_key=` or the provider's environment variables, is kept in a
+  name-mangled attribute, and is scrubbed from every error message (`__repr__` never shows it);
+- `_retrying(start)` calls `start()` and, when the provider's `_translate` says the failure may
+  be retried (429, 5xx, overloaded, connection failures, timeouts), sleeps with exponential
+  backoff and jitter (a short `Retry-After` is honoured, every delay is capped at 20 s) and tries
+  again, at most `max_retries` times; then the translated `ModelError` is raised, never the SDK's;
+- `tool_arguments` reads a tool call's arguments (JSON text or an object) and refuses anything
+  that is not a JSON object with `ERR_MODEL_BAD_RESPONSE`, never silently `{}`;
+- `_LruMemory` keeps a bounded map from tool-call ids to provider data a later turn must send back
+  (Anthropic thinking blocks, Gemini thought signatures).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+import anyio
+
+from ...errors import ConfigError, ModelError, bounded
+from ._base import ModelBase, ModelPrices
+
+__all__ = ["RemoteModel", "snake_case", "tool_arguments"]
+
+T = TypeVar("T")
+V = TypeVar("V")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+_MAX_DELAY_S = 20.0
+
+
+def snake_case(key: str) -> str:
+    """`maxTokens` -> `max_tokens` (snake_case keys are returned unchanged)."""
+    return _CAMEL.sub("_", key).lower()
+
+
+def tool_arguments(model: str, name: str, raw: Any) -> dict[str, Any]:
+    """The arguments object of a tool call: `raw` is JSON text, a mapping, or `None` (no arguments).
+
+    Raises:
+        ModelError: `ERR_MODEL_BAD_RESPONSE` for malformed JSON or a value that is not an object.
+    """
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            return {}
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ModelError(
+                f"model {model!r} sent malformed JSON arguments for tool {name!r}: "
+                f"{exc.msg} at position {exc.pos}",
+                code="ERR_MODEL_BAD_RESPONSE",
+            ) from None
+    if not isinstance(raw, Mapping):
+        raise ModelError(
+            f"model {model!r} sent arguments for tool {name!r} that are not a JSON object "
+            f"({type(raw).__name__})",
+            code="ERR_MODEL_BAD_RESPONSE",
+        )
+    return dict(raw)
+
+
+class _LruMemory(Generic[V]):
+    """A small bounded map (least recently stored entries are dropped first)."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, V] = OrderedDict()
+
+    def put(self, key: str, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def get(self, key: str) -> V | None:
+        return self._items.get(key)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class RemoteModel(ModelBase):
+    """Settings and behaviour shared by the HTTP providers (see the module docstring).
+
+    Subclasses set `provider`, `key_env` and `extra`, and implement `_new_client`,
+    `_close_client` and `_translate`.
+    """
+
+    provider: ClassVar[str] = "remote"
+    key_env: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None,
+        base_url: str | None,
+        options: Mapping[str, Any] | None,
+        prices: ModelPrices | None,
+        max_retries: int,
+        *,
+        supports_images: bool,
+        timeout_s: float,
+        retry_backoff_s: float,
+    ) -> None:
+        kind = type(self).__name__
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"{kind} needs a model name", code="ERR_CONFIG")
+        if not isinstance(max_retries, int) or max_retries < 0 or retry_backoff_s < 0:
+            raise ConfigError("max_retries and retry_backoff_s must be >= 0", code="ERR_CONFIG")
+        if not timeout_s > 0:
+            raise ConfigError("timeout_s must be > 0", code="ERR_CONFIG")
+        if options is not None and not isinstance(options, Mapping):
+            raise ConfigError(f"{kind}: options must be a mapping", code="ERR_CONFIG")
+        self.model = model
+        self.id = f"{self.provider}:{model}"
+        self.supports_images = supports_images
+        self.prices = prices
+        self.base_url = base_url
+        self.options: dict[str, Any] = {snake_case(str(k)): v for k, v in (options or {}).items()}
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.retry_backoff_s = retry_backoff_s
+        self.__api_key = api_key
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- the key ------------------------------------------------------------------------------
+
+    def _secret(self) -> str | None:
+        if self.__api_key:
+            return self.__api_key
+        for name in self.key_env:
+            value = os.environ.get(name)
+            if value:
+                return value
+        return None
+
+    def _scrub(self, text: str) -> str:
+        key = self._secret()
+        if key and len(key) >= 4:
+            text = text.replace(key, "***")
+        return bounded(text, 500)
+
+    def _missing_package(self, exc: ImportError) -> ConfigError:
+        return ConfigError(
+            f"{type(self).__name__} needs the {exc.name or self.extra} package: "
+            f"pip install 'toolbridge[{self.extra}]'",
+            code="ERR_CONFIG",
+        )
+
+    # -- the client ---------------------------------------------------------------------------
+
+    def _new_client(self, key: str) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def _close_client(self, client: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            key = self._secret()
+            if not key:
+                names = " or ".join(self.key_env) or "an environment variable"
+                raise ModelError(f"no API key: pass api_key= or set {names}", code="ERR_MODEL_AUTH")
+            self._client = self._new_client(key)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (a later request opens a new one)."""
+        client, self._client = self._client, None
+        if client is not None:
+            with anyio.CancelScope(shield=True):
+                await self._close_client(client)
+
+    async def __aenter__(self) -> RemoteModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- errors and retries -------------------------------------------------------------------
+
+    def _translate(self, exc: Exception) -> tuple[ModelError, bool]:  # pragma: no cover - abstract
+        """The `ModelError` for `exc`, and whether the failure may be retried."""
+        raise NotImplementedError
+
+    def _status_error(self, status: int, detail: str) -> tuple[ModelError, bool]:
+        """The error for an HTTP status answer (`detail` already scrubbed)."""
+        where = f"model {self.model!r}"
+        if status in (401, 403):
+            return ModelError(
+                f"{where}: authentication failed ({status}): {detail}", code="ERR_MODEL_AUTH"
+            ), False
+        if status == 404:
+            return ModelError(f"{where}: not found (404): {detail}", code="ERR_MODEL_NOT_FOUND"), False
+        if status == 429:
+            return ModelError(f"{where}: rate limited (429): {detail}", code="ERR_MODEL_RATE_LIMIT"), True
+        if status >= 500:
+            return ModelError(
+                f"{where}: server error ({status}): {detail}", code="ERR_MODEL_UNAVAILABLE"
+            ), True
+        return ModelError(
+            f"{where}: request rejected ({status}): {detail}", code="ERR_MODEL_BAD_REQUEST"
+        ), False
+
+    def _unknown_error(self, exc: BaseException) -> ModelError:
+        return ModelError(
+            f"model {self.model!r}: {type(exc).__name__}: {self._scrub(str(exc))}", code="ERR_MODEL"
+        )
+
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        delay = self.retry_backoff_s * (2**attempt) * (0.5 + random.random() / 2)
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        header = headers.get("retry-after") if headers is not None else None
+        if header:
+            with contextlib.suppress(ValueError, TypeError):
+                delay = max(delay, min(float(header), _MAX_DELAY_S))
+        return float(min(delay, _MAX_DELAY_S))
+
+    async def _retrying(self, start: Callable[[], Awaitable[T]]) -> T:
+        """`await start()`, retried on retryable failures; failures become `ModelError`."""
+        attempt = 0
+        while True:
+            try:
+                return await start()
+            except ModelError:
+                raise
+            except Exception as exc:
+                error, retryable = self._translate(exc)
+                if not retryable or attempt >= self.max_retries:
+                    raise error from None
+                await anyio.sleep(self._delay(attempt, exc))
+                attempt += 1
