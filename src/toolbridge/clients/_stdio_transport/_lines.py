@@ -141,8 +141,7 @@ class _LineAssembler:
             self._size += len(piece)
             return
         if self._lead != ord("{"):
-            self._trim(piece)  # stores what is left of `piece`
-            if self._size <= self._max:
+            if self._trim(piece):  # stores what is left of `piece`
                 return
             piece = b""  # what is left is a message start over the cap: discard it below
         head_parts: list[bytes] = []
@@ -159,11 +158,12 @@ class _LineAssembler:
         self._discarding = True
         events.append(_OversizeStarted(self._head, self._size))
 
-    def _trim(self, piece: bytes) -> None:
+    def _trim(self, piece: bytes) -> bool:
         """Store `piece`, dropping the junk before the first possible message start.
 
-        Afterwards the stored line starts at a possible message start (and may still be over the
-        cap: the caller then discards it as a message), or holds only the last few bytes of junk.
+        Returns True when the line may go on being stored: it holds only the last few bytes of
+        junk, or it now starts at a possible message start and is within the cap. False: what
+        is left from that start is itself over the cap (the caller discards it as a message).
         """
         data = b"".join([*self._pieces, piece])
         found = JSONRPC_START.search(data)
@@ -176,6 +176,7 @@ class _LineAssembler:
         self._skipped += len(data) - len(keep)
         self._pieces = [keep]
         self._size = len(keep)
+        return found is None or self._size <= self._max
 
     def _finish(self) -> _Event:
         event: _Event
