@@ -9,6 +9,7 @@ tests fail, never skip, when it is missing.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -146,3 +147,27 @@ def test_a_manifest_mode_must_be_one_of_three(tmp_path: Path) -> None:
     manifest.write_text("kind: Mcp.StdioClient\nmetadata: { name: old }\ncommand: x\nmode: sometimes\n")
     code, out, err = run("check", str(manifest))
     assert code != 0 and "mode" in out + err and "Traceback" not in out + err
+
+
+# -- output is always valid JSON ------------------------------------------------------------------
+
+
+def _strict(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"invalid JSON constant {constant} in the output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_call_prints_valid_json_when_the_server_returns_nan() -> None:
+    code, out, err = run("call", "nan", "--", *HOSTILE)
+    assert code == 0, err
+    assert _strict(out) == {"v": None, "w": [None, None], "ok": 1}
+
+
+def test_call_refuses_nan_in_the_arguments_with_one_line() -> None:
+    for arguments in ('{"text": NaN}', '{"text": [Infinity]}', '{"text": "\\ud800"}'):
+        code, out, err = run("call", "echo", arguments, "--", *HOSTILE)
+        lines = err.strip().splitlines()
+        assert code == 1 and out == "" and len(lines) == 1, (arguments, err)
+        assert lines[0].startswith("toolbridge: ERR_INVALID_INPUT: "), err

@@ -31,6 +31,7 @@ call. Arguments are in `arguments`:
 * `glued` -> a log notification and the answer "glued" on one line, with no newline between.
 * `progress {count, interval}` -> `count` progress notifications (for the call's progress token)
   `interval` seconds apart, then "progressed".
+* `nan` -> `structuredContent` holding `NaN`, `Infinity` and `-Infinity` (as Python's `json` writes).
 * `received` -> the names of the `tools/call` requests this server has received so far, as JSON
   text (shows that a refused call was never sent).
 
@@ -140,6 +141,7 @@ def tools() -> list[dict[str, Any]]:
         "glued",
         "progress",
         "received",
+        "nan",
     ):
         listed.append({"name": name, "description": f"fault: {name}", "inputSchema": {"type": "object"}})
     if "--poison" in sys.argv:
@@ -253,6 +255,11 @@ def call(request_id: Any, name: str, args: dict[str, Any], token: Any = None) ->
                 params = {"progressToken": token, "progress": step + 1}
                 send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         text_result(request_id, "progressed")
+    elif name == "nan":
+        rid = json.dumps(request_id).encode()
+        body = b'{"content":[{"type":"text","text":"x"}],'
+        body += b'"structuredContent":{"v":NaN,"w":[Infinity,-Infinity],"ok":1}}'
+        write_raw(b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + body + b"}\n")
     elif name == "received":
         text_result(request_id, json.dumps(_received))
     elif name == "future_content":

@@ -31,7 +31,7 @@ from ..bridge import McpToolProvider
 from ..clients import DEFAULT_TIMEOUT, HttpClient, StdioClient
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
-from ._output import emit, parse_headers
+from ._output import emit, json_text, parse_headers
 
 __all__ = ["register"]
 
@@ -164,9 +164,9 @@ def _table(specs: list[ToolSpec]) -> str:
 
 def _render(result: ToolResult) -> str:
     if result.kind == "structured":
-        return json.dumps(result.structured, indent=2, ensure_ascii=False)
+        return json_text(result.structured, indent=2, ensure_ascii=False)
     if result.kind == "raw":
-        return json.dumps(list(result.raw), indent=2, ensure_ascii=False)
+        return json_text(list(result.raw), indent=2, ensure_ascii=False)
     return result.to_text()
 
 
@@ -190,7 +190,7 @@ def _run_tools(args: argparse.Namespace) -> int:
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)
     if args.json:
-        emit(json.dumps([_spec_json(s) for s in specs], indent=2, ensure_ascii=False))
+        emit(json_text([_spec_json(s) for s in specs], indent=2, ensure_ascii=False))
     else:
         emit(_table(specs))
     return 0
