@@ -14,6 +14,7 @@ Tools (arguments in `arguments`):
 * `notify {sse}` -> (SSE) a log notification event, then the answer "after notification".
 * `endless {size}` -> (SSE) one event whose data line grows to `size` bytes and never ends; the
   stream then stays open for 30 s.
+* `deep {depth, sse}` -> a result whose `structuredContent` nests `depth` arrays.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 PATTERN = "0123456789abcdefghijklmnopqrstuvwxyz"
-TOOLS = ["echo", "big", "malformed", "notify", "endless"]
+TOOLS = ["echo", "big", "malformed", "notify", "endless", "deep"]
 
 
 def payload(size: int) -> str:
@@ -85,6 +86,12 @@ async def call(request_id: Any, name: str, args: dict[str, Any]) -> Response:
             await asyncio.sleep(30)
 
         return StreamingResponse(endless(), media_type="text/event-stream")
+    if name == "deep":
+        depth = int(args.get("depth", 1000))
+        nested = b"[" * depth + b"]" * depth
+        rid = json.dumps(request_id).encode()
+        body = b'{"jsonrpc":"2.0","id":' + rid + b',"result":{"content":[],"structuredContent":{"v":'
+        return answer(body + nested + b"}}}", sse)
     error = {"code": -32602, "message": f"no tool {name}"}
     return answer(dumps({"jsonrpc": "2.0", "id": request_id, "error": error}), sse)
 

@@ -127,3 +127,23 @@ def test_limits_reject_bad_arguments() -> None:
     assert limit_http_client(limit_http_client(client, 10), 10) is client
     assert isinstance(client._transport, LimitedTransport)
     assert not isinstance(client._transport.inner, LimitedTransport)
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+async def test_a_deeply_nested_http_response_fails_only_its_call(
+    hostile_http_url: str, depth: int, sse: bool
+) -> None:
+    async with HttpClient(hostile_http_url, timeout=20) as client:
+        async with anyio.create_task_group() as tg:
+            results: list[str] = []
+
+            async def good() -> None:
+                results.append((await client.call_tool("echo", {"text": "beside"}))["content"][0]["text"])
+
+            tg.start_soon(good)
+            with pytest.raises(ProtocolError) as info:
+                await client.call_tool("deep", {"depth": depth, "sse": sse})
+        assert info.value.code == "ERR_MCP_PROTOCOL"
+        assert results == ["beside"]
+        assert (await client.call_tool("echo", {"text": "after"}))["content"][0]["text"] == "after"
