@@ -20,6 +20,7 @@ from toolbridge.cli import main
 from toolbridge.errors import ConfigError
 from toolbridge.tasks import McpToolParser, TaskOutcome, TaskRequest, TaskToolSet, compile_tools
 from toolbridge.tasks.actions._registry import registry_with
+from toolbridge.tasks.actions.tinyagent import ApiConfirmParams, _matches
 
 
 def instr(action: str, **params: Any) -> dict[str, Any]:
@@ -284,3 +285,67 @@ def test_bad_actions_refs_fail_with_one_line(tmp_path: Path, ref: str, said: str
         registry_with([ref], tmp_path)
     assert info.value.code == "ERR_TASK_ACTION_PLUGIN"
     assert said in info.value.message and "\n" not in info.value.message
+
+
+# --- apiConfirm matching --------------------------------------------------------------------------
+
+
+def test_api_confirm_matches_as_tinyagent() -> None:
+    def match(url: str, got: str, sent: str = "GET", **kw: Any) -> bool:
+        return _matches(ApiConfirmParams(url=url, **kw), sent, got)
+
+    assert match("/api/users/:id", "http://h/api/users/7?x=1")
+    assert not match("/api/users/:id", "http://h/api/users/7/roles")
+    assert match("/api/*", "http://h/api/users/7/roles")
+    assert match("/api/users", "http://h/api/users/")
+    assert match("/api/users", "http://h/api/users", "post", method="POST")
+    assert not match("/api/users", "http://h/api/users", "GET", method="POST")
+    assert match("/api/users", "http://h/api/users?source=form&x=1", query={"source": "form"})
+    assert not match("/api/users", "http://h/api/users?source=other", query={"source": "form"})
+    assert match("http://h:1/api/users", "http://h:1/api/users")
+    assert not match("http://h:1/api/users", "http://evil:1/api/users")
+    assert not match("/api/v1.0", "http://h/api/v1x0")  # a literal segment is literal
+
+
+# --- `actions:` on a manifest's Tasks.ToolSet ---------------------------------------------------------
+
+
+MANIFEST = """\
+kind: Tasks.ToolSet
+metadata: { name: Loud }
+tools:
+  - name: loud
+    inputSchema: { type: object, properties: { t: { type: string } } }
+    task:
+      instructions:
+        - { action: shout, params: { text: "{{t}}" } }
+"""
+
+
+def test_manifest_tool_set_with_actions_of_your_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from toolbridge.manifest import load_manifest
+
+    (tmp_path / "my_actions.py").write_text(ACTIONS_PY, encoding="utf-8")
+    without = tmp_path / "without.yaml"
+    without.write_text(MANIFEST, encoding="utf-8")
+    assert main(["check", str(without)]) == 1
+    assert "unknown action 'shout'" in capsys.readouterr().out
+    path = tmp_path / "with.yaml"
+    path.write_text(
+        MANIFEST
+        + "actions: [my_actions.py:register]\nbrowserAllow: ['127.0.0.1']\nstartUrl: http://127.0.0.1:9/\n",
+        encoding="utf-8",
+    )
+    assert main(["check", str(path)]) == 0, capsys.readouterr()
+
+    async def run() -> TaskOutcome:
+        manifest = load_manifest(path)
+        async with manifest.open() as live:
+            tool_set = await live.build("Loud")
+            assert isinstance(tool_set, TaskToolSet)
+            assert tool_set.services.browser.navigation.refusal("http://127.0.0.1:5/") is None
+            return await tool_set.run("loud", {"t": "ok"})
+
+    assert anyio.run(run).envelope["result"] == {"text": "OK!"}

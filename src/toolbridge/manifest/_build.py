@@ -353,11 +353,16 @@ class LiveManifest:
                 servers[alias] = McpServerConfig(command=command, args=tuple(args), env=env, cwd=cwd)
             elif isinstance(target, HttpClientDoc):
                 servers[alias] = McpServerConfig(url=_reveal(target.url))
+        from ..tasks.actions._registry import registry_with
+
         tool_set = TaskToolSet(
             task_tools_json(model, base),
+            registry=registry_with(model.actions, base) if model.actions else None,
             chromium=model.chromium,
             headless=model.headless,
             http_allow=model.http_allow,
+            browser_allow=model.browser_allow,
+            start_url=model.start_url,
             mcp_servers=servers,
             default_timeout_ms=model.default_timeout_ms,
         )

@@ -454,6 +454,12 @@ class TaskToolSetDoc(KindDoc):
     """The Chromium executable (default: `$TOOLBRIDGE_CHROMIUM` or `/usr/bin/chromium`)."""
     default_timeout_ms: NonNegativeInt = 3000
     """How long element lookups retry."""
+    browser_allow: list[str] = []
+    """Where the browser may navigate: origins (`http://host:port`), hosts, `*`, `file:`..."""
+    start_url: str | None = None
+    """A page the browser opens when it starts (its origin is allowed)."""
+    actions: list[str] = []
+    """Actions of your own: `module`, `module:register`, or a `.py` file relative to the manifest."""
 
     @model_validator(mode="after")
     def _one_source(self) -> TaskToolSetDoc:

@@ -85,15 +85,17 @@ def load_task_tool_names(doc: TaskToolSetDoc, base_dir: Path) -> list[str]:
         import toolbridge.tasks  # noqa: F401
     except ImportError:  # a build without task tools: the shape check above is all we can do
         return names
-    return _validate_with_tasks(data, doc)
+    return _validate_with_tasks(data, doc, base_dir)
 
 
-def _validate_with_tasks(data: dict[str, Any], doc: TaskToolSetDoc) -> list[str]:
+def _validate_with_tasks(data: dict[str, Any], doc: TaskToolSetDoc, base_dir: Path) -> list[str]:
     from ..errors import ConfigError
     from ..tasks import compile_tools
+    from ..tasks.actions._registry import registry_with
 
     try:
-        loaded = compile_tools(data)
+        registry = registry_with(doc.actions, base_dir) if doc.actions else None
+        loaded = compile_tools(data, registry)
     except ConfigError as exc:
         problems = exc.details.get("problems") or []
         error = TaskLoadError(exc.message)

@@ -33,6 +33,7 @@ from .actions import (
     TaskServices,
     action,
     default_registry,
+    registry_with,
 )
 
 __all__ = [
@@ -56,5 +57,6 @@ __all__ = [
     "compile_tools",
     "default_registry",
     "load_mcp_servers",
+    "registry_with",
     "task_output_schema",
 ]

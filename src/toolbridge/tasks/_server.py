@@ -7,8 +7,9 @@ envelope as `structuredContent` plus a JSON text block (and image blocks for scr
 scheduler's per-instruction progress is forwarded as `notifications/progress` (the SDK's
 `report_progress` does nothing otherwise). An unknown tool name is a JSON-RPC error -32602
 (invalid params), as the specification says, naming the tools there are. When the client
-declared the elicitation capability, actions that need a person (`userGuide`) ask through
-`elicitation/create`; otherwise they fail with a message saying so.
+declared the elicitation capability and the connection can carry server-to-client requests (the
+handshake era), actions that need a person (`userGuide`) ask through `elicitation/create`;
+otherwise they fail with a message saying so.
 
 The SDK's server serves both protocol eras: over stdio, `Server.run` decides per connection from
 the client's first request (the `initialize` handshake, or the 2026-07-28 per-request envelope);
@@ -67,7 +68,9 @@ def _elicitation(ctx: Any) -> ElicitFn | None:
     """`elicit(message, schema)` over this request's session, when the client offers elicitation."""
     session = ctx.session
     caps = session.client_capabilities
-    if caps is None or caps.elicitation is None:
+    if caps is None or caps.elicitation is None or not session.can_send_request:
+        # the 2026-07-28 era asks through InputRequiredResult round trips instead, which task
+        # tools do not do (yet): there the person cannot be asked, and userGuide says so
         return None
 
     async def elicit(message: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ._registry import (
     NoParams,
     action,
     default_registry,
+    registry_with,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "TaskServices",
     "action",
     "default_registry",
+    "registry_with",
 ]

@@ -423,7 +423,7 @@ def default_registry() -> ActionRegistry:
     global _default_ready
     with _default_lock:
         if not _default_ready:
-            from . import browser, builtin  # noqa: F401  (registering on import)
+            from . import browser, builtin, tinyagent  # noqa: F401  (registering on import)
 
             _DEFAULT.load_entry_points()
             _default_ready = True
