@@ -18,9 +18,12 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolbridge.errors import ConfigError
 from toolbridge.tasks import McpToolParser, TaskToolSet
+from toolbridge.tasks._substitute import LEAVE, render
 from toolbridge.tasks.actions._navigation import NavigationPolicy
 
 VENV_BIN = Path(sys.executable).parent
@@ -310,3 +313,42 @@ def test_sigint_exits_130(tmp_path: Path, transport: str) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- property: substituting one name at a time is substituting them all at once --------------------
+
+_NAMES = ["a", "b", "c"]
+_TEXT = st.text(alphabet="ab{}\\ x", max_size=12)
+_PIECE = st.one_of(_TEXT, st.sampled_from([f"{{{{{n}}}}}" for n in _NAMES]))
+_TEMPLATE = st.lists(_PIECE, max_size=6).map("".join)
+_VALUE = st.one_of(_TEXT, st.integers(-5, 5), st.booleans(), st.none(), st.lists(_TEXT, max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    templates=st.lists(_TEMPLATE, min_size=1, max_size=4),
+    values=st.fixed_dictionaries({n: _VALUE for n in _NAMES}),
+    order=st.permutations(_NAMES),
+)
+def test_one_name_at_a_time_equals_all_at_once(
+    templates: list[str], values: dict[str, Any], order: list[str]
+) -> None:
+    params = {f"p{i}": t for i, t in enumerate(templates)}
+    at_once = render(params, lambda name: values.get(name, LEAVE))
+    instruction: dict[str, Any] = {"action": "x", "params": dict(params)}
+    for name in order:
+        McpToolParser.replace_instruction_param_value(instruction, name, values[name])
+    assert instruction["params"] == at_once
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry=st.text(max_size=40), url=st.text(max_size=60))
+def test_allow_list_parsing_and_checks_never_crash(entry: str, url: str) -> None:
+    try:
+        policy = NavigationPolicy.parse([entry])
+    except ConfigError as exc:
+        assert exc.code == "ERR_CONFIG" and "\n" not in exc.message
+        policy = NavigationPolicy()
+    reason = policy.refusal(url)
+    assert reason is None or isinstance(reason, str)
+    assert NavigationPolicy().refusal(url) is not None or url.strip().lower() in ("about:blank", "about:srcdoc")
