@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,14 @@ def server_processes() -> Callable[[str], list[tuple[int, str]]]:
         return [(p, c) for p, c in _children_of(os.getpid()) if marker in c]
 
     return find
+
+
+@pytest.fixture
+def growing() -> Iterator[Any]:
+    """growing_http_server.py (an SDK `MCPServer` whose tools grow, restartable) on a free port."""
+    from _growing import Growing
+
+    server = Growing(free_port())
+    server.start()
+    yield server
+    server.kill()

@@ -272,14 +272,6 @@ async def test_environment_reaches_the_server(everything_cmd: list[str]) -> None
     assert "PYTEST_CURRENT_TEST" not in text  # inherit_env=False keeps the caller's variables out
 
 
-async def test_elicitation_is_declined_by_default(everything: StdioClient) -> None:
-    async with everything as client:
-        names = {t.name for t in await client.list_tools()}
-        assert "trigger-elicitation-request" in names  # elicitation is advertised
-        text = _text(await client.call_tool("trigger-elicitation-request", {}))
-    assert "decline" in text.lower()
-
-
 async def test_elicitation_handler_answers(everything_cmd: list[str]) -> None:
     asked: list[str] = []
 

@@ -41,6 +41,10 @@ Command-line switches:
 * `--rug-pull` -> the `echo` tool's description changes at every listing, and a
   `notifications/tools/list_changed` follows each listing.
 * `--poison` -> adds a tool whose description holds terminal escapes and invisible Unicode.
+* `--odd-schemas` -> adds tools the SDK's types refuse as listed: `no_schema` (no `inputSchema`, as
+  some servers list a tool without parameters), `null_schema` (`inputSchema: null`), `bad_schema`
+  (`inputSchema: "anything"`), and an entry without a name. Calling `no_schema` or `null_schema`
+  answers "ran <name>".
 * `--child` -> starts a grandchild (`sleep 60` in the same process group) to test group kills.
 * `--ignore-eof` -> keeps running after stdin closes (until killed).
 * `--ignore-term` -> ignores SIGTERM (only SIGKILL stops it).
@@ -148,6 +152,11 @@ def tools() -> list[dict[str, Any]]:
         listed.append(
             {"name": "poisoned", "description": POISON_DESCRIPTION, "inputSchema": {"type": "object"}}
         )
+    if "--odd-schemas" in sys.argv:
+        listed.append({"name": "no_schema", "description": "Takes no parameters."})
+        listed.append({"name": "null_schema", "description": "Null schema.", "inputSchema": None})
+        listed.append({"name": "bad_schema", "description": "Broken.", "inputSchema": "anything"})
+        listed.append({"description": "A tool without a name."})
     return listed
 
 
@@ -262,6 +271,8 @@ def call(request_id: Any, name: str, args: dict[str, Any], token: Any = None) ->
         write_raw(b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + body + b"}\n")
     elif name == "received":
         text_result(request_id, json.dumps(_received))
+    elif name in ("no_schema", "null_schema"):
+        text_result(request_id, f"ran {name}")
     elif name == "future_content":
         content = [{"type": "text", "text": "before"}, {"type": "hologram", "frames": [1, 2]}]
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": content}})

@@ -2,7 +2,8 @@
 
 All three share one behaviour (see `toolbridge.clients._base`): a single persistent connection,
 opened lazily and shared by concurrent calls; both protocol eras (2026-07-28 `server/discover`,
-2025-11-25 `initialize`); paginated, cached `list_tools()` invalidated by `tools/list_changed`;
+2025-11-25 `initialize`); paginated `list_tools()`, cached while a live change channel exists
+(else for `tools_ttl` seconds, see `_changes`);
 per-call deadlines that cancel on the server; a dead stdio server restarted by the next call; and
 errors from the closed toolbridge set (`toolbridge.errors`).
 
@@ -20,6 +21,7 @@ from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_TIMEOUT,
+    DEFAULT_TOOLS_TTL,
     TOOLS_LIST_PAGE_CAP,
     McpClient,
     ProgressHandler,
@@ -44,6 +46,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOLS_TTL",
     "MAX_ARGUMENT_DEPTH",
     "TOOLS_LIST_PAGE_CAP",
     "ElicitationHandler",

@@ -33,11 +33,14 @@ caller tasks ──call_tool()──►  _Connection.sdk (mcp.Client)  ◄──
   next call starts a fresh one (a new server process). A Streamable HTTP session rejected with 404
   is re-established once, then `SessionInvalidError`.
 - `tools/list` walks `nextCursor` (at most `TOOLS_LIST_PAGE_CAP` pages; a cursor seen twice is a
-  `ProtocolError`) and caches the list. `notifications/tools/list_changed` (on 2026-07-28
-  connections, delivered through a `subscriptions/listen` stream the client opens when the server
-  advertises `tools.listChanged`) drops the cache and increments `generation`. A fresh connection
-  after the first also drops the cache and increments `generation`: a restarted server may offer
-  different tools.
+  `ProtocolError`) and caches the list. How long the cache is trusted (for as long as a live change
+  channel exists, else `tools_ttl` seconds), and the `subscriptions/listen` stream that 2026-07-28
+  connections keep open (reopened with backoff when it dies), are in `_changes`. A change drops the
+  cache and increments `generation`; so does a fresh connection after the first (a restarted
+  server may offer different tools).
+- Closing a connection first ends its change stream and waits (bounded) until the SDK has
+  abandoned the stream's request, and only then leaves the SDK client, so that no event arriving
+  on the stream meets a closed session (which the SDK would log as an error).
 
 The owner task is an asyncio task (toolbridge runs on asyncio); everything inside it uses anyio.
 """
@@ -47,30 +50,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Protocol, TypeAlias, cast, runtime_checkable
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import MessageHandlerFnT
-from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import (
     ConfigError,
     McpTimeoutError,
-    ProtocolError,
     SessionInvalidError,
     ToolbridgeError,
     TransportError,
 )
-from ._content_guard import PreservingDispatcher, restore_raw_content
+from ._changes import (
+    DEFAULT_TOOLS_TTL,
+    TOOLS_LIST_PAGE_CAP,
+    CachedTools,
+    ChangeChannel,
+    cache_trusted,
+    fetch_all_tools,
+    keep_listening,
+    note_capabilities,
+)
+from ._content_guard import PreservingDispatcher, guard_dispatcher_of
+from ._contract import McpClient, ProgressHandler, call_result_to_dict
 from ._errors import map_exception, unwrap_group
 from ._handlers import (
     ElicitationHandler,
@@ -87,6 +99,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOLS_TTL",
     "TOOLS_LIST_PAGE_CAP",
     "ConnectionClient",
     "McpClient",
@@ -104,106 +117,14 @@ For `tools/call` each progress notification of the call starts the wait anew, so
 reports progress may run longer. Pass `timeout=None` to a client to wait without limit.
 """
 
-TOOLS_LIST_PAGE_CAP = 100
-"""At most this many `tools/list` pages are followed; a longer walk is a `ProtocolError`."""
-
 _TEARDOWN_MARGIN = 5.0
 """Seconds allowed for a connection's teardown beyond the server's shutdown grace period."""
 
-ProgressHandler: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
-"""Receives `(progress, total, message)` for each progress notification of one call."""
+_CHANNEL_SETTLE_WAIT = 2.0
+"""Seconds a listing waits for a new connection's change stream to be acknowledged first."""
 
-
-@runtime_checkable
-class McpClient(Protocol):
-    """What every toolbridge MCP client offers (`StdioClient`, `HttpClient`, `InProcessClient`).
-
-    `list_tools()` returns the SDK's `mcp_types.Tool` models; `call_tool()` returns the result as
-    a plain JSON dict in wire form (see `call_result_to_dict`).
-    """
-
-    @property
-    def generation(self) -> int:
-        """Grows by one each time the server's tool list changes (or the connection is renewed)."""
-        ...
-
-    @property
-    def instructions(self) -> str | None:
-        """The server's instructions, once connected."""
-        ...
-
-    @property
-    def server_info(self) -> types.Implementation | None:
-        """The server's name and version, once connected (None if it did not say)."""
-        ...
-
-    async def list_tools(self) -> list[types.Tool]: ...
-
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - a deadline per call is the API
-        progress: ProgressHandler | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def aclose(self) -> None: ...
-
-    async def __aenter__(self) -> Any: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
-
-def _block_to_dict(block: Any) -> dict[str, Any]:
-    """One content block in wire form; a plain text block (the common case) skips the dump."""
-    if (
-        type(block) is types.TextContent
-        and block.annotations is None
-        and block.meta is None
-        and not block.model_extra
-    ):
-        return {"type": "text", "text": block.text}
-    dumped: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return dumped
-
-
-def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
-    """The wire form of a `tools/call` result, with exactly the keys an MCP result defines.
-
-    Returns:
-        `{"content": [...]}` plus `"structuredContent"` when the server sent it, `"isError": True`
-        when the tool failed, and `"_meta"` when present. Content blocks are camelCase JSON dicts,
-        exactly as on the wire (unknown fields of a block are kept).
-    """
-    out: dict[str, Any] = {"content": [_block_to_dict(block) for block in result.content]}
-    if result.structured_content is not None:
-        out["structuredContent"] = result.structured_content
-    if result.is_error:
-        out["isError"] = True
-    if result.meta:
-        out["_meta"] = dict(result.meta)
-    return restore_raw_content(out)
-
-
-def _preserve_unknown_content_on(sdk: Client) -> Any:
-    """Wrap the session's dispatcher so odd content blocks survive the SDK (see `_content_guard`).
-
-    Returns:
-        The SDK's own dispatcher (the wrapped one), or None when the session has none.
-    """
-    session = sdk.session
-    dispatcher = getattr(session, "_dispatcher", None)
-    if isinstance(dispatcher, PreservingDispatcher):
-        return dispatcher.inner
-    if dispatcher is not None:
-        session._dispatcher = PreservingDispatcher(dispatcher)
-    return dispatcher
+_LISTEN_DRAIN_WAIT = 2.0
+"""Seconds a closing connection waits for the SDK to abandon its change stream's request."""
 
 
 class _Connection:
@@ -222,10 +143,17 @@ class _Connection:
         self.retired = False
         self.session_rejected = False  # set by the HTTP layer when the server rejects the session
         self.dispatcher: Any = None  # the SDK session's own dispatcher, kept once connected
-        # True once the connection needs nothing more before calls take the fast path: at once,
-        # or, when a `subscriptions/listen` stream is wanted, once the server acknowledged it
-        # (or refused it), so a change made by a first call is not missed.
-        self.settled = False
+        self.guard: PreservingDispatcher | None = None  # our wrapper around it
+        self.list_changed = False  # the server advertises tools.listChanged
+        self.channel = ChangeChannel()
+        self.get_stream_open = False  # HTTP: the server accepted the GET stream (set by HttpClient)
+
+    @property
+    def settled(self) -> bool:
+        """True once calls may take the fast path: at once, or, when a `subscriptions/listen`
+        stream is wanted, once its first outcome is known, so a change made by a first call is
+        not missed."""
+        return self.channel.known.is_set()
 
     def dispatcher_closed(self) -> bool:
         """Whether the SDK dispatcher has seen the connection end (private attribute, read defensively)."""
@@ -248,7 +176,7 @@ class ConnectionClient:
         timeout: client-wide deadline of every request in seconds (default `DEFAULT_TIMEOUT`;
             None: none); a call's progress notifications push it back.
         sampling_handler: answers `sampling/createMessage` (default: sampling not offered).
-        elicitation_handler: answers `elicitation/create` (default: decline).
+        elicitation_handler: answers `elicitation/create` (default: elicitation not offered).
         roots: roots to advertise (default: none, and the roots capability is not offered).
         logger_name: the Python logger for the server's stderr and log messages.
         connect_timeout: seconds allowed to start the server and finish the handshake.
@@ -257,6 +185,9 @@ class ConnectionClient:
             `"modern"` (the newest 2026-era revision, no handshake) or a modern revision string.
         max_message_bytes: the largest single message the transport accepts (None: the transport
             has no message framing to cap, as in process); kept as `self.max_message_bytes`.
+        tools_ttl: seconds a cached tool list is trusted when the server has no live change
+            channel (`DEFAULT_TOOLS_TTL`; 0: never; None: until the connection is renewed). See
+            `_changes` for the rule.
 
     Raises:
         ConfigError: a limit is not positive or `mode` is unknown.
@@ -276,6 +207,7 @@ class ConnectionClient:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         mode: str = "auto",
         max_message_bytes: int | None = None,
+        tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
         from .. import __version__
 
@@ -289,6 +221,8 @@ class ConnectionClient:
             raise ConfigError(f"connect_timeout must be positive, got {connect_timeout!r}")
         if mode == "modern":
             mode = MODERN_PROTOCOL_VERSIONS[-1]
+        if tools_ttl is not None and (not isinstance(tools_ttl, int | float) or not tools_ttl >= 0):
+            raise ConfigError(f"tools_ttl must be a number >= 0 or None, got {tools_ttl!r}")
         if mode not in ("auto", "legacy") and mode not in MODERN_PROTOCOL_VERSIONS:
             raise ConfigError(
                 f"mode must be 'auto', 'legacy', 'modern' or a modern protocol version, got {mode!r}"
@@ -312,8 +246,10 @@ class ConnectionClient:
         self._owners: set[_Connection] = set()
         self._connections_made = 0
         self._closed = False
-        self._tools: list[types.Tool] | None = None
+        self._tools_ttl = None if tools_ttl is None else float(tools_ttl)
+        self._cache: CachedTools | None = None
         self._generation = 0
+        self._skipped_tools: set[tuple[str, str]] = set()
 
     # -- subclass hooks --------------------------------------------------------------------------
 
@@ -336,11 +272,25 @@ class ConnectionClient:
     async def _after_connect_failure(self, conn: _Connection) -> None:
         """Called in the owner task after a failed connect, before the error is published."""
 
+    def _legacy_channel_live(self, conn: _Connection) -> bool:
+        """On a 2025-11-25 connection whose server advertises `tools.listChanged`: whether its
+        change notifications can reach the client now (the connection itself carries them)."""
+        return True
+
     # -- public surface -------------------------------------------------------------------------
 
     @property
     def generation(self) -> int:
-        """Grows by one each time the tool list changes or a new connection replaces an old one."""
+        """Grows by one each time the tool list changes or may have changed.
+
+        That is: the server said so, a new connection replaced an old one, the change stream died
+        or came back, or a cached list expired (see `_changes`). A consumer that caches the list
+        and lists again when this changes (the agent) follows the client's own rule.
+        """
+        cache = self._cache
+        if cache is not None and not self._trusted(cache):
+            self._cache = None
+            self._generation += 1
         return self._generation
 
     @property
@@ -387,8 +337,14 @@ class ConnectionClient:
         """
         await self._connection()
 
-    async def list_tools(self) -> list[types.Tool]:
-        """All the server's tools, following pagination; cached until the list changes.
+    async def list_tools(self, *, refresh: bool = False) -> list[types.Tool]:
+        """All the server's tools, following pagination, from the cache while it is trusted.
+
+        The cache is trusted while a live change channel exists, otherwise for `tools_ttl`
+        seconds (see `_changes`).
+
+        Args:
+            refresh: ask the server, whatever the cache holds.
 
         Raises:
             TransportError: the connection failed.
@@ -397,31 +353,23 @@ class ConnectionClient:
             McpTimeoutError: the listing took longer than the client-wide timeout.
             JsonRpcError: the server answered with an error.
         """
-        if self._tools is not None and self._conn is not None and self._alive(self._conn):
-            return list(self._tools)
+        cache = self._cache
+        if cache is not None and not refresh:
+            conn = self._conn
+            if conn is cache.conn and conn is not None and self._alive(conn) and self._trusted(cache):
+                return list(cache.tools)
         generation = self._generation
-        tools: list[types.Tool] = []
-        seen: set[str] = set()
-        cursor: str | None = None
         with anyio.move_on_after(self._timeout) as deadline:
             conn = await self._connection()
-            sdk = self._sdk_of(conn)
+            channel = conn.channel
+            if not channel.known.is_set():
+                # A new connection's change stream: list once it is live, so the listing is trusted.
+                with anyio.move_on_after(_CHANNEL_SETTLE_WAIT):
+                    await channel.known.wait()
+            epoch = self._live_epoch(conn)
+            started = time.monotonic()
             try:
-                for _ in range(TOOLS_LIST_PAGE_CAP):
-                    page = await sdk.list_tools(cursor=cursor, cache_mode="bypass")
-                    tools.extend(page.tools)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
-                    if cursor in seen:
-                        raise ProtocolError(
-                            f"tools/list of {self._describe()}: the server repeated the cursor {cursor!r}"
-                        )
-                    seen.add(cursor)
-                else:
-                    raise ProtocolError(
-                        f"tools/list of {self._describe()}: more than {TOOLS_LIST_PAGE_CAP} pages"
-                    )
+                tools = await fetch_all_tools(self._sdk_of(conn), self._describe)
             except BaseException as exc:
                 self._raise_mapped(exc, conn, lambda: "tools/list")
                 raise  # pragma: no cover - _raise_mapped always raises
@@ -429,9 +377,25 @@ class ConnectionClient:
             raise McpTimeoutError(
                 f"tools/list of {self._describe()}: no complete answer within {self._timeout}s"
             )
-        if generation == self._generation and self._conn is not None and conn is self._conn:
-            self._tools = tools
+        if generation == self._generation and conn is self._conn:
+            self._cache = CachedTools(tools, conn, epoch, started)
         return list(tools)
+
+    def _live_epoch(self, conn: _Connection) -> int | None:
+        """The change channel's epoch when it is live now, else None (see `_changes`)."""
+        channel = conn.channel
+        if channel.wanted:
+            return channel.epoch if channel.live else None
+        if conn.list_changed and self._legacy_channel_live(conn):
+            return 0
+        return None
+
+    def _trusted(self, cache: CachedTools) -> bool:
+        """Whether a cached listing may still be served (the rule of `_changes`)."""
+        conn = cache.conn
+        if not isinstance(conn, _Connection):  # pragma: no cover - always a connection
+            return False
+        return cache_trusted(cache, self._live_epoch(conn), conn.channel, self._tools_ttl)
 
     async def call_tool(
         self,
@@ -681,7 +645,7 @@ class ConnectionClient:
         conn = _Connection(self._connections_made)
         if self._connections_made > 1:
             # A renewed connection may be a restarted server with other tools.
-            self._tools = None
+            self._cache = None
             self._generation += 1
         self._conn = conn
         self._owners.add(conn)
@@ -720,7 +684,10 @@ class ConnectionClient:
             cache=None,
             client_info=self._client_info,
             sampling_callback=sampling_callback(self._sampling_handler) if self._sampling_handler else None,
-            elicitation_callback=elicitation_callback(self._elicitation_handler),
+            # Only what has a handler is offered, so the server sees what a plain SDK client shows.
+            elicitation_callback=(
+                elicitation_callback(self._elicitation_handler) if self._elicitation_handler else None
+            ),
             list_roots_callback=self._roots_callback,
             logging_callback=make_logging_callback(self.logger),
             message_handler=cast(MessageHandlerFnT, self._message_handler(conn)),
@@ -742,17 +709,20 @@ class ConnectionClient:
                     target = await self._open(stack, conn)
                     sdk = self._build_sdk_client(target, conn)
                     await stack.enter_async_context(sdk)
-                    conn.dispatcher = _preserve_unknown_content_on(sdk)
+                    conn.dispatcher, conn.guard = guard_dispatcher_of(sdk.session, self._tool_skipped)
                     scope.deadline = math.inf
                     conn.sdk = sdk
+                    self._note_capabilities(conn, sdk)
                     conn.ready.set()
                     async with anyio.create_task_group() as tg:
-                        if self._wants_listen(sdk):
-                            tg.start_soon(self._listen_for_changes, conn, sdk)
-                        else:
-                            conn.settled = True
+                        if conn.channel.wanted:
+                            tg.start_soon(self._keep_listening, conn, sdk)
                         await conn.stop.wait()
                         tg.cancel_scope.cancel()
+                    # The change stream is ended (its request abandoned): let the SDK act on that
+                    # before the session closes under the stream (see the module docstring).
+                    if conn.guard is not None:
+                        await conn.guard.wait_listens_done(_LISTEN_DRAIN_WAIT)
             if scope.cancelled_caught and not conn.ready.is_set() and not conn.stop.is_set():
                 conn.error = McpTimeoutError(
                     f"connecting to {self._describe()}: no handshake within {self._connect_timeout}s"
@@ -772,6 +742,7 @@ class ConnectionClient:
             if self._conn is conn:
                 self._conn = None
             self._owners.discard(conn)
+            conn.channel.known.set()
             conn.ready.set()
             conn.done.set()
 
@@ -779,8 +750,20 @@ class ConnectionClient:
 
     def _tools_changed(self, conn: _Connection) -> None:
         if conn is self._conn:
-            self._tools = None
+            self._cache = None
             self._generation += 1
+
+    def _tool_skipped(self, name: str, detail: str) -> None:
+        """A listed tool the SDK would refuse was left out (logged once per tool and reason)."""
+        key = (name, detail)
+        if key not in self._skipped_tools and len(self._skipped_tools) < 1000:
+            self._skipped_tools.add(key)
+            self.logger.warning(
+                "%s: tool %r left out of the listing: its definition is invalid (%s)",
+                self._describe(),
+                name,
+                detail,
+            )
 
     def _message_handler(self, conn: _Connection) -> Callable[[Any], Awaitable[None]]:
         async def handler(message: Any) -> None:
@@ -794,23 +777,15 @@ class ConnectionClient:
 
         return handler
 
-    def _wants_listen(self, sdk: Client) -> bool:
-        """On a 2026-07-28 connection, change notifications need a `subscriptions/listen` stream."""
-        try:
-            modern = sdk.protocol_version in MODERN_PROTOCOL_VERSIONS
-            tools = sdk.server_capabilities.tools
-        except RuntimeError:
-            return False
-        return modern and tools is not None and bool(tools.list_changed)
+    def _note_capabilities(self, conn: _Connection, sdk: Client) -> None:
+        """Record whether the server announces tool-list changes, and how (see `_changes`)."""
+        conn.list_changed = note_capabilities(sdk, conn.channel)
 
-    async def _listen_for_changes(self, conn: _Connection, sdk: Client) -> None:
-        """Keep a `subscriptions/listen` stream open; its events reach `_message_handler` by tee."""
-        try:
-            async with sdk.listen(tools_list_changed=True) as subscription:
-                conn.settled = True
-                async for _event in subscription:
-                    pass  # the session also hands each event to the message handler, which acts on it
-        except (MCPError, ListenNotSupportedError, RuntimeError, TimeoutError) as exc:
-            self.logger.debug("%s: no tools/list_changed subscription: %s", self._describe(), exc)
-        finally:
-            conn.settled = True
+    async def _keep_listening(self, conn: _Connection, sdk: Client) -> None:
+        await keep_listening(
+            sdk,
+            conn.channel,
+            changed=lambda: self._tools_changed(conn),
+            logger=self.logger,
+            describe=self._describe,
+        )

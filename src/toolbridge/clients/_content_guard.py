@@ -10,14 +10,40 @@ the SDK would refuse, the original array is stashed under `_meta[RAW_CONTENT_MET
 shown harmless empty text blocks in its place; `restore_raw_content` (used when the result is
 turned into its wire-form dict) puts the original array back and removes the stash. Nothing else
 about the result changes, and results with only well-formed known blocks are not touched.
+
+The same wrapper sees every `tools/list` result before the SDK validates it
+(`repair_tool_listing`): a tool listed without an `inputSchema` (or with `null`) gets the open
+object schema, the default toolbridge documents for a tool that declares no parameters; a tool
+the SDK would still refuse is left out of the listing (reported to a callback), so one bad
+definition does not hide the server's other tools. And it counts the `subscriptions/listen`
+requests in flight, so that a closing connection can wait until the SDK has abandoned its change
+stream (`wait_listens_done`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["RAW_CONTENT_META", "PreservingDispatcher", "preserve_unknown_content", "restore_raw_content"]
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from pydantic import ValidationError
+
+from ._stdio_transport import validation_detail
+
+__all__ = [
+    "OPEN_INPUT_SCHEMA",
+    "RAW_CONTENT_META",
+    "PreservingDispatcher",
+    "guard_dispatcher_of",
+    "preserve_unknown_content",
+    "repair_tool_listing",
+    "restore_raw_content",
+]
+
+OPEN_INPUT_SCHEMA: Mapping[str, Any] = {"type": "object", "additionalProperties": True}
+"""The `inputSchema` given to a listed tool that has none: any object."""
 
 RAW_CONTENT_META = "io.toolbridge/rawContent"
 """The `_meta` key under which an untouched content array travels past the SDK's validation."""
@@ -79,11 +105,52 @@ def restore_raw_content(wire: dict[str, Any]) -> dict[str, Any]:
     return wire
 
 
-class PreservingDispatcher:
-    """Delegates everything to the SDK dispatcher it wraps, and preserves odd `tools/call` content."""
+def _tool_name(entry: Any) -> str:
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    return name[:200] if isinstance(name, str) else "(no name)"
 
-    def __init__(self, inner: Any) -> None:
+
+def repair_tool_listing(raw: dict[str, Any], skipped: Callable[[str, str], None]) -> dict[str, Any]:
+    """A `tools/list` result the SDK will accept: defaults applied, refused tools left out.
+
+    Returns `raw` itself when every tool is fine (the common case). `skipped(name, reason)` is
+    called for each tool left out.
+    """
+    listed = raw.get("tools")
+    if not isinstance(listed, list):
+        return raw  # the listing as a whole is broken: the SDK reports it
+    kept: list[Any] = []
+    changed = False
+    for entry in listed:
+        tool = entry
+        if isinstance(entry, dict) and entry.get("inputSchema") is None:
+            tool = {**entry, "inputSchema": dict(OPEN_INPUT_SCHEMA)}
+            changed = True
+        try:
+            types.Tool.model_validate(tool, by_name=False)
+        except ValidationError as exc:
+            skipped(_tool_name(entry), validation_detail(exc))
+            changed = True
+            continue
+        kept.append(tool)
+    return {**raw, "tools": kept} if changed else raw
+
+
+class PreservingDispatcher:
+    """Delegates everything to the SDK dispatcher it wraps; guards `tools/call` and `tools/list`
+    results, and counts `subscriptions/listen` requests in flight (see the module docstring).
+
+    Args:
+        inner: the SDK's dispatcher.
+        tool_skipped: told `(name, reason)` of each listed tool left out (default: nobody).
+    """
+
+    def __init__(self, inner: Any, tool_skipped: Callable[[str, str], None] | None = None) -> None:
         self._inner = inner
+        self._tool_skipped = tool_skipped or (lambda name, reason: None)
+        self._listens = 0
+        self._listens_done = anyio.Event()
+        self._listens_done.set()
 
     @property
     def inner(self) -> Any:
@@ -96,7 +163,50 @@ class PreservingDispatcher:
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Any = None
     ) -> dict[str, Any]:
+        if method == "subscriptions/listen":
+            return await self._listen(method, params, opts)
         raw: dict[str, Any] = await self._inner.send_raw_request(method, params, opts)
         if method == "tools/call":
             return preserve_unknown_content(raw)
+        if method == "tools/list":
+            return repair_tool_listing(raw, self._tool_skipped)
         return raw
+
+    async def _listen(self, method: str, params: Mapping[str, Any] | None, opts: Any) -> dict[str, Any]:
+        if self._listens == 0:
+            self._listens_done = anyio.Event()
+        self._listens += 1
+        try:
+            raw: dict[str, Any] = await self._inner.send_raw_request(method, params, opts)
+            return raw
+        finally:
+            # Reached after the SDK's own cancellation handling: the request is abandoned.
+            self._listens -= 1
+            if self._listens == 0:
+                self._listens_done.set()
+
+    async def wait_listens_done(self, timeout: float) -> None:  # noqa: ASYNC109 - a bounded wait
+        """Wait (at most `timeout` seconds, shielded) until no `subscriptions/listen` is in flight."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+            await self._listens_done.wait()
+            # One more turn of the event loop: the transport acts on the abandonment it was handed.
+            await anyio.lowlevel.checkpoint()
+
+
+def guard_dispatcher_of(
+    session: Any, tool_skipped: Callable[[str, str], None]
+) -> tuple[Any, PreservingDispatcher | None]:
+    """Wrap an SDK session's dispatcher in a `PreservingDispatcher` (once).
+
+    Returns:
+        The SDK's own dispatcher (the wrapped one) and the wrapper; (None, None) when the session
+        has no dispatcher.
+    """
+    dispatcher = getattr(session, "_dispatcher", None)
+    if isinstance(dispatcher, PreservingDispatcher):
+        return dispatcher.inner, dispatcher
+    if dispatcher is None:
+        return None, None
+    guard = PreservingDispatcher(dispatcher, tool_skipped=tool_skipped)
+    session._dispatcher = guard
+    return dispatcher, guard

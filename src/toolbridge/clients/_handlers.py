@@ -11,10 +11,11 @@ async def elicitation_handler(params: mcp_types.ElicitRequestParams) -> mcp_type
 A handler may also return `mcp_types.ErrorData` to refuse. An exception raised by a handler is
 logged and becomes a JSON-RPC error for the server (code -32603), never a failure of the client.
 
-Defaults: with no elicitation handler the client still advertises elicitation and *declines* every
-request (`action: "decline"`), which is the answer the protocol expects when nobody is there to
-ask. With no sampling handler, sampling is not advertised. Roots are advertised only when a list of
-roots is given.
+Defaults: a capability is advertised only when it is handled. With no sampling or elicitation
+handler, sampling or elicitation is not advertised; roots are advertised only when a list of roots
+is given. So without any, the server sees the capabilities of a plain SDK client (and does not
+offer tools that would need what nobody answers). `decline_elicitation` is a handler that declines
+every request (`action: "decline"`), for a client that should offer elicitation with nobody there.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ _log = logging.getLogger("toolbridge.clients")
 
 
 async def decline_elicitation(params: types.ElicitRequestParams) -> types.ElicitResult:
-    """The default elicitation handler: decline, since nobody is there to answer."""
+    """An elicitation handler that declines every request, since nobody is there to answer."""
     return types.ElicitResult(action="decline")
 
 
@@ -87,7 +88,7 @@ def sampling_callback(handler: SamplingHandler) -> SamplingFnT:
 
 
 def elicitation_callback(handler: ElicitationHandler | None) -> ElicitationFnT:
-    """Adapt a toolbridge elicitation handler (None: decline) to the SDK's callback signature."""
+    """Adapt a toolbridge elicitation handler (None: `decline_elicitation`) to the SDK's signature."""
     chosen: ElicitationHandler = handler if handler is not None else decline_elicitation
 
     async def callback(

@@ -30,6 +30,7 @@ from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_TIMEOUT,
+    DEFAULT_TOOLS_TTL,
     ConnectionClient,
     _Connection,
 )
@@ -62,12 +63,13 @@ class HttpClient(ConnectionClient):
         auth: an `httpx2.Auth` (for example `mcp.client.auth.OAuthClientProvider`).
         max_message_bytes: the largest single message (SSE event or JSON body) accepted.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
-        elicitation_handler: answers `elicitation/create` (default: decline).
+        elicitation_handler: answers `elicitation/create` (default: elicitation not offered).
         roots: roots to advertise (default: none).
         logger_name: logger for the server's log messages (default `toolbridge.server.<host>`).
         connect_timeout: seconds allowed for the handshake.
         mode: `"auto"` (probe `server/discover`, fall back to `initialize`), `"legacy"` (the
             `initialize` handshake only, no probe) or `"modern"` (2026-07-28 only, no handshake).
+        tools_ttl: seconds a cached tool list is trusted without a live change channel.
 
     Raises:
         ConfigError: the URL is not an http(s) URL, or a limit is not positive.
@@ -90,6 +92,7 @@ class HttpClient(ConnectionClient):
         logger_name: str | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         mode: str = "auto",
+        tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -103,6 +106,7 @@ class HttpClient(ConnectionClient):
             logger_name=logger_name or f"toolbridge.server.{parts.hostname}",
             connect_timeout=connect_timeout,
             mode=mode,
+            tools_ttl=tools_ttl,
             max_message_bytes=max_message_bytes,
         )
         self.url = url
@@ -115,6 +119,9 @@ class HttpClient(ConnectionClient):
     def _describe(self) -> str:
         return f"HTTP server {_shown_url(self.url)}"
 
+    def _legacy_channel_live(self, conn: _Connection) -> bool:
+        return conn.get_stream_open
+
     def _make_http_client(self, conn: _Connection) -> httpx2.AsyncClient:
         """The HTTP client of one connection (response size limits apply when available)."""
         client = create_mcp_http_client(headers=self.headers or None, auth=self.auth)
@@ -123,6 +130,9 @@ class HttpClient(ConnectionClient):
             if not response.request.headers.get(_SESSION_HEADER):
                 return
             status = response.status_code
+            if response.request.method == "GET":
+                # The server's GET stream carries 2025-11-25 change notifications (see `_changes`).
+                conn.get_stream_open = 200 <= status < 300
             if status in (404, 410):
                 conn.session_rejected = True
             elif status == 400:

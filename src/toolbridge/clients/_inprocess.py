@@ -17,7 +17,7 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from ..errors import ConfigError
-from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, ConnectionClient, _Connection
+from ._base import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, DEFAULT_TOOLS_TTL, ConnectionClient, _Connection
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler
 
 __all__ = ["InProcessClient"]
@@ -32,11 +32,12 @@ class InProcessClient(ConnectionClient):
         timeout: client-wide deadline of every request in seconds (default `DEFAULT_TIMEOUT`,
             300; None: none); a call's progress notifications push it back.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
-        elicitation_handler: answers `elicitation/create` (default: decline).
+        elicitation_handler: answers `elicitation/create` (default: elicitation not offered).
         roots: roots to advertise (default: none).
         logger_name: logger for the server's log messages (default `toolbridge.server.<name>`).
         connect_timeout: seconds allowed for the handshake.
         mode: `"auto"` (direct 2026-07-28 dispatch) or `"legacy"` (JSON-RPC over memory streams).
+        tools_ttl: seconds a cached tool list is trusted without a live change channel.
 
     Raises:
         ConfigError: `server` is not an SDK server object.
@@ -54,6 +55,7 @@ class InProcessClient(ConnectionClient):
         logger_name: str | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         mode: str = "auto",
+        tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
         if not isinstance(server, Server | MCPServer):
             raise ConfigError(
@@ -69,6 +71,7 @@ class InProcessClient(ConnectionClient):
             logger_name=logger_name or f"toolbridge.server.{server.name}",
             connect_timeout=connect_timeout,
             mode=mode,
+            tools_ttl=tools_ttl,
         )
         self.server = server
 

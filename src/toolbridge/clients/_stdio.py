@@ -27,6 +27,7 @@ from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_TIMEOUT,
+    DEFAULT_TOOLS_TTL,
     ConnectionClient,
     _Connection,
 )
@@ -56,13 +57,14 @@ class StdioClient(ConnectionClient):
             300; None: none); a call's progress notifications push it back.
         max_message_bytes: the largest single message accepted from the server.
         sampling_handler: answers `sampling/createMessage` (default: not offered).
-        elicitation_handler: answers `elicitation/create` (default: decline).
+        elicitation_handler: answers `elicitation/create` (default: elicitation not offered).
         roots: roots to advertise (default: none).
         logger_name: logger for the server's stderr and log messages
             (default `toolbridge.server.<command name>`).
         connect_timeout: seconds allowed to start the server and finish the handshake.
         mode: `"auto"` (probe `server/discover`, fall back to `initialize`), `"legacy"` (the
             `initialize` handshake only, no probe) or `"modern"` (2026-07-28 only, no handshake).
+        tools_ttl: seconds a cached tool list is trusted without a live change channel.
         inherit_env: True (default): the server gets this process's environment plus `env`, as a
             shell would start it; False: only `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`
             plus `env`, which keeps the host's secrets away from a server that does not need them.
@@ -91,6 +93,7 @@ class StdioClient(ConnectionClient):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         mode: str = "auto",
         inherit_env: bool = True,
+        tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
         if not isinstance(command, str) or not command.strip():
             raise ConfigError("StdioClient: command must be a non-empty string", code="ERR_INVALID_INPUT")
@@ -109,6 +112,7 @@ class StdioClient(ConnectionClient):
             logger_name=logger_name or f"toolbridge.server.{Path(command).name or 'stdio'}",
             connect_timeout=connect_timeout,
             mode=mode,
+            tools_ttl=tools_ttl,
             max_message_bytes=max_message_bytes,
         )
         self.command = command
