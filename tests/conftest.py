@@ -139,3 +139,14 @@ def no_server_outlives_the_suite() -> Iterator[None]:
 def descendants_of_this_process() -> list[tuple[int, str]]:
     """Public helper for tests that assert on leaks around one client."""
     return _descendants(os.getpid())
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets() -> Iterator[None]:
+    """Each test starts with an empty redactor: a secret one test registers (`s3cret`) must not
+    scrub another test's expected output (`toolbridge.redact` is process-wide by design)."""
+    from toolbridge.redact import forget_secrets
+
+    forget_secrets()
+    yield
+    forget_secrets()

@@ -13,9 +13,14 @@ Public names are imported lazily, so `import toolbridge` stays light.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# A library never prints through the root logger's last-resort handler: with no logging
+# configured, toolbridge's records go nowhere (configure `logging` to see them).
+logging.getLogger("toolbridge").addHandler(logging.NullHandler())
 
 _EXPORTS: dict[str, str] = {
     # toolbridge.errors
@@ -41,6 +46,9 @@ _EXPORTS: dict[str, str] = {
     "ToolProvider": "toolbridge.tools",
     # toolbridge.clients
     "oauth_auth": "toolbridge.clients",
+    "headless_authorizer": "toolbridge.clients",
+    "identity_assertion_auth": "toolbridge.clients",
+    "id_jag_from_idp": "toolbridge.clients",
     "client_credentials_auth": "toolbridge.clients",
     "FileTokenStorage": "toolbridge.clients",
     "MemoryTokenStorage": "toolbridge.clients",
@@ -89,6 +97,8 @@ _EXPORTS: dict[str, str] = {
     "manifest_json_schema": "toolbridge.manifest",
     "load_manifest": "toolbridge.manifest",
     "check_manifest": "toolbridge.manifest",
+    # toolbridge.redact
+    "register_secret": "toolbridge.redact",
     # toolbridge.sanitize
     "clean_text": "toolbridge.sanitize",
     # toolbridge.pinning
@@ -160,11 +170,15 @@ __all__ = [
     "create_runtime",
     "define_mcp_tool",
     "define_tool",
+    "headless_authorizer",
+    "id_jag_from_idp",
+    "identity_assertion_auth",
     "load_manifest",
     "lock_server",
     "manifest_json_schema",
     "oauth_auth",
     "read_lock",
+    "register_secret",
     "write_lock",
 ]
 
@@ -268,6 +282,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         client_credentials_auth as client_credentials_auth,
     )
     from .clients import (
+        headless_authorizer as headless_authorizer,
+    )
+    from .clients import (
+        id_jag_from_idp as id_jag_from_idp,
+    )
+    from .clients import (
+        identity_assertion_auth as identity_assertion_auth,
+    )
+    from .clients import (
         oauth_auth as oauth_auth,
     )
     from .content import (
@@ -338,6 +361,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .pinning import (
         write_lock as write_lock,
+    )
+    from .redact import (
+        register_secret as register_secret,
     )
     from .runtime import (
         DeclaredTool as DeclaredTool,

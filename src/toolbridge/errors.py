@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from .redact import redact, redact_value
+
 __all__ = [
     "AgentError",
     "ConfigError",
@@ -64,15 +66,19 @@ class ToolbridgeError(Exception):
         message: what went wrong, for people.
         code: the stable code; defaults to the class's `default_code`.
         details: extra structured fields (never secrets).
+
+    Every registered secret value (see `toolbridge.redact`) is scrubbed from the message and the
+    details as the error is made, so no error can carry one out.
     """
 
     default_code: ClassVar[str] = "ERR_TOOLBRIDGE"
 
     def __init__(self, message: str, *, code: str | None = None, details: dict[str, Any] | None = None):
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.code: str = code or self.default_code
-        self.details: dict[str, Any] = dict(details or {})
+        self.details: dict[str, Any] = redact_value(dict(details or {}))
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -123,8 +129,8 @@ class JsonRpcError(McpError):
     def __init__(self, message: str, *, rpc_code: int, rpc_message: str, data: Any = None):
         super().__init__(message, details={"rpc_code": rpc_code})
         self.rpc_code = rpc_code
-        self.rpc_message = bounded(rpc_message)
-        self.data = data
+        self.rpc_message = redact(bounded(rpc_message))
+        self.data = redact_value(data)
 
 
 class McpTimeoutError(McpError, TimeoutError):
@@ -157,7 +163,7 @@ class ToolError(ToolbridgeError):
         details: dict[str, Any] | None = None,
     ):
         super().__init__(message, code=code, details=details)
-        self.server_text = bounded(server_text) if server_text is not None else None
+        self.server_text = redact(bounded(server_text)) if server_text is not None else None
 
 
 class ModelError(ToolbridgeError):

@@ -266,10 +266,13 @@ async def test_progress_notifications_reach_the_handler(everything: StdioClient)
 
 async def test_environment_reaches_the_server(everything_cmd: list[str]) -> None:
     env = {"TOOLBRIDGE_TEST_MARK": "42"}
-    async with StdioClient(everything_cmd[0], everything_cmd[1:], env=env, inherit_env=False) as client:
+    async with StdioClient(everything_cmd[0], everything_cmd[1:], env=env) as client:
         text = _text(await client.call_tool("get-env", {}))
     assert '"TOOLBRIDGE_TEST_MARK": "42"' in text
-    assert "PYTEST_CURRENT_TEST" not in text  # inherit_env=False keeps the caller's variables out
+    assert "PYTEST_CURRENT_TEST" not in text  # by default the caller's variables stay out
+    async with StdioClient(everything_cmd[0], everything_cmd[1:], env=env, inherit_env=True) as client:
+        text = _text(await client.call_tool("get-env", {}))
+    assert '"TOOLBRIDGE_TEST_MARK": "42"' in text and "PYTEST_CURRENT_TEST" in text  # the opt-in
 
 
 async def test_elicitation_handler_answers(everything_cmd: list[str]) -> None:

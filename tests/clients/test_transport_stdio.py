@@ -210,11 +210,11 @@ async def test_server_stderr_goes_to_the_logger_and_the_tail(
 
 async def test_env_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLBRIDGE_TEST_SECRET", "s3cret")
-    inherited = StdioTransport(sys.executable, [HOSTILE], env={"EXTRA": "1"})
+    inherited = StdioTransport(sys.executable, [HOSTILE], env={"EXTRA": "1"}, inherit_env=True)
     async with Client(inherited) as client:
         assert _text(await client.call_tool("env", {"name": "TOOLBRIDGE_TEST_SECRET"})) == "s3cret"
         assert _text(await client.call_tool("env", {"name": "EXTRA"})) == "1"
-    restricted = StdioTransport(sys.executable, [HOSTILE], env={"EXTRA": "2"}, inherit_env=False)
+    restricted = StdioTransport(sys.executable, [HOSTILE], env={"EXTRA": "2"})  # the default
     async with Client(restricted) as client:
         assert _text(await client.call_tool("env", {"name": "TOOLBRIDGE_TEST_SECRET"})) == "<unset>"
         assert _text(await client.call_tool("env", {"name": "EXTRA"})) == "2"

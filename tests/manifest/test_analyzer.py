@@ -315,7 +315,7 @@ def test_unresolved_secret_in_a_nested_value(tmp_path: Path) -> None:
 
 def test_secret_in_a_field_that_takes_none(tmp_path: Path) -> None:
     text = BASE + 'kind: Ai.Agent\nmetadata: { name: A }\nmodel: !ref Script\nsystem: "${{ secrets.x }}"\n'
-    assert found(tmp_path, text, secrets={"x": "v"}) == [("ERR_MANIFEST_SECRET_PLACEMENT", 17, 9)]
+    assert found(tmp_path, text, secrets={"x": "value-1"}) == [("ERR_MANIFEST_SECRET_PLACEMENT", 17, 9)]
 
 
 def test_secret_nested_in_free_json(tmp_path: Path) -> None:
@@ -323,7 +323,7 @@ def test_secret_nested_in_free_json(tmp_path: Path) -> None:
         "kind: Ai.Agent\nmetadata: { name: A }\nmodel: !ref Script\n"
         'options:\n  nested:\n    deeper: "${{ secrets.x }}"\n'
     )
-    assert found(tmp_path, text, secrets={"x": "v"}) == [("ERR_MANIFEST_SECRET_PLACEMENT", 19, 13)]
+    assert found(tmp_path, text, secrets={"x": "value-1"}) == [("ERR_MANIFEST_SECRET_PLACEMENT", 19, 13)]
 
 
 def test_unknown_expression(tmp_path: Path) -> None:

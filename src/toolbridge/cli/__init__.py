@@ -45,7 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (also used as the console script)."""
+    """Run the command line; returns the exit code (also used as the console script).
+
+    Everything the command writes to stdout and stderr passes through the redactor
+    (`toolbridge.redact`): no registered secret value reaches the terminal or a `--json` reader.
+    """
+    from ..redact import RedactingStream
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        return _main(argv)
+    finally:
+        if isinstance(sys.stdout, RedactingStream):
+            sys.stdout = out
+        if isinstance(sys.stderr, RedactingStream):
+            sys.stderr = err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(args_list)

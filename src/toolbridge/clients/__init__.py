@@ -36,6 +36,7 @@ from ._oauth import (
     TokenStorage,
     client_credentials_auth,
     headless_authorizer,
+    id_jag_from_idp,
     identity_assertion_auth,
     oauth_auth,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "client_credentials_auth",
     "decline_elicitation",
     "headless_authorizer",
+    "id_jag_from_idp",
     "identity_assertion_auth",
     "oauth_auth",
 ]

@@ -142,6 +142,7 @@ class _Connection:
         self.transport: Any = None  # the transport object, when the subclass exposes one
         self.retired = False
         self.session_rejected = False  # set by the HTTP layer when the server rejects the session
+        self.auth_rejected: str | None = None  # set by the HTTP layer while credentials are refused
         self.dispatcher: Any = None  # the SDK session's own dispatcher, kept once connected
         self.guard: PreservingDispatcher | None = None  # our wrapper around it
         self.list_changed = False  # the server advertises tools.listChanged
@@ -570,6 +571,7 @@ class ConnectionClient:
                 connection_closed=lambda: not self._alive(conn) or conn.dispatcher_closed(),
                 stderr_tail=lambda: self._stderr_tail(conn),
                 session_rejected=lambda: conn.session_rejected,
+                auth_rejected=lambda: conn.auth_rejected,
             )
             if mapped is exc:
                 raise exc
@@ -629,6 +631,7 @@ class ConnectionClient:
                 what=f"connecting to {self._describe()}",
                 connection_closed=lambda: True,
                 stderr_tail=lambda: self._stderr_tail(conn),
+                auth_rejected=lambda: conn.auth_rejected,
             )
             if isinstance(mapped, ToolbridgeError):
                 raise mapped from unwrap_group(error)

@@ -22,7 +22,11 @@ tried:
   sending it): `ConfigError` (`ERR_INVALID_INPUT`);
 - `pydantic.ValidationError`, and `RuntimeError` (the SDK's output-schema validation and other
   checks of what the server sent): `ProtocolError`;
-- `OSError`, anyio stream errors, `httpx2` errors, OAuth flow errors: `TransportError`;
+- an OAuth flow error, or any `MCPError` for a request the HTTP layer saw refused for its
+  credentials (`auth_rejected`: 401, or a 403 `insufficient_scope` after the SDK's step-up):
+  `TransportError` with code `ERR_MCP_AUTH`;
+- `OSError`, anyio stream errors, `httpx2` errors: `TransportError` (URLs in the message are
+  cut to scheme, host and port);
 - an `ExceptionGroup`: unwrapped to its first leaf that is not a cancellation, then mapped.
 
 Cancellation (and any other `BaseException` that is not an `Exception`) is never mapped. The
@@ -57,6 +61,7 @@ from ..errors import (
     TransportError,
     bounded,
 )
+from ..redact import shorten_urls
 
 __all__ = [
     "INVALID_INPUT_MARKER",
@@ -74,6 +79,9 @@ INVALID_INPUT_MARKER = "invalid_input"
 """Value of `data["toolbridge"]` in the error for a request of ours that could not be encoded."""
 
 _SESSION_TERMINATED = "Session terminated"
+
+AUTH_ERROR_CODE = "ERR_MCP_AUTH"
+"""The code of the `TransportError` raised when the server refuses the credentials or OAuth fails."""
 
 
 def unwrap_group(exc: BaseException) -> BaseException:
@@ -106,6 +114,7 @@ def map_exception(
     connection_closed: Callable[[], bool] | None = None,
     stderr_tail: Callable[[], str] | None = None,
     session_rejected: Callable[[], bool] | None = None,
+    auth_rejected: Callable[[], str | None] | None = None,
 ) -> BaseException:
     """Translate one foreign exception into a toolbridge error (or return it unchanged).
 
@@ -115,6 +124,7 @@ def map_exception(
         connection_closed: returns True when the connection has really ended.
         stderr_tail: returns the last lines of the server's stderr, quoted on transport failures.
         session_rejected: returns True when the HTTP layer saw the server reject the session.
+        auth_rejected: returns why the HTTP layer saw the server refuse the credentials, or None.
 
     Returns:
         A `ToolbridgeError` (with `exc` as `__cause__`), or `exc` itself for cancellations and
@@ -133,10 +143,13 @@ def map_exception(
     mapped: ToolbridgeError
     if isinstance(exc, MCPError):
         closed = connection_closed() if connection_closed is not None else False
+        refused = auth_rejected() if auth_rejected is not None else None
         if isinstance(exc.data, dict) and exc.data.get("toolbridge") == INVALID_INPUT_MARKER:
             mapped = ConfigError(
                 bounded(f"{what}: {exc.message}"), code="ERR_INVALID_INPUT", details={"request_sent": False}
             )
+        elif refused and not _is_protocol_marker(exc.data):
+            mapped = TransportError(bounded(f"{what}: {refused}"), code=AUTH_ERROR_CODE)
         elif _is_protocol_marker(exc.data):
             mapped = ProtocolError(bounded(f"{what}: {exc.message}"), details={"data": exc.data})
         elif exc.code == CONNECTION_CLOSED and (
@@ -165,9 +178,12 @@ def map_exception(
     elif isinstance(exc, ValidationError):
         mapped = ProtocolError(bounded(f"{what}: the server sent an invalid message: {exc}"))
     elif isinstance(exc, httpx2.HTTPError | httpx2.InvalidURL):
-        mapped = transport(f"{what}: HTTP failure: {type(exc).__name__}: {exc}")
+        mapped = transport(f"{what}: HTTP failure: {type(exc).__name__}: {shorten_urls(str(exc))}")
     elif isinstance(exc, OAuthFlowError):
-        mapped = transport(f"{what}: OAuth failure: {type(exc).__name__}: {exc}")
+        mapped = TransportError(
+            bounded(f"{what}: OAuth failed: {type(exc).__name__}: {shorten_urls(str(exc))}"),
+            code=AUTH_ERROR_CODE,
+        )
     elif isinstance(
         exc,
         OSError
@@ -194,6 +210,7 @@ def map_sdk_errors(
     connection_closed: Callable[[], bool] | None = None,
     stderr_tail: Callable[[], str] | None = None,
     session_rejected: Callable[[], bool] | None = None,
+    auth_rejected: Callable[[], str | None] | None = None,
 ) -> Iterator[None]:
     """Run a block that calls the SDK; re-raise whatever escapes as a toolbridge error.
 
@@ -209,6 +226,7 @@ def map_sdk_errors(
             connection_closed=connection_closed,
             stderr_tail=stderr_tail,
             session_rejected=session_rejected,
+            auth_rejected=auth_rejected,
         )
         if mapped is exc:
             raise

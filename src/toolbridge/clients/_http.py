@@ -15,10 +15,11 @@ answer fails its own call at once with `ProtocolError`.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx2
 import mcp_types as types
@@ -26,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ..errors import ConfigError
+from ..redact import install_log_hooks, is_credential_name, redact, register_secret, shorten_urls
 from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -43,12 +45,64 @@ _SESSION_HEADER = "mcp-session-id"
 
 
 def _shown_url(url: str) -> str:
-    """`url` as messages and reprs show it: scheme, host and path only.
+    """`url` as messages, reprs and logs show it: scheme, host and port only.
 
-    The query and any userinfo may carry credentials, so neither is ever shown.
+    Userinfo and the query may carry credentials, and hosted MCP endpoints often carry a key in
+    the path, so none of them is shown (the path appears only at DEBUG, see `_debug_url`).
     """
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.scheme}://{host}{f':{port}' if port is not None else ''}"
+
+
+def _debug_url(url: str) -> str:
+    """`url` for DEBUG logs: the path too, without userinfo, every query value `***`, secrets scrubbed."""
+    return redact(shorten_urls(url, keep_path=True))
+
+
+def _register_credentials(url: str, headers: Mapping[str, str], auth: Any) -> None:
+    """Register the credentials this client will send with the redactor (see `toolbridge.redact`)."""
+    parts = urlsplit(url)
+    if parts.password:
+        register_secret(unquote(parts.password), name="the URL's password")
+        user = unquote(parts.username or "")
+        basic = base64.b64encode(f"{user}:{unquote(parts.password)}".encode()).decode("ascii")
+        register_secret(basic, name="the URL's userinfo")
+    for key, value in parse_qsl(parts.query, keep_blank_values=False):
+        if is_credential_name(key) or len(value) >= 16:
+            register_secret(value, name=f"the URL's {key} parameter")
+    for name, value in headers.items():
+        if is_credential_name(name) and isinstance(value, str):
+            register_secret(value, name=f"header {name}")
+            scheme, _, credential = value.partition(" ")
+            if credential.strip() and scheme.isalpha():
+                register_secret(credential.strip(), name=f"header {name}")
+    basic_header = getattr(auth, "_auth_header", None)  # httpx2.BasicAuth
+    if isinstance(basic_header, str):
+        register_secret(basic_header, name="basic auth")
+        register_secret(basic_header.partition(" ")[2], name="basic auth")
+
+
+def _auth_refusal(response: httpx2.Response) -> str | None:
+    """Why the server refused the request's credentials (None if this refusal is not about them).
+
+    A 401 always is (the SDK's OAuth flow, when configured, has already tried to answer it); a 403
+    is when `WWW-Authenticate` says `insufficient_scope` (the flow has already tried a step-up).
+    """
+    challenge = response.headers.get("www-authenticate", "")
+    if response.status_code == 401:
+        return "the server refused the credentials (HTTP 401)" + (
+            "" if challenge else "; no WWW-Authenticate challenge"
+        )
+    if "insufficient_scope" in challenge:
+        return "the server refused the request for insufficient scope (HTTP 403 insufficient_scope)"
+    return None
 
 
 class HttpClient(ConnectionClient):
@@ -94,9 +148,19 @@ class HttpClient(ConnectionClient):
         mode: str = "auto",
         tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
-        parts = urlsplit(url) if isinstance(url, str) else None
+        try:
+            parts = urlsplit(url) if isinstance(url, str) else None
+            _ = parts.port if parts is not None else None
+        except ValueError:
+            parts = None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"HttpClient: not an http(s) URL: {url!r}", code="ERR_INVALID_INPUT")
+            raise ConfigError(
+                "HttpClient: not an http(s) URL like http://host:port/mcp "
+                "(the URL itself is not shown: it may carry a key)",
+                code="ERR_INVALID_INPUT",
+            )
+        _register_credentials(url, headers or {}, auth)
+        install_log_hooks()  # the HTTP libraries' log lines show scheme, host and port only
         super().__init__(
             client_info=client_info,
             timeout=timeout,
@@ -114,7 +178,7 @@ class HttpClient(ConnectionClient):
         self.auth = auth
 
     def __repr__(self) -> str:
-        return f"HttpClient({_shown_url(self.url)}{'?…' if urlsplit(self.url).query else ''})"
+        return f"HttpClient({_shown_url(self.url)})"
 
     def _describe(self) -> str:
         return f"HTTP server {_shown_url(self.url)}"
@@ -127,9 +191,13 @@ class HttpClient(ConnectionClient):
         client = create_mcp_http_client(headers=self.headers or None, auth=self.auth)
 
         async def notice_session_rejection(response: httpx2.Response) -> None:
+            status = response.status_code
+            if 200 <= status < 300:
+                conn.auth_rejected = None
+            elif status in (401, 403):
+                conn.auth_rejected = _auth_refusal(response)
             if not response.request.headers.get(_SESSION_HEADER):
                 return
-            status = response.status_code
             if response.request.method == "GET":
                 # The server's GET stream carries 2025-11-25 change notifications (see `_changes`).
                 conn.get_stream_open = 200 <= status < 300
@@ -144,5 +212,6 @@ class HttpClient(ConnectionClient):
         return limit_http_client(client, self.max_message_bytes, logger=self.logger)
 
     async def _open(self, stack: AsyncExitStack, conn: _Connection) -> Any:
+        self.logger.debug("connecting to %s", _debug_url(self.url))
         http = await stack.enter_async_context(self._make_http_client(conn))
         return streamable_http_client(self.url, http_client=http, max_sse_event_size=self.max_message_bytes)

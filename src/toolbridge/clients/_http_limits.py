@@ -10,7 +10,11 @@ answer to a request fails that request at once with `ERR_MCP_PROTOCOL`.
 
 It is done below the SDK, at the HTTP layer, by `LimitedTransport`, an `httpx2` transport wrapper
 that sees each request the SDK posts (so it knows the JSON-RPC id it is waiting for) and the
-response before the SDK reads it:
+response before the SDK reads it. Only MCP exchanges are policed: a POST whose body is a JSON-RPC
+message, or a GET asking for an event stream. Every other request on the same client (the OAuth
+flow's metadata discovery, client registration and token requests) passes untouched, so their
+bodies (`client_secret`, `access_token`) are never read, checked or logged here. Message bodies
+are never logged above DEBUG.
 
 * `application/json` bodies of 2xx responses are read up to the cap. A larger body is abandoned
   (the connection is closed) and replaced by a small JSON-RPC error for the request's id; a body
@@ -158,7 +162,7 @@ class LimitedTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send the request through the inner transport and police the response (see module)."""
         response = await self.inner.handle_async_request(request)
-        if not 200 <= response.status_code < 300:
+        if not 200 <= response.status_code < 300 or not _is_mcp_request(request):
             return response
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         request_id = _request_id(request)
@@ -210,11 +214,11 @@ class LimitedTransport(httpx2.AsyncBaseTransport):
             except ValidationError as exc:
                 detail = validation_detail(exc)
                 self.warn(
-                    "MCP server's HTTP response for request %r is not a valid JSON-RPC message (%s): %r",
+                    "MCP server's HTTP response for request %r is not a valid JSON-RPC message (%s)",
                     request_id,
                     detail,
-                    body[:200],
                 )
+                self.logger.debug("the malformed response began with %r", body[:200])
                 if request_id is not None:
                     replacement = _malformed_error(request_id, detail)
         headers = httpx2.Headers(response.headers)
@@ -322,11 +326,11 @@ class _SseLimiter(httpx2.AsyncByteStream):
                 return raw
             detail = validation_detail(exc)
             self.owner.warn(
-                "MCP server sent an SSE event for request %r that is not a valid JSON-RPC message (%s): %r",
+                "MCP server sent an SSE event for request %r that is not a valid JSON-RPC message (%s)",
                 self.request_id,
                 detail,
-                data[:200],
             )
+            self.owner.logger.debug("the malformed event began with %r", data[:200])
             self.answered = True
             return _event(_malformed_error(self.request_id, detail))
         return raw
@@ -344,6 +348,24 @@ def _data_of(lines: list[bytes]) -> bytes:
 
 def _event(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
+
+
+def _is_mcp_request(request: httpx2.Request) -> bool:
+    """Whether `request` is an MCP exchange: a JSON-RPC POST, or a GET for an event stream.
+
+    OAuth requests (metadata GETs asking for JSON, form-encoded token POSTs, the JSON registration
+    POST, which has no `jsonrpc` member) are not.
+    """
+    if request.method == "GET":
+        return "text/event-stream" in request.headers.get("accept", "")
+    if request.method != "POST":
+        return False
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:
+        return False
+    keys = _scan_head(body[:_HEAD_SCAN_BYTES]).keys
+    return "jsonrpc" in keys or "method" in keys
 
 
 def _request_id(request: httpx2.Request) -> int | str | None:

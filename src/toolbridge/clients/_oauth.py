@@ -31,7 +31,10 @@ Three grants are offered:
 
 Tokens and the client's registration live in a `TokenStorage` (the SDK's protocol): the
 in-memory `MemoryTokenStorage` by default, or `FileTokenStorage(path)`, a JSON file written
-atomically with mode 0600. Secrets are never logged by this module.
+atomically with mode 0600. Secrets are never logged by this module, and every credential the
+helpers see (client secrets, ID tokens, the access and refresh tokens and client secret the flow
+stores) is registered with the redactor (`toolbridge.redact`), so it is scrubbed from errors and
+logs.
 
 Failures inside the flow surface from the SDK as `mcp.client.auth.OAuthFlowError`,
 `OAuthTokenError` or `OAuthRegistrationError`; `HttpClient` translates them (see
@@ -73,6 +76,8 @@ from mcp.shared.auth import (
 from pydantic import AnyUrl
 
 from ..errors import ConfigError, ToolbridgeError, TransportError
+from ..redact import register_secret
+from ._errors import AUTH_ERROR_CODE
 
 __all__ = [
     "AUTH_ERROR_CODE",
@@ -89,8 +94,6 @@ __all__ = [
     "oauth_auth",
 ]
 
-AUTH_ERROR_CODE = "ERR_MCP_AUTH"
-"""The code of the `TransportError` raised when the OAuth flow fails."""
 
 DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
 """Where the authorization server sends the browser back to; the headless authorizer never
@@ -309,7 +312,9 @@ def oauth_auth(
         scope=scope,
         token_endpoint_auth_method=token_endpoint_auth_method,
     )
-    store: TokenStorage = storage if storage is not None else MemoryTokenStorage()
+    if client_secret:
+        register_secret(client_secret, name="client_secret")
+    store: TokenStorage = _registering(storage)
     if client_id is not None:
         method = token_endpoint_auth_method or ("client_secret_basic" if client_secret else "none")
         store = _PreRegistered(
@@ -345,6 +350,48 @@ def oauth_auth(
         )
     except ValueError as exc:
         raise ConfigError(f"oauth_auth: {exc}", code="ERR_INVALID_INPUT") from exc
+
+
+def _register_tokens(tokens: OAuthToken | None) -> None:
+    # Values from a server or a token file: a stray line break is cut rather than refused here.
+    if tokens is not None:
+        register_secret(tokens.access_token.rstrip("\r\n"), name="the OAuth access token")
+        if tokens.refresh_token:
+            register_secret(tokens.refresh_token.rstrip("\r\n"), name="the OAuth refresh token")
+
+
+def _register_client(info: OAuthClientInformationFull | None) -> None:
+    if info is not None and info.client_secret:
+        register_secret(info.client_secret.rstrip("\r\n"), name="the OAuth client secret")
+
+
+class _Registering:
+    """A storage wrapper that registers every token and client secret passing through it."""
+
+    def __init__(self, inner: TokenStorage) -> None:
+        self._inner = inner
+
+    async def get_tokens(self) -> OAuthToken | None:
+        tokens = await self._inner.get_tokens()
+        _register_tokens(tokens)
+        return tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        _register_tokens(tokens)
+        await self._inner.set_tokens(tokens)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        info = await self._inner.get_client_info()
+        _register_client(info)
+        return info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        _register_client(client_info)
+        await self._inner.set_client_info(client_info)
+
+
+def _registering(storage: TokenStorage | None) -> TokenStorage:
+    return _Registering(storage if storage is not None else MemoryTokenStorage())
 
 
 class _PreRegistered:
@@ -409,7 +456,9 @@ def client_credentials_auth(
             "client_credentials_auth: give exactly one of client_secret and private_key_pem",
             code="ERR_INVALID_INPUT",
         )
-    store = storage if storage is not None else MemoryTokenStorage()
+    if client_secret:
+        register_secret(client_secret, name="client_secret")
+    store = _registering(storage)
     import warnings
 
     from mcp.shared.exceptions import MCPDeprecationWarning
@@ -481,8 +530,14 @@ def id_jag_from_idp(
         `TransportError` (`ERR_MCP_AUTH`) if the identity provider refuses or answers nonsense.
     """
 
+    if isinstance(id_token, str):
+        register_secret(id_token, name="id_token")
+    if client_secret:
+        register_secret(client_secret, name="client_secret")
+
     async def provide(audience: str, resource: str) -> str:
         subject = id_token if isinstance(id_token, str) else await id_token()
+        register_secret(subject, name="id_token")
         data = {
             "grant_type": TOKEN_EXCHANGE_GRANT,
             "subject_token": subject,
@@ -520,6 +575,7 @@ def id_jag_from_idp(
             ) from exc
         if not isinstance(token, str) or not token:
             raise TransportError("identity provider sent an empty access_token", code=AUTH_ERROR_CODE)
+        register_secret(token, name="the ID-JAG")
         return token
 
     return provide
@@ -557,10 +613,12 @@ def identity_assertion_auth(
     Raises:
         ConfigError: an empty secret or issuer.
     """
+    if client_secret:
+        register_secret(client_secret, name="client_secret")
     try:
         return IdentityAssertionOAuthProvider(
             server_url=server_url,
-            storage=storage if storage is not None else MemoryTokenStorage(),
+            storage=_registering(storage),
             client_id=client_id,
             client_secret=client_secret,
             issuer=issuer,

@@ -23,6 +23,7 @@ from typing import Any
 import mcp_types as types
 
 from ..errors import ConfigError
+from ..redact import redact
 from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -46,7 +47,7 @@ class StdioClient(ConnectionClient):
     Args:
         command: the program to run (looked up on `PATH`).
         args: its arguments.
-        env: environment variables for the server, merged over the inherited environment (see
+        env: environment variables for the server, added to the safe default set (see
             `inherit_env`).
         cwd: the server's working directory.
         client_info: name and version announced to the server.
@@ -65,9 +66,11 @@ class StdioClient(ConnectionClient):
         mode: `"auto"` (probe `server/discover`, fall back to `initialize`), `"legacy"` (the
             `initialize` handshake only, no probe) or `"modern"` (2026-07-28 only, no handshake).
         tools_ttl: seconds a cached tool list is trusted without a live change channel.
-        inherit_env: True (default): the server gets this process's environment plus `env`, as a
-            shell would start it; False: only `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`
-            plus `env`, which keeps the host's secrets away from a server that does not need them.
+        inherit_env: False (default): the server gets only the official SDK's safe set
+            (`mcp.client.stdio.get_default_environment()`: `HOME`, `LOGNAME`, `PATH`, `SHELL`,
+            `TERM`, `USER`, those that are set) plus `env`, so the host's API keys never reach a
+            server that was not given them; True: this process's whole environment plus `env`,
+            as a shell would start it (an explicit opt-in).
 
     Raises:
         ConfigError: an argument is invalid (empty command, non-positive limits).
@@ -92,7 +95,7 @@ class StdioClient(ConnectionClient):
         logger_name: str | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         mode: str = "auto",
-        inherit_env: bool = True,
+        inherit_env: bool = False,
         tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
         if not isinstance(command, str) or not command.strip():
@@ -123,7 +126,7 @@ class StdioClient(ConnectionClient):
         self._shutdown_grace_s = shutdown_grace_ms / 1000.0
 
     def __repr__(self) -> str:
-        return f"StdioClient({self.command!r}, {self.args!r})"
+        return redact(f"StdioClient({self.command!r}, {self.args!r})")
 
     def _describe(self) -> str:
         return f"stdio server {Path(self.command).name!r}"

@@ -360,7 +360,7 @@ class _FileAnalysis:
             if isinstance(value, str) and "${{" in value:
                 expanded, problems = expand(value, sources, manifest_dir)
                 for problem in problems:
-                    self.add(doc.value_pos(path), problem.code, problem.message)
+                    self.add(doc.value_pos(path), problem.code, problem.message, problem.severity)
                 return expanded
             if isinstance(value, dict):
                 return {k: walk(v, (*path, k)) for k, v in value.items()}

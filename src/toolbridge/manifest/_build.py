@@ -262,6 +262,7 @@ class LiveManifest:
                     shutdown_grace_ms=model.shutdown_grace_ms,
                     logger_name=f"toolbridge.server.{mdoc.name}",
                     mode=model.mode,
+                    inherit_env=model.inherit_env,
                 )
             )
         if isinstance(model, HttpClientDoc):
@@ -350,7 +351,9 @@ class LiveManifest:
             target = self._doc(ref.name).model
             if isinstance(target, StdioClientDoc):
                 command, args, env, cwd = _stdio_launch(target, base)
-                servers[alias] = McpServerConfig(command=command, args=tuple(args), env=env, cwd=cwd)
+                servers[alias] = McpServerConfig(
+                    command=command, args=tuple(args), env=env, cwd=cwd, inherit_env=target.inherit_env
+                )
             elif isinstance(target, HttpClientDoc):
                 servers[alias] = McpServerConfig(url=_reveal(target.url))
         from ..tasks.actions._registry import registry_with

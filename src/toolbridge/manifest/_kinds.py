@@ -224,7 +224,10 @@ class StdioClientDoc(KindDoc):
     args: list[SecretText] = []
     """Its arguments; relative paths work from `cwd`."""
     env: dict[str, SecretText] | None = None
-    """Environment variables for the server (the caller's environment is not passed on)."""
+    """Environment variables for the server, added to the safe set (`HOME`, `LOGNAME`, `PATH`,
+    `SHELL`, `TERM`, `USER`); the caller's other variables are not passed on."""
+    inherit_env: bool = False
+    """Pass the caller's whole environment to the server (plus `env`): an explicit opt-in."""
     cwd: str | None = None
     """The server's working directory, relative to the manifest (default: the manifest's directory)."""
     client_info: ClientInfo | None = None

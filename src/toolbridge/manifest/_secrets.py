@@ -13,6 +13,12 @@ The first source that has a value wins. A `Secret`'s `str()` and `repr()` are re
 secret that ends up in a log line, an exception message or `--json` output reads `***`; only
 `reveal()` gives the value, and only the code that builds live objects calls it.
 
+Every resolved value is also registered with the process-wide redactor (`toolbridge.redact`), so
+it is scrubbed wherever the built objects might carry it out (errors, logs, events, the journal,
+the command line's output). A value ending with CR or LF is refused
+(`ERR_MANIFEST_SECRET_VALUE`, naming the secret); a value shorter than 4 characters resolves but
+cannot be redacted, which is a warning (`ERR_MANIFEST_SECRET_SHORT`).
+
 `${{ manifestDir }}` is the other expression manifests know: the absolute directory of the
 manifest file, for paths that must not depend on where the command runs.
 """
@@ -25,11 +31,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from ..errors import ConfigError
+from ..redact import MIN_SECRET_CHARS, register_secret
 
 __all__ = [
     "EXPRESSION",
@@ -218,6 +225,7 @@ class ExpressionProblem:
 
     code: str
     message: str
+    severity: Literal["error", "warning"] = "error"
 
 
 def expand(
@@ -259,6 +267,25 @@ def expand(
                 )
             )
             return ""
+        if value.endswith(("\r", "\n")):
+            unresolved = True
+            problems.append(
+                ExpressionProblem(
+                    "ERR_MANIFEST_SECRET_VALUE",
+                    f"secret {name} ends with a line break (CR/LF), as a token file saved on Windows "
+                    "does; remove the trailing line break",
+                )
+            )
+            return ""
+        if not register_secret(value, name=name) and value:
+            problems.append(
+                ExpressionProblem(
+                    "ERR_MANIFEST_SECRET_SHORT",
+                    f"secret {name} is shorter than {MIN_SECRET_CHARS} characters; "
+                    "it cannot be redacted from output",
+                    "warning",
+                )
+            )
         return value
 
     expanded = EXPRESSION.sub(substitute, text)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..redact import redact_metadata
+
 __all__ = ["Event", "EventBus"]
 
 log = logging.getLogger("toolbridge.runtime")
@@ -77,7 +79,7 @@ class EventBus:
         """Number and deliver one event."""
         seq = self._sequence.get(run_id, 0) + 1
         self._sequence[run_id] = seq
-        event = Event(run_id, seq, time.time(), type_, dict(data))
+        event = Event(run_id, seq, time.time(), type_, redact_metadata(data))  # secrets scrubbed
         for callback in list(self._subscribers):
             try:
                 callback(event)

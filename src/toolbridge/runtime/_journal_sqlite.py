@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..redact import redact_value
 from ._journal import (
     CallEnd,
     CallRecord,
@@ -219,7 +220,16 @@ class SqliteJournal(JournalBackend):
         self._write(
             "INSERT INTO runs (run_id, agent, profile, status, started_at, pid, host, proc_start, principal) "
             "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-            (run_id, agent, profile, time.time(), w.pid, w.host, w.proc_start, principal),
+            (
+                run_id,
+                redact_value(agent),  # free text: registered secrets are never stored
+                profile,
+                time.time(),
+                w.pid,
+                w.host,
+                w.proc_start,
+                redact_value(principal),
+            ),
         )
 
     def end_run(
@@ -278,8 +288,8 @@ class SqliteJournal(JournalBackend):
                 run_id,
                 call_id,
                 step,
-                tool_id,
-                tool_version,
+                redact_value(tool_id),  # names are free text: registered secrets never stored
+                redact_value(tool_version),
                 kind,
                 effects,
                 args_sha256,

@@ -140,7 +140,9 @@ class RemoteModel(ModelBase):
         self._client: Any = None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        from ...redact import redact
+
+        return redact(f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})")
 
     # -- the key ------------------------------------------------------------------------------
 
@@ -180,6 +182,9 @@ class RemoteModel(ModelBase):
             if not key:
                 names = " or ".join(self.key_env) or "an environment variable"
                 raise ModelError(f"no API key: pass api_key= or set {names}", code="ERR_MODEL_AUTH")
+            from ...redact import register_secret
+
+            register_secret(key, name=f"the {type(self).__name__} API key")  # scrubbed everywhere
             self._client = self._new_client(key)
         return self._client
 

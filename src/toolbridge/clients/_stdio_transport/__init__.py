@@ -32,9 +32,10 @@ Synthesized errors carry `error.data = {"toolbridge": "protocol", "reason": REAS
 bounded `detail`); the client layer maps that marker to `ProtocolError`. The transport does not
 know which ids are pending; an error for an id nobody waits for is dropped by the dispatcher.
 
-Environment policy: by default (`inherit_env=True`) the child gets this process's environment
-with `env` merged over it. With `inherit_env=False` it gets only the SDK's allow-list (`HOME`,
-`LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`) plus `env`.
+Environment policy: by default (`inherit_env=False`) the child gets only the SDK's safe set
+(`get_default_environment()`: `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`) plus `env`, which
+keeps API keys of the host out of a server that was not given them. With `inherit_env=True` it gets
+this process's whole environment with `env` merged over it (as a shell would start it).
 
 Usage (what `StdioClient` does)::
 

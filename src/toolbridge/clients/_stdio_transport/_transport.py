@@ -81,15 +81,15 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     Args:
         command: the executable (looked up on `PATH` as `subprocess` does).
         args: its arguments.
-        env: variables for the child, merged over the inherited environment (see `inherit_env`).
+        env: variables for the child, added to its base environment (see `inherit_env`).
         cwd: working directory of the child.
         max_message_bytes: the largest message (one line) accepted from the server, in bytes;
             larger ones are discarded as they stream and their call fails (see the module text).
         shutdown_grace_s: how long the server may take to exit after its stdin closes.
         term_grace_s: how long the process group may take to exit after SIGTERM before SIGKILL.
         logger: where stderr lines and protocol problems are logged (default: this module's).
-        inherit_env: True: the child gets this process's environment plus `env`; False: only the
-            SDK's allow-list (`HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`) plus `env`.
+        inherit_env: False (default): only the SDK's safe set (`HOME`, `LOGNAME`, `PATH`,
+            `SHELL`, `TERM`, `USER`) plus `env`; True: this process's environment plus `env`.
 
     Raises:
         ValueError: `max_message_bytes` or a grace period is not positive.
@@ -111,7 +111,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
         shutdown_grace_s: float = 5.0,
         term_grace_s: float = 2.0,
         logger: logging.Logger | None = None,
-        inherit_env: bool = True,
+        inherit_env: bool = False,
     ) -> None:
         if max_message_bytes <= 0:
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")

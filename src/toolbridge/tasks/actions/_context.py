@@ -30,7 +30,8 @@ class McpServerConfig:
     """An MCP server the `mcp` action may call.
 
     Give either `command` (a stdio server: `command` and `args`, optional `env` and `cwd`) or
-    `url` (a Streamable HTTP endpoint).
+    `url` (a Streamable HTTP endpoint). A stdio server gets the safe environment set plus `env`,
+    or the whole environment with `inherit_env` (as `StdioClient`).
     """
 
     command: str | None = None
@@ -38,6 +39,7 @@ class McpServerConfig:
     env: Mapping[str, str] | None = None
     cwd: str | None = None
     url: str | None = None
+    inherit_env: bool = False
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
@@ -123,7 +125,9 @@ class TaskServices:
             client = HttpClient(config.url)
         else:
             assert config.command is not None
-            client = StdioClient(config.command, config.args, env=config.env, cwd=config.cwd)
+            client = StdioClient(
+                config.command, config.args, env=config.env, cwd=config.cwd, inherit_env=config.inherit_env
+            )
         self._clients[name] = client
         return client
 

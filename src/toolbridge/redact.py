@@ -1,0 +1,292 @@
+"""One process-wide redactor: every secret value toolbridge learns is scrubbed from every way out.
+
+A value becomes known in one of these ways:
+
+- a manifest resolves `${{ secrets.NAME }}` (`load_manifest`, `check_manifest`, the command line);
+- `HttpClient` is given credentials: a credential-like header (`Authorization`, `X-Api-Key`,
+  `Cookie`, anything whose name says key, token, secret, auth, password, session or signature),
+  the password of the URL's userinfo, a query value whose parameter name says so (`api_key=`,
+  `token=`) or that is 16 characters or more, an `httpx2.BasicAuth`;
+- the OAuth helpers see a client secret, an ID token, or tokens stored by the flow;
+- `OpenAIModel(api_key=...)`;
+- your own code calls `register_secret(value, name=...)`.
+
+Once registered, the value (and the forms it takes when written as JSON, in a Python repr, or
+URL-encoded) is replaced by `***` in: every `ToolbridgeError` message and its details (so in
+every error line of the command line and in `--json` output), everything the command line writes
+to stdout and stderr (the live view of `run` included), every log record made in the process
+(a record factory installed with the first secret, plus `RedactingFilter` on the `toolbridge`,
+`mcp`, `httpx`, `httpx2` and `httpcore` loggers), run events, and journal rows.
+
+Rules:
+
+- A value that ends with a line break (CR or LF, as a token file saved on Windows does) is
+  refused: `ConfigError` `ERR_SECRET_VALUE` naming the secret, never showing the value.
+- A value shorter than `MIN_SECRET_CHARS` (4) characters is not registered: scrubbing `"1"` or
+  `"ab"` would destroy every message, and a secret that short protects nothing. `register_secret`
+  returns False (a manifest reports it as the warning `ERR_MANIFEST_SECRET_SHORT`).
+- Registration is forever for the process (a value may live on in buffers and logs);
+  `forget_secrets()` exists for tests.
+
+```python
+from toolbridge.redact import redact, register_secret
+
+register_secret("sk-test-0123456789", name="OPENAI_API_KEY")
+assert redact("key=sk-test-0123456789") == "key=***"
+```
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "RedactingFilter",
+    "RedactingStream",
+    "forget_secrets",
+    "install_log_hooks",
+    "is_credential_name",
+    "redact",
+    "redact_metadata",
+    "redact_value",
+    "register_secret",
+    "shorten_urls",
+]
+
+REDACTED = "***"
+"""What a secret value is replaced by."""
+
+MIN_SECRET_CHARS = 4
+"""Values shorter than this are not registered (see the module text)."""
+
+LOGGERS = ("toolbridge", "mcp", "httpx", "httpx2", "httpcore")
+"""The loggers `RedactingFilter` is installed on (records of any logger are scrubbed by the
+record factory; the filters keep these scrubbed should another library replace the factory)."""
+
+_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "mcp")
+"""Third-party loggers whose URLs are shortened to scheme, host and port above DEBUG."""
+
+_CREDENTIAL_NAME = re.compile(
+    r"auth|token|key|secret|passw|pwd|session|cookie|signature|^sig$|credential|jwt|bearer", re.I
+)
+
+_lock = threading.Lock()
+_values: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+_log_hooks_installed = False
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a header or query parameter name says its value is a credential."""
+    return bool(_CREDENTIAL_NAME.search(name))
+
+
+def _forms(value: str) -> set[str]:
+    """The value as it may appear in text: raw, JSON-escaped, repr-escaped, URL-encoded."""
+    forms = {
+        value,
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+    }
+    return {f for f in forms if len(f) >= MIN_SECRET_CHARS}
+
+
+def register_secret(value: str, *, name: str | None = None) -> bool:
+    """Make `value` a secret: from now on it is scrubbed from every way out (see the module).
+
+    Args:
+        value: the secret text.
+        name: what the secret is called, for messages (never the value).
+
+    Returns:
+        True when registered (or already known); False when the value is shorter than
+        `MIN_SECRET_CHARS` characters and so not registered.
+
+    Raises:
+        ConfigError: `ERR_SECRET_VALUE` when the value ends with CR or LF; `ERR_INVALID_INPUT`
+            when it is not a string.
+    """
+    from .errors import ConfigError
+
+    label = name or "a secret"
+    if not isinstance(value, str):
+        raise ConfigError(f"{label}: a secret value must be a string", code="ERR_INVALID_INPUT")
+    if value.endswith(("\r", "\n")):
+        raise ConfigError(
+            f"secret {label} ends with a line break (CR/LF), as a token file saved on Windows does; "
+            "remove the trailing line break",
+            code="ERR_SECRET_VALUE",
+        )
+    if len(value) < MIN_SECRET_CHARS:
+        return False
+    global _pattern
+    with _lock:
+        forms = _forms(value)
+        if forms <= _values:
+            return True
+        _values.update(forms)
+        ordered = sorted(_values, key=lambda f: (-len(f), f))
+        _pattern = re.compile("|".join(re.escape(f) for f in ordered))
+    install_log_hooks()
+    return True
+
+
+def forget_secrets() -> None:
+    """Forget every registered value (for tests; a real process keeps them for its lifetime)."""
+    global _pattern
+    with _lock:
+        _values.clear()
+        _pattern = None
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret value replaced by `***`."""
+    pattern = _pattern
+    if pattern is None or not isinstance(text, str):
+        return text
+    return pattern.sub(REDACTED, text)
+
+
+def redact_value(value: Any) -> Any:
+    """`value` with secrets scrubbed from every string inside it (dicts, lists, tuples)."""
+    if _pattern is None:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {redact_value(k): redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact_value(v) for v in value)
+    return value
+
+
+_IDENTIFIER_KEY = re.compile(r"(^|_)(run_id|call_id|id)$|sha256$|_hash$")
+
+
+def redact_metadata(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A metadata mapping (run events) with secrets scrubbed from every value but identifiers.
+
+    Values under `run_id`, `call_id`, `id` and digest keys (`*sha256`, `*_hash`) are kept as they
+    are: they are generated, never secret, and a 4-character secret that happened to occur inside a
+    hex digest must not corrupt the evidence.
+    """
+    if _pattern is None:
+        return dict(data)
+    return {k: v if _IDENTIFIER_KEY.search(str(k)) else redact_value(v) for k, v in data.items()}
+
+
+_URL = re.compile(r"\b(https?|wss?)://([^\s/?#'\"<>@]*@)?([^\s/?#'\"<>]+)([^\s'\"<>]*)", re.I)
+_QUERY_VALUE = re.compile(r"([?&][^=&#\s]+=)[^&#\s'\"<>]*")
+
+
+def shorten_urls(text: str, *, keep_path: bool = False) -> str:
+    """URLs in `text` with userinfo dropped and, unless `keep_path`, only scheme, host and port.
+
+    With `keep_path`, the path is kept but every query value becomes `***`.
+    """
+
+    def one(m: re.Match[str]) -> str:
+        base = f"{m.group(1)}://{m.group(3)}"
+        if not keep_path:
+            return base + ("/…" if m.group(4) not in ("", "/") else "")
+        return base + _QUERY_VALUE.sub(lambda q: q.group(1) + REDACTED, m.group(4))
+
+    return _URL.sub(one, text)
+
+
+class RedactingStream:
+    """A text stream that scrubs registered secrets from every `write` before passing it on.
+
+    The command line wraps `sys.stdout` and `sys.stderr` in it for the length of a command, so
+    `--json` output, result text, the live view, error lines and log lines all pass through
+    `redact` (each `write` is scrubbed whole: a value split across two writes is not seen).
+    Everything but `write` and `writelines` is the wrapped stream's.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _scrub_record(record: logging.LogRecord) -> None:
+    """Scrub one log record in place: message, arguments and exception text."""
+    shorten = record.name.split(".", 1)[0] in _HTTP_LOGGERS
+    if _pattern is None and not shorten:
+        return
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken format string: leave it to the handler to report
+        return
+    cleaned = redact(message)
+    if shorten and "://" in cleaned:
+        cleaned = shorten_urls(cleaned, keep_path=record.levelno <= logging.DEBUG)
+    if cleaned != message:
+        record.msg = cleaned
+        record.args = None
+    if _pattern is not None and record.exc_info and not record.exc_text:
+        record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+    elif record.exc_text:
+        record.exc_text = redact(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact(record.stack_info)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that scrubs registered secrets from each record (it never drops one).
+
+    Installed on the `toolbridge`, `mcp`, `httpx`, `httpx2` and `httpcore` loggers once a secret is
+    registered; add it to your own handlers to cover records of other libraries should the record
+    factory have been replaced.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _scrub_record(record)
+        return True
+
+
+def install_log_hooks() -> None:
+    """Install the record factory and the filters (once per process; idempotent).
+
+    Called by the first `register_secret` and by `HttpClient` (whose URLs are shortened in the
+    HTTP libraries' records even when no secret is registered).
+    """
+    global _log_hooks_installed
+    with _lock:
+        if _log_hooks_installed:
+            return
+        _log_hooks_installed = True
+        previous: Callable[..., logging.LogRecord] = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            _scrub_record(record)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        shared = RedactingFilter()
+        for name in LOGGERS:
+            logging.getLogger(name).addFilter(shared)
