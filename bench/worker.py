@@ -18,6 +18,8 @@ Libraries (`--lib`):
 - `governed`: a declared tool (`define_mcp_tool`) called by an agent with a `ScriptedModel` under
   `create_runtime`; one run makes N calls, and each call is reported as the run's time / N (so it
   includes one model step per call);
+- `session`: the same declared tool called through `runtime.session(...).call_tool` (no agent,
+  no model); one session makes N calls, each timed on its own;
 - `fastmcp`: `fastmcp.Client(...).call_tool`;
 - `langchain`: langchain-mcp-adapters' default tools (`MultiServerMCPClient.get_tools()`, then
   `tool.ainvoke`), which open a new session (a new server process on stdio) for every call.
@@ -117,6 +119,41 @@ async def _governed(stack: AsyncExitStack, kind: str, target: Any) -> Callable[[
     return run
 
 
+async def _session(stack: AsyncExitStack, kind: str, target: Any) -> Callable[[int], Awaitable[list[float]]]:
+    from toolbridge import create_runtime, define_mcp_tool
+
+    client = await stack.enter_async_context(_toolbridge_client(kind, target))
+    echo = define_mcp_tool(
+        id="bench.echo",
+        version="1",
+        description="The tool under test.",
+        remote_name=TOOL,
+        input={"type": "object", "additionalProperties": True},
+        output={"type": "object"},
+        effects="read",
+        capabilities=[],
+        client=client,
+    )
+
+    async def run(n: int) -> list[float]:
+        runtime = create_runtime(
+            permissions={"allow": ["tool:bench.echo", "effect:read"]},
+            limits={"max_tool_calls": n + 1, "max_duration_ms": 600_000},
+        )
+        out: list[float] = []
+        async with runtime.session(tools=[echo]) as session:
+            for _ in range(n):
+                start = time.perf_counter()
+                await session.call_tool("bench_echo", ARGS)
+                out.append((time.perf_counter() - start) * 1e6)
+        runtime.close()
+        if not session.result().ok:
+            raise RuntimeError(f"governed session ended {session.result().outcome}")
+        return out
+
+    return run
+
+
 async def _fastmcp(stack: AsyncExitStack, kind: str, target: Any) -> Call:
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport
@@ -151,7 +188,7 @@ async def _langchain(stack: AsyncExitStack, kind: str, target: Any) -> Call:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--lib", required=True, choices=["raw", "toolbridge", "governed", "fastmcp", "langchain"]
+        "--lib", required=True, choices=["raw", "toolbridge", "governed", "session", "fastmcp", "langchain"]
     )
     parser.add_argument("--server", required=True)
     parser.add_argument("--tool", default="echo")
@@ -177,6 +214,8 @@ async def main() -> None:
                     out.extend([elapsed / k * 1e6] * k)
                 return out
 
+        elif opts.lib == "session":
+            batch = await _session(stack, kind, target)
         else:
             factory = {"raw": _raw, "toolbridge": _toolbridge, "fastmcp": _fastmcp, "langchain": _langchain}
             call = await factory[opts.lib](stack, kind, target)

@@ -88,6 +88,8 @@ _EXPORTS: dict[str, str] = {
     "Runtime": "toolbridge.runtime",
     "DeclaredTool": "toolbridge.runtime",
     "RuntimeResult": "toolbridge.runtime",
+    "GovernedSession": "toolbridge.runtime",
+    "RunOutcomeEvent": "toolbridge.runtime",
     "Verdict": "toolbridge.runtime",
     # toolbridge.tasks
     "McpToolParser": "toolbridge.tasks",
@@ -120,6 +122,7 @@ __all__ = [
     "FunctionModel",
     "FunctionTools",
     "GeminiModel",
+    "GovernedSession",
     "HttpClient",
     "ImagePart",
     "InProcessClient",
@@ -141,6 +144,7 @@ __all__ = [
     "PolicyError",
     "ProtocolError",
     "RunContext",
+    "RunOutcomeEvent",
     "RunResult",
     "Runtime",
     "RuntimeResult",
@@ -367,6 +371,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .runtime import (
         DeclaredTool as DeclaredTool,
+    )
+    from .runtime import (
+        GovernedSession as GovernedSession,
+    )
+    from .runtime import (
+        RunOutcomeEvent as RunOutcomeEvent,
     )
     from .runtime import (
         Runtime as Runtime,

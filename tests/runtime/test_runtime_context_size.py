@@ -13,7 +13,8 @@ from toolbridge.agent.models import Message, ModelRequest, ToolCall
 from toolbridge.content import TextPart
 from toolbridge.functions import FunctionTools
 from toolbridge.runtime import create_runtime
-from toolbridge.runtime._runtime import SizeCache, _context_bytes
+from toolbridge.runtime._limits import SizeCache
+from toolbridge.runtime._limits import context_bytes as _context_bytes
 from toolbridge.tools import ToolSpec
 
 

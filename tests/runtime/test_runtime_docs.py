@@ -8,11 +8,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "declare_filesystem.py"
+SESSION = ROOT / "examples" / "governed_session.py"
 
 
-def test_doc_includes_the_example_verbatim() -> None:
+def test_doc_includes_the_examples_verbatim() -> None:
     doc = (ROOT / "docs" / "declare.md").read_text()
     assert "```python\n" + EXAMPLE.read_text() + "```" in doc
+    assert "```python\n" + SESSION.read_text() + "```" in doc
 
 
 def test_example_runs(tmp_path: Path, filesystem_js: str) -> None:
@@ -29,3 +31,14 @@ def test_example_runs(tmp_path: Path, filesystem_js: str) -> None:
     assert lines[1] == "with grants: succeeded; answer: 'Wrote note.txt.'; file: 'hello'"
     assert lines[2].startswith("  fs.write_file v1: sent=True response=True outcome=succeeded")
     assert (tmp_path / "note.txt").read_text() == "hello"
+
+
+def test_session_example_runs_and_prints_what_the_doc_shows(tmp_path: Path, filesystem_js: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SESSION), str(tmp_path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    doc = (ROOT / "docs" / "declare.md").read_text()
+    shown = doc.split("What it prints:\n\n```\n", 1)[1].split("```", 1)[0]
+    assert done.stdout == shown
+    assert (tmp_path / "notes.txt").exists() and not (tmp_path / "x.txt").exists()

@@ -40,11 +40,9 @@ by one failure: they finish, then the first failure in the model's order is rais
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -52,10 +50,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
 from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
-from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError, bounded
-from ..tools import ToolResult, ToolSpec, provider_generation
+from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
+from ..tools import ToolResult
+from ._catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
-from ._naming import model_legal
 from ._types import (
     AgentEvent,
     RunErrorEvent,
@@ -83,10 +81,6 @@ from .models._factory import model_from_string
 
 __all__ = ["FINAL_RESULT_TOOL", "Agent"]
 
-log = logging.getLogger("toolbridge.agent")
-
-FINAL_RESULT_TOOL = "final_result"
-"""Model-facing name of the final-answer tool offered when `output_type` is set."""
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -241,25 +235,6 @@ def _hooks_of(value: Any, where: str) -> list[AgentHooks]:
     return items
 
 
-# -- the catalog -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Catalog:
-    targets: Mapping[str, ToolTarget]
-    specs: tuple[ToolSpec, ...]
-
-
-def _label(source: Any, index: int | None) -> str:
-    name = getattr(source, "name", None)
-    if not isinstance(name, str):
-        name = getattr(source, "id", None)
-    where = f"binding #{index} " if index is not None else "declared tool "
-    if isinstance(name, str):
-        return f"{where}({type(source).__name__} {name!r})"
-    return f"{where}({bounded(repr(source), 120)})"
-
-
 # -- results to the model ----------------------------------------------------------------------
 
 
@@ -399,14 +374,7 @@ class Agent:
             tool_providers = [tool_providers]
         self.model = model
         self.bindings: tuple[ToolBinding, ...] = tuple(ToolBinding.coerce(b) for b in tool_providers)
-        for tool in tools:
-            if not isinstance(getattr(tool, "id", None), str) or not callable(getattr(tool, "call", None)):
-                raise ConfigError(
-                    f"Agent: {tool!r} is not a declared tool (needs id, spec, call)", code="ERR_CONFIG"
-                )
-            if not isinstance(getattr(tool, "spec", None), ToolSpec):
-                raise ConfigError(f"Agent: declared tool {tool.id!r} has no ToolSpec", code="ERR_CONFIG")
-        self.tools: tuple[Any, ...] = tuple(tools)
+        self.tools: tuple[Any, ...] = check_declared(tools, "Agent")
         self.system = system
         self.max_steps = max_steps
         self.on_max_steps = on_max_steps
@@ -417,10 +385,7 @@ class Agent:
         self.output_retries = output_retries
         self.hooks = _hooks_of(hooks, "Agent")
         self.name = name or "agent"
-        self._listed: dict[int, tuple[int, list[ToolSpec]]] = {}
-        self._catalog_cache: _Catalog | None = None
-        self._catalog_lock = anyio.Lock()
-        self._dropped: set[tuple[int, str, tuple[str, ...]]] = set()
+        self._catalog = ToolCatalog(self.bindings, self.tools, final_answer=output_type)
 
     def __repr__(self) -> str:
         return (
@@ -429,130 +394,6 @@ class Agent:
 
     # -- tools -----------------------------------------------------------------------------
 
-    async def _list_binding(
-        self,
-        index: int,
-        binding: ToolBinding,
-        out: dict[int, tuple[int, list[ToolSpec]]],
-        failures: dict[int, Exception],
-    ) -> None:
-        generation = provider_generation(binding.provider)
-        try:
-            specs = list(await binding.provider.list_tools())
-        except Exception as exc:  # re-raised as-is after the group, not as an ExceptionGroup
-            failures[index] = exc
-            return
-        out[index] = (generation, specs)
-
-    def _stale(self) -> list[int]:
-        """The bindings whose tools were never listed or whose provider's tools changed since."""
-        return [
-            i
-            for i, b in enumerate(self.bindings)
-            if i not in self._listed or self._listed[i][0] != provider_generation(b.provider)
-        ]
-
-    async def _resolve(self) -> _Catalog:
-        # Fast path, every step of a run: a built catalog that is still current is returned
-        # without taking the lock (taking it costs an event-loop iteration). The lock only
-        # serializes refreshes, and a refresh in progress shows as stale here.
-        cached = self._catalog_cache
-        if cached is not None and not self._stale():
-            return cached
-        async with self._catalog_lock:
-            stale = self._stale()
-            if self._catalog_cache is not None and not stale:
-                return self._catalog_cache
-            fresh: dict[int, tuple[int, list[ToolSpec]]] = {}
-            failures: dict[int, Exception] = {}
-            async with anyio.create_task_group() as tg:
-                for i in stale:
-                    tg.start_soon(self._list_binding, i, self.bindings[i], fresh, failures)
-            self._listed.update(fresh)
-            if failures:
-                raise failures[min(failures)]
-            self._catalog_cache = self._build_catalog()
-            return self._catalog_cache
-
-    def _build_catalog(self) -> _Catalog:
-        targets: dict[str, ToolTarget] = {}
-        origin: dict[str, str] = {}
-        specs: list[ToolSpec] = []
-
-        def add(target: ToolTarget, label: str) -> None:
-            existing = origin.get(target.model_name)
-            if existing is not None:
-                raise AgentError(
-                    f'tool name "{target.model_name}" is offered twice: by {existing} and by {label}',
-                    code="ERR_AGENT_TOOL_COLLISION",
-                    details={"name": target.model_name},
-                )
-            origin[target.model_name] = label
-            targets[target.model_name] = target
-            specs.append(
-                ToolSpec(
-                    name=target.model_name,
-                    description=target.spec.description,
-                    parameters=target.spec.parameters,
-                    output_schema=target.spec.output_schema,
-                    annotations=target.spec.annotations,
-                )
-            )
-
-        # Names a server's listing may not take: the declared tools' and the final answer's.
-        reserved = {model_legal(tool.id) for tool in self.tools}
-        if self.output_type is not None:
-            reserved.add(FINAL_RESULT_TOOL)
-        for index, binding in enumerate(self.bindings):
-            by_name: dict[str, list[ToolSpec]] = {}
-            for spec in self._listed[index][1]:
-                if binding.allows(spec.name):
-                    by_name.setdefault(model_legal(binding.prefix + spec.name), []).append(spec)
-            for name, same in by_name.items():
-                if len(same) > 1 or name in reserved:
-                    self._drop(index, name, same, declared=name in reserved)
-                    continue
-                add(
-                    ToolTarget(model_name=name, spec=same[0], source=binding.provider, binding=binding),
-                    f'{_label(binding.provider, index)} tool "{same[0].name}"',
-                )
-        for tool in self.tools:
-            name = model_legal(tool.id)
-            add(
-                ToolTarget(model_name=name, spec=tool.spec, source=tool, declared=True),
-                f'{_label(tool, None)} "{tool.id}"',
-            )
-        if self.output_type is not None:
-            if FINAL_RESULT_TOOL in origin:
-                raise AgentError(
-                    f'tool name "{FINAL_RESULT_TOOL}" is reserved for the final answer (output_type) '
-                    f"but is also offered by {origin[FINAL_RESULT_TOOL]}",
-                    code="ERR_AGENT_TOOL_COLLISION",
-                )
-            specs.append(
-                ToolSpec(
-                    name=FINAL_RESULT_TOOL,
-                    description=(
-                        "Give the final answer. Call this once, when you are done, "
-                        "with the answer as arguments."
-                    ),
-                    parameters=self.output_type.model_json_schema(),
-                )
-            )
-        return _Catalog(targets=targets, specs=tuple(specs))
-
-    def _drop(self, index: int, name: str, specs: Sequence[ToolSpec], *, declared: bool) -> None:
-        """Leave out tools of one listing whose model-facing names collide (logged once each)."""
-        key = (index, name, tuple(spec.name for spec in specs))
-        if key in self._dropped:
-            return
-        self._dropped.add(key)
-        listed = ", ".join(repr(spec.name) for spec in specs)  # repr: no control character goes out
-        why = "a declared tool or the final answer has that name" if declared else "they collide"
-        log.warning(
-            "binding #%d: left out tool(s) %s offered as %r: %s", index, bounded(listed, 500), name, why
-        )
-
     async def resolve_tools(self) -> list[ToolTarget]:
         """List (or reuse the cached list of) every tool the model would see.
 
@@ -560,7 +401,7 @@ class Agent:
             AgentError: `ERR_AGENT_TOOL_COLLISION` when two tools share a model-facing name.
             ToolbridgeError: whatever a provider's `list_tools()` raises.
         """
-        return list((await self._resolve()).targets.values())
+        return list((await self._catalog.resolve()).targets.values())
 
     # -- running ---------------------------------------------------------------------------
 
@@ -654,7 +495,7 @@ class Agent:
         messages = build_messages(prompt_or_messages, system if system is not None else self.system)
         hook = _HookChain([*self.hooks, *_hooks_of(hooks, "run")])
         ctx = RunContext(run_id=f"run_{uuid.uuid4().hex}", agent=self)
-        catalog = await self._resolve()
+        catalog = await self._catalog.resolve()
         prepared = await hook.before_run(ctx, list(messages))
         messages = [_message(m, i) for i, m in enumerate(prepared)]
         request_options = {**self.options, **dict(options or {})}
@@ -671,7 +512,7 @@ class Agent:
         for step in range(self.max_steps):
             ctx.step = step
             if step:
-                catalog = await self._resolve()  # a provider's tools changed during the run
+                catalog = await self._catalog.resolve()  # a provider's tools changed during the run
             request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
             await hook.before_model_call(ctx, self.model, request)
             response: ModelResponse | None = None

@@ -19,7 +19,8 @@ from ._journal_sqlite import Journal, SqliteJournal
 from ._limits import Budget, Limits
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
 from ._permissions import Permissions, effective_effects
-from ._runtime import Runtime, create_runtime
+from ._runtime import RunOutcomeEvent, Runtime, create_runtime
+from ._session import GovernedSession
 
 __all__ = [
     "CODES",
@@ -28,6 +29,7 @@ __all__ = [
     "CallRecord",
     "DeclaredTool",
     "Event",
+    "GovernedSession",
     "GuardContext",
     "Guards",
     "Journal",
@@ -37,6 +39,7 @@ __all__ = [
     "MemoryJournal",
     "Permissions",
     "PythonTool",
+    "RunOutcomeEvent",
     "RunRecord",
     "Runtime",
     "RuntimeResult",

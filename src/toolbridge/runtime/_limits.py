@@ -29,13 +29,30 @@ released. A call whose actual cost cannot be known keeps its full ceiling charge
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
-from ..errors import ConfigError
+import pydantic
 
-__all__ = ["DEFAULT_LIMITS", "Budget", "Limits", "Reservation"]
+from ..agent.models._base import Message
+from ..content import AudioPart, ImagePart, TextPart
+from ..errors import ConfigError
+from ..tools import ToolSpec
+from ._canonical import canonical_json
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Budget",
+    "Limits",
+    "Reservation",
+    "SizeCache",
+    "context_bytes",
+    "model_ceiling",
+    "model_cost",
+    "parts_bytes",
+    "value_bytes",
+]
 
 _MIB: Final = 1024 * 1024
 
@@ -149,3 +166,115 @@ class Budget:
     def over(self) -> bool:
         """True when the spend has passed the maximum."""
         return self.spent > self.max_micros
+
+
+# -- sizes and model-call costs -----------------------------------------------------------------
+
+DEFAULT_MAX_OUTPUT_TOKENS: Final = 4096
+_CACHEABLE: Final = (Message, ToolSpec)
+"""Frozen types whose context size `context_bytes` may remember for the rest of a run."""
+
+
+def parts_bytes(parts: Any) -> int:
+    """Size of content parts: UTF-8 bytes of text, base64 length of images and audio."""
+    total = 0
+    for part in parts:
+        if isinstance(part, TextPart):
+            total += len(part.text.encode("utf-8"))
+        elif isinstance(part, ImagePart | AudioPart):
+            total += len(part.data)
+    return total
+
+
+def message_bytes(message: Any) -> int:
+    """Approximate size of one message: its text and media, and its tool calls' arguments."""
+    content = getattr(message, "content", "")
+    total = len(content.encode("utf-8")) if isinstance(content, str) else parts_bytes(content)
+    for tool_call in getattr(message, "tool_calls", ()) or ():
+        try:
+            total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
+        except (TypeError, ValueError):
+            continue  # arguments that are not JSON data are not counted (nor is that call's name)
+    return total
+
+
+def spec_bytes(spec: Any) -> int:
+    """Approximate size of one tool spec: its parameters schema and description."""
+    try:
+        return len(canonical_json(dict(spec.parameters))) + len(spec.description.encode("utf-8"))
+    except (TypeError, ValueError):
+        return 0
+
+
+SizeCache = dict[int, tuple[Any, int]]
+"""Sizes already computed, by `id()` of the object, with the object kept so the id stays its own."""
+
+
+def _sized(item: Any, measure: Callable[[Any], int], cache: SizeCache | None) -> int:
+    """`measure(item)`, remembered in `cache` for the frozen `Message`s and `ToolSpec`s."""
+    if cache is None or type(item) not in _CACHEABLE:
+        return measure(item)
+    hit = cache.get(id(item))
+    if hit is not None and hit[0] is item:
+        return hit[1]
+    size = measure(item)
+    cache[id(item)] = (item, size)
+    return size
+
+
+def context_bytes(request: Any, cache: SizeCache | None = None) -> int:
+    """Approximate size of what one model call sends: message contents, tool calls and tool specs.
+
+    Args:
+        request: the model request (its `messages` and `tools` are read).
+        cache: sizes remembered between the model calls of one run. A run re-sends its whole
+            conversation at every step; messages and specs are frozen, so each one is measured
+            once (the argument and schema mappings they hold are not changed once sent).
+    """
+    total = 0
+    for message in getattr(request, "messages", ()) or ():
+        total += _sized(message, message_bytes, cache)
+    for spec in getattr(request, "tools", ()) or ():
+        total += _sized(spec, spec_bytes, cache)
+    return total
+
+
+def model_ceiling(prices: Any, context_bytes: int, max_output_tokens: Any) -> int:
+    """The most a model call may cost: every context byte a token, plus the output token cap.
+
+    `prices` is a `ModelPrices` (or `None`: the model costs nothing); `max_output_tokens` the
+    request's cap (anything but a positive integer means the default, 4096).
+    """
+    if prices is None or not hasattr(prices, "input_per_million_micros"):
+        return 0
+    max_out = max_output_tokens
+    if isinstance(max_out, bool) or not isinstance(max_out, int) or max_out <= 0:
+        max_out = DEFAULT_MAX_OUTPUT_TOKENS
+    exact: int = context_bytes * prices.input_per_million_micros + max_out * prices.output_per_million_micros
+    return -(-exact // 1_000_000)
+
+
+def model_cost(prices: Any, usage: Any) -> int:
+    """What `usage` cost at `prices` (0 without prices or usage)."""
+    if prices is None or usage is None or not hasattr(prices, "cost_micros"):
+        return 0
+    try:
+        return int(prices.cost_micros(usage))
+    except Exception:
+        return 0
+
+
+def value_bytes(value: Any) -> int:
+    if isinstance(value, pydantic.BaseModel):
+        return len(value.model_dump_json().encode("utf-8"))
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    try:
+        return len(canonical_json(value))
+    except (TypeError, ValueError):
+        total = 0
+        if isinstance(value, Sequence):
+            for item in value:
+                content = getattr(item, "content", item)
+                total += value_bytes(content) if isinstance(content, str | Mapping) else len(repr(content))
+        return total

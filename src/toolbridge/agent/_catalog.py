@@ -1,0 +1,230 @@
+"""The tool catalog: what a model sees, and where each model-facing name leads.
+
+One implementation for the `Agent` and the governed session (`Runtime.session`). Sources:
+
+- bindings (`ToolBinding`): a provider's tools, listed lazily on first use and again only when
+  the provider's `generation` changed; the model-facing name is `prefix + bare name` made
+  model-legal;
+- declared tools (`DeclaredToolLike`): the id made model-legal;
+- the final-answer tool (`final_result`) when the agent has an `output_type`.
+
+Names that collide inside **one** binding's listing (`echo ` and `echo\u200b` both become
+`echo_`; `fs.echo` and `fs_echo`; a name listed twice), or that would take a declared tool's
+name or `final_result`, are all left out and the rest is kept, with one warning per group on the
+`toolbridge.agent` logger: a server cannot stop runs, or replace a declared tool, by what it
+lists. Two configured sources offering one name (two bindings, two declared tools, a declared
+`final_result`) raise `ERR_AGENT_TOOL_COLLISION` naming both: that is the caller's configuration
+to fix.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from ..errors import AgentError, ConfigError, bounded
+from ..tools import ToolSpec, provider_generation
+from ._hooks import ToolTarget
+from ._naming import model_legal
+from ._types import ToolBinding
+
+__all__ = ["FINAL_RESULT_TOOL", "Catalog", "ToolCatalog", "check_declared"]
+
+log = logging.getLogger("toolbridge.agent")
+
+FINAL_RESULT_TOOL = "final_result"
+"""Model-facing name of the final-answer tool offered when `output_type` is set."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """One resolved catalog: model-facing name -> target, and the specs in the model's order."""
+
+    targets: Mapping[str, ToolTarget]
+    specs: tuple[ToolSpec, ...]
+
+
+def _label(source: Any, index: int | None) -> str:
+    name = getattr(source, "name", None)
+    if not isinstance(name, str):
+        name = getattr(source, "id", None)
+    where = f"binding #{index} " if index is not None else "declared tool "
+    if isinstance(name, str):
+        return f"{where}({type(source).__name__} {name!r})"
+    return f"{where}({bounded(repr(source), 120)})"
+
+
+def check_declared(tools: Sequence[Any], where: str) -> tuple[Any, ...]:
+    """The declared tools, each checked to have an id, a `ToolSpec` and `call`.
+
+    Raises:
+        ConfigError: `ERR_CONFIG` naming the bad tool.
+    """
+    for tool in tools:
+        if not isinstance(getattr(tool, "id", None), str) or not callable(getattr(tool, "call", None)):
+            raise ConfigError(
+                f"{where}: {tool!r} is not a declared tool (needs id, spec, call)", code="ERR_CONFIG"
+            )
+        if not isinstance(getattr(tool, "spec", None), ToolSpec):
+            raise ConfigError(f"{where}: declared tool {tool.id!r} has no ToolSpec", code="ERR_CONFIG")
+    return tuple(tools)
+
+
+class ToolCatalog:
+    """The tools of one agent or session (see the module docs).
+
+    Args:
+        bindings: the provider bindings.
+        tools: declared tools (checked with `check_declared` by the caller).
+        final_answer: the agent's `output_type` (adds `final_result`), or `None`.
+    """
+
+    def __init__(
+        self,
+        bindings: Sequence[ToolBinding],
+        tools: Sequence[Any],
+        *,
+        final_answer: type[BaseModel] | None = None,
+    ) -> None:
+        self.bindings = tuple(bindings)
+        self.tools = tuple(tools)
+        self.final_answer = final_answer
+        self._listed: dict[int, tuple[int, list[ToolSpec]]] = {}
+        self._catalog_cache: Catalog | None = None
+        self._catalog_lock = anyio.Lock()
+        self._dropped: set[tuple[int, str, tuple[str, ...]]] = set()
+
+    async def _list_binding(
+        self,
+        index: int,
+        binding: ToolBinding,
+        out: dict[int, tuple[int, list[ToolSpec]]],
+        failures: dict[int, Exception],
+    ) -> None:
+        generation = provider_generation(binding.provider)
+        try:
+            specs = list(await binding.provider.list_tools())
+        except Exception as exc:  # re-raised as-is after the group, not as an ExceptionGroup
+            failures[index] = exc
+            return
+        out[index] = (generation, specs)
+
+    def _stale(self) -> list[int]:
+        """The bindings whose tools were never listed or whose provider's tools changed since."""
+        return [
+            i
+            for i, b in enumerate(self.bindings)
+            if i not in self._listed or self._listed[i][0] != provider_generation(b.provider)
+        ]
+
+    async def resolve(self) -> Catalog:
+        """The current catalog, listing only the providers never listed or changed since.
+
+        Raises:
+            AgentError: `ERR_AGENT_TOOL_COLLISION` when two configured sources share a name.
+            ToolbridgeError: whatever a provider's `list_tools()` raises.
+        """
+        # Fast path, every step of a run: a built catalog that is still current is returned
+        # without taking the lock (taking it costs an event-loop iteration). The lock only
+        # serializes refreshes, and a refresh in progress shows as stale here.
+        cached = self._catalog_cache
+        if cached is not None and not self._stale():
+            return cached
+        async with self._catalog_lock:
+            stale = self._stale()
+            if self._catalog_cache is not None and not stale:
+                return self._catalog_cache
+            fresh: dict[int, tuple[int, list[ToolSpec]]] = {}
+            failures: dict[int, Exception] = {}
+            async with anyio.create_task_group() as tg:
+                for i in stale:
+                    tg.start_soon(self._list_binding, i, self.bindings[i], fresh, failures)
+            self._listed.update(fresh)
+            if failures:
+                raise failures[min(failures)]
+            self._catalog_cache = self._build()
+            return self._catalog_cache
+
+    def _build(self) -> Catalog:
+        targets: dict[str, ToolTarget] = {}
+        origin: dict[str, str] = {}
+        specs: list[ToolSpec] = []
+
+        def add(target: ToolTarget, label: str) -> None:
+            existing = origin.get(target.model_name)
+            if existing is not None:
+                raise AgentError(
+                    f'tool name "{target.model_name}" is offered twice: by {existing} and by {label}',
+                    code="ERR_AGENT_TOOL_COLLISION",
+                    details={"name": target.model_name},
+                )
+            origin[target.model_name] = label
+            targets[target.model_name] = target
+            specs.append(
+                ToolSpec(
+                    name=target.model_name,
+                    description=target.spec.description,
+                    parameters=target.spec.parameters,
+                    output_schema=target.spec.output_schema,
+                    annotations=target.spec.annotations,
+                )
+            )
+
+        # Names a server's listing may not take: the declared tools' and the final answer's.
+        reserved = {model_legal(tool.id) for tool in self.tools}
+        if self.final_answer is not None:
+            reserved.add(FINAL_RESULT_TOOL)
+        for index, binding in enumerate(self.bindings):
+            by_name: dict[str, list[ToolSpec]] = {}
+            for spec in self._listed[index][1]:
+                if binding.allows(spec.name):
+                    by_name.setdefault(model_legal(binding.prefix + spec.name), []).append(spec)
+            for name, same in by_name.items():
+                if len(same) > 1 or name in reserved:
+                    self._drop(index, name, same, declared=name in reserved)
+                    continue
+                add(
+                    ToolTarget(model_name=name, spec=same[0], source=binding.provider, binding=binding),
+                    f'{_label(binding.provider, index)} tool "{same[0].name}"',
+                )
+        for tool in self.tools:
+            name = model_legal(tool.id)
+            add(
+                ToolTarget(model_name=name, spec=tool.spec, source=tool, declared=True),
+                f'{_label(tool, None)} "{tool.id}"',
+            )
+        if self.final_answer is not None:
+            if FINAL_RESULT_TOOL in origin:
+                raise AgentError(
+                    f'tool name "{FINAL_RESULT_TOOL}" is reserved for the final answer (output_type) '
+                    f"but is also offered by {origin[FINAL_RESULT_TOOL]}",
+                    code="ERR_AGENT_TOOL_COLLISION",
+                )
+            specs.append(
+                ToolSpec(
+                    name=FINAL_RESULT_TOOL,
+                    description=(
+                        "Give the final answer. Call this once, when you are done, "
+                        "with the answer as arguments."
+                    ),
+                    parameters=self.final_answer.model_json_schema(),
+                )
+            )
+        return Catalog(targets=targets, specs=tuple(specs))
+
+    def _drop(self, index: int, name: str, specs: Sequence[ToolSpec], *, declared: bool) -> None:
+        """Leave out tools of one listing whose model-facing names collide (logged once each)."""
+        key = (index, name, tuple(spec.name for spec in specs))
+        if key in self._dropped:
+            return
+        self._dropped.add(key)
+        listed = ", ".join(repr(spec.name) for spec in specs)  # repr: no control character goes out
+        why = "a declared tool or the final answer has that name" if declared else "they collide"
+        log.warning(
+            "binding #%d: left out tool(s) %s offered as %r: %s", index, bounded(listed, 500), name, why
+        )

@@ -1,0 +1,452 @@
+"""Per-call rules: how a batch of tool calls is checked, and how each call runs.
+
+The order of checks for one batch (a model turn, or `GovernedSession.call_tools`), all before any
+call runs, so a refusal means the remote side received nothing (the turn rule):
+
+1. every call names a tool the catalog has (`NOT_FOUND`);
+2. every call has its grants: `tool:<id>`, each capability, `effect:<effects>` unless `none`
+   (`PERMISSION_DENIED`); the refused calls are journaled `not_started`;
+3. the run's tool-call count stays within `max_tool_calls` (`LIMIT_EXCEEDED`);
+4. each call's arguments fit `max_input_bytes` (`LIMIT_EXCEEDED`) and, for declared tools, pass
+   the input schema (`INVALID_INPUT`);
+5. the whole batch's declared cost fits the budget (`BUDGET_EXCEEDED`); it is reserved;
+6. each call is journaled (`running`, nothing sent); a journal that cannot record it stops the
+   batch (`JOURNAL_UNAVAILABLE`).
+
+Then each call: "request sent" is journaled **before** the request goes out (a journal that
+cannot record it means the request is not sent: `JOURNAL_UNAVAILABLE`); the call runs under its
+timeout (and the session's deadline); the response is journaled; the result is accepted
+(declared MCP tools: envelope rules and output schema), size-checked, guarded (the runtime's
+`tool_result` guards, then the tool's own), and only then returned. Any failure ends the run:
+`failed` with the failure's code for effects `none` or when the request was never sent,
+`outcome_unknown` when a request to a tool with effects was sent (a journal write that fails
+after sending counts as such a failure). Nothing is retried. Error details of tools, servers,
+transports and providers stop here: codes and generic messages only.
+
+Discovered tools (a provider binding) are governed too: their permission id is the model-facing
+name, their effects come from the binding (`effects=`, default `write`), tightened by server
+annotations (`_permissions.effective_effects`), their capabilities from `capabilities=`; they
+cost the binding's `cost_micros` (default 0) and time out after its `timeout_ms` (default
+`limits.tool_timeout_ms`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import anyio
+
+from ..agent._hooks import PlannedToolCall
+from ..errors import ConfigError, PolicyError, ToolError
+from ..tools import ToolResult
+from ._canonical import canonical_json, sha256_hex
+from ._declared import DeclaredTool, ToolContext
+from ._guards import Guard, GuardContext, run_guards
+from ._journal import CallEnd, JournalWriteError
+from ._limits import Budget, Reservation, parts_bytes
+from ._outcomes import CODES, policy_error
+from ._permissions import ToolGrantNeeds, effective_effects
+from ._state import Plan, SessionCore
+
+__all__ = ["CallRules", "ms", "rt_settle"]
+
+log = logging.getLogger("toolbridge.runtime")
+
+_TOOL_CODE_MAP: Final[dict[str, str]] = {
+    "ERR_TOOL_INVALID_INPUT": "INVALID_INPUT",
+    "ERR_TOOL_INVALID_OUTPUT": "INVALID_OUTPUT",
+    "ERR_TOOL_TIMEOUT": "TIMEOUT",
+    "ERR_TOOL_FAILED": "TOOL_FAILED",
+}
+
+
+def _result_bytes(result: ToolResult) -> int:
+    if result.kind == "structured":
+        try:
+            return len(canonical_json(result.structured))
+        except (TypeError, ValueError):
+            return len(result.to_text().encode("utf-8"))
+    size = parts_bytes(result.parts)
+    if result.kind == "raw":
+        size += len(result.to_text().encode("utf-8"))
+    return size
+
+
+def _binding_value(binding: Any, name: str) -> Any:
+    """An option of a discovered tool's binding: an attribute, or a key of a mapping binding."""
+    value = getattr(binding, name, None)
+    if value is None and isinstance(binding, Mapping):
+        value = binding.get(name)
+    return value
+
+
+def _as_tool_result(value: Any) -> ToolResult:
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult.of_text(value)
+    return ToolResult.of_structured(value)
+
+
+def rt_settle(budget: Budget, reservation: Reservation | None, actual: int | None) -> int:
+    """Settle a reservation that may be missing (nothing reserved means nothing charged)."""
+    if reservation is None:
+        return 0
+    return budget.settle(reservation, actual)
+
+
+def ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)
+
+
+class CallRules(SessionCore):
+    """The per-call rules of a run or session (see the module docs)."""
+
+    _deadline: float = float("inf")
+    """The session's deadline (anyio time); a run's own deadline is enforced around the run."""
+
+    def _check_deadline(self) -> None:
+        if anyio.current_time() >= self._deadline:
+            raise self._fail("TIMEOUT", "max_duration_ms")
+
+    def _needs(self, call: PlannedToolCall) -> tuple[ToolGrantNeeds, str, str | None, DeclaredTool | None]:
+        target = call.target
+        assert target is not None
+        source = target.source
+        if target.declared or isinstance(source, DeclaredTool):
+            if not isinstance(source, DeclaredTool):
+                raise self._fail("NOT_FOUND", "declared tool of an unknown kind")
+            return (
+                ToolGrantNeeds(source.id, source.effects, source.capabilities),
+                source.kind,
+                source.version,
+                source,
+            )
+        caps = _binding_value(target.binding, "capabilities")
+        try:
+            effects = effective_effects(_binding_value(target.binding, "effects"), target.spec.annotations)
+        except ConfigError:
+            effects = "host"  # an unreadable declaration is treated as the most powerful
+        return ToolGrantNeeds(target.model_name, effects, tuple(caps or ())), "discovered", None, None
+
+    @staticmethod
+    def _binding_int(binding: Any, name: str) -> int | None:
+        value = _binding_value(binding, name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    def _plan_row(
+        self,
+        step: int,
+        call: PlannedToolCall,
+        needs: ToolGrantNeeds,
+        kind: str,
+        version: str | None,
+        digest: str,
+        size: int,
+    ) -> int:
+        """Journal one planned call (outcome `running`, nothing sent); returns its row id."""
+        return self._journal.plan_call(
+            self.state.run_id,
+            call.call_id,
+            step=step,
+            tool_id=needs.tool_id,
+            tool_version=version,
+            kind=kind,
+            effects=needs.effects,
+            args_sha256=digest,
+            args_bytes=size,
+        )
+
+    def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
+        """Check a whole batch (the turn rule) and plan each call; raises on the first refusal."""
+        st, rt, limits = self.state, self.rt, self.rt.limits
+        st.phase = "tools"
+        self._check_deadline()
+        # 1. every tool exists
+        for call in calls:
+            if call.target is None:
+                raise self._fail("NOT_FOUND")
+        resolved = [(call, *self._needs(call)) for call in calls]
+        # arguments: hash and size (never stored)
+        hashed: list[tuple[str, int]] = []
+        for call in calls:
+            try:
+                data = canonical_json(dict(call.arguments))
+            except (TypeError, ValueError):
+                data = b""
+            hashed.append((sha256_hex(data), len(data)))
+        # 2. permissions, for the whole batch; denied calls are recorded as not started
+        denied: str | None = None
+        for _call, needs, _kind, _version, _tool in resolved:
+            missing = rt.permissions.missing(needs.required())
+            if missing and denied is None:
+                denied = missing[0]
+        if denied is not None:
+            error = self._fail("PERMISSION_DENIED", denied)
+            for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
+                try:
+                    row = self._plan_row(step, call, needs, kind, version, digest, size)
+                except PolicyError:
+                    break
+                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
+            raise error
+        # 3. tool-call count
+        if st.tool_calls + len(calls) > limits.max_tool_calls:
+            raise self._fail("LIMIT_EXCEEDED", "max_tool_calls")
+        # 4. sizes and declared input schemas
+        validated: list[Any] = []
+        for (call, needs, _kind, _version, tool), (_digest, size) in zip(resolved, hashed, strict=True):
+            if size > limits.max_input_bytes:
+                raise self._fail("LIMIT_EXCEEDED", "max_input_bytes")
+            if tool is not None:
+                try:
+                    validated.append(tool.validate_input(call.arguments))
+                except ToolError:
+                    raise self._fail("INVALID_INPUT", f"arguments of tool {needs.tool_id!r}") from None
+            else:
+                validated.append(call.arguments)
+        # 5. the whole batch's cost
+        costs = []
+        for call, _needs, _kind, _version, tool in resolved:
+            if tool is not None:
+                costs.append(tool.cost_micros)
+            else:
+                costs.append(
+                    self._binding_int(call.target.binding if call.target else None, "cost_micros") or 0
+                )
+        if not st.budget.can_reserve(sum(costs)):
+            raise self._fail("BUDGET_EXCEEDED", "the tool calls of this turn")
+        st.tool_calls += len(calls)
+        for (call, needs, kind, version, tool), (digest, size), value, cost in zip(
+            resolved, hashed, validated, costs, strict=True
+        ):
+            reservation = st.budget.reserve(cost)
+            if tool is not None:
+                timeout_ms = tool.timeout_ms
+            else:
+                binding = call.target.binding if call.target else None
+                timeout_ms = self._binding_int(binding, "timeout_ms") or limits.tool_timeout_ms
+            try:
+                row = self._plan_row(step, call, needs, kind, version, digest, size)
+            except JournalWriteError:
+                rt_settle(st.budget, reservation, 0)
+                raise self._fail(
+                    "JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent"
+                ) from None
+            st.plans[(step, call.call_id)] = Plan(
+                call=call,
+                needs=needs,
+                kind=kind,
+                version=version,
+                tool=tool,
+                validated=value,
+                timeout_ms=timeout_ms,
+                row=row,
+                reservation=reservation,
+                cost_micros=cost,
+                args_bytes=size,
+            )
+
+    async def _run(
+        self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]]
+    ) -> ToolResult:
+        """Run one planned call under its rules; raises `PolicyError` when it does not succeed."""
+        st, rt = self.state, self.rt
+        plan = st.plans.pop((step, call.call_id), None)
+        if plan is None:  # the agent skipped before_tool_calls: refuse rather than run ungoverned
+            raise self._fail("PERMISSION_DENIED", "tool call was not checked")
+        if st.failure is not None:  # another call of this turn already ended the run
+            charged = rt_settle(st.budget, plan.reservation, 0)
+            self._record_end(plan.row, "not_started", st.failure.code, charged)
+            raise st.failure
+        effects = plan.needs.effects
+        meta: dict[str, Any] = {
+            "call_id": call.call_id,
+            "tool_id": plan.needs.tool_id,
+            "kind": plan.kind,
+            "effects": effects,
+            "args_bytes": plan.args_bytes,
+        }
+        if plan.version is not None:
+            meta["tool_version"] = plan.version
+        self._emit("tool.started", meta)
+        started = time.monotonic()
+        sent = False
+        received = False
+        code: str | None = None
+        try:
+            self._journal.request_sent(plan.row)
+        except JournalWriteError:
+            # No evidence, no call: the request is not sent.
+            error = self._fail("JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent")
+            self._end_unfinished(
+                plan, meta, "not_started", "JOURNAL_UNAVAILABLE", sent=False, received=False, started=started
+            )
+            raise error from None
+        st.sent_unended[plan.row] = effects
+        try:
+            tctx = ToolContext(run_id=st.run_id, call_id=call.call_id, tool_id=plan.needs.tool_id)
+            sent = True
+            st.in_flight[plan.row] = effects
+            raw: Any = None
+            try:
+                # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
+                # manager); only its deadline can cancel it, so a caught cancellation is a timeout.
+                deadline = min(anyio.current_time() + plan.timeout_ms / 1000, self._deadline)
+                with anyio.CancelScope(deadline=deadline) as limit:
+                    if plan.tool is not None:
+                        raw = await plan.tool.send(plan.validated, tctx)
+                    else:
+                        raw = await invoke()
+                if limit.cancelled_caught:
+                    raise TimeoutError
+            except TimeoutError:
+                tctx.signal.set()
+                code = "TIMEOUT"
+                raise self._call_failure(code, effects, sent=True) from None
+            except PolicyError as exc:
+                code = exc.code if exc.code in CODES else "TOOL_FAILED"
+                raise self._call_failure(code, effects, sent=True) from None
+            except Exception:
+                code = "TOOL_FAILED"
+                raise self._call_failure(code, effects, sent=True) from None
+            received = True
+            st.in_flight.pop(plan.row, None)
+            try:
+                self._journal.response_received(plan.row)
+            except JournalWriteError:
+                code = "JOURNAL_UNAVAILABLE"
+                raise self._call_failure(code, effects, sent=True) from None
+            # acceptance
+            try:
+                if plan.tool is not None:
+                    value = plan.tool.accept(raw)
+                    result = ToolResult.of_structured(value)
+                else:
+                    result = _as_tool_result(raw)
+            except ToolError as exc:
+                code = _TOOL_CODE_MAP.get(exc.code, "TOOL_FAILED")
+                raise self._call_failure(code, effects, sent=True) from None
+            size = _result_bytes(result)
+            if size > rt.limits.max_output_bytes:
+                code = "LIMIT_EXCEEDED"
+                raise self._call_failure(code, effects, sent=True, detail="max_output_bytes")
+            meta["result_bytes"] = size
+            # guards: the runtime's, then the tool's own
+            result = await self._guard_result(plan, result)
+        except PolicyError as exc:
+            code = exc.code
+            outcome = exc.outcome
+            if code in ("GUARD_BLOCKED", "GUARD_UNAVAILABLE"):
+                outcome = "blocked"
+            self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
+            raise
+        except BaseException:
+            # cancelled (the run was cancelled or timed out, or a sibling call failed)
+            if sent and not received:
+                outcome = "outcome_unknown" if effects != "none" else "cancelled"
+                code = "OUTCOME_UNKNOWN" if effects != "none" else "CANCELLED"
+                if effects != "none":
+                    st.unknown = True
+            else:
+                outcome, code = "cancelled", "CANCELLED"
+            self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
+            raise
+        charged = rt_settle(st.budget, plan.reservation, plan.cost_micros)
+        try:
+            self._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
+        except JournalWriteError:
+            # The result is not given to anyone: the journal could not say the call succeeded.
+            error = self._call_failure("JOURNAL_UNAVAILABLE", effects, sent=True)
+            outcome = error.outcome if error.outcome != "blocked" else "failed"
+            self._end_unfinished(
+                plan, meta, outcome, error.code, sent=True, received=True, started=started, charged=charged
+            )
+            raise error from None
+        st.sent_unended.pop(plan.row, None)
+        self._emit(
+            "tool.completed", dict(meta, duration_ms=ms(started), outcome="succeeded", cost_micros=charged)
+        )
+        return result
+
+    def _end_unfinished(
+        self,
+        plan: Plan,
+        meta: Mapping[str, Any],
+        outcome: str,
+        code: str,
+        *,
+        sent: bool,
+        received: bool,
+        started: float,
+        charged: int | None = None,
+    ) -> None:
+        """Settle, journal and report a call that did not succeed; the caller re-raises.
+
+        The reservation is charged in full once the request was sent (the remote side may have
+        acted), and released when it was not.
+        """
+        st = self.state
+        if charged is None:
+            charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
+        self._record_end(plan.row, outcome, code, charged)
+        st.in_flight.pop(plan.row, None)
+        self._emit(
+            "tool.completed",
+            dict(meta, duration_ms=ms(started), outcome=outcome, code=code, response_received=received),
+        )
+
+    def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
+        """Journal a call's end; when that write fails, keep it for the run's end."""
+        try:
+            self._journal.end_call(row, outcome=outcome, error_code=code, cost_micros=charged)
+        except JournalWriteError:
+            log.warning("the evidence journal could not be written")
+            self.state.unrecorded[row] = CallEnd(row, outcome, code, charged)
+            return
+        self.state.sent_unended.pop(row, None)
+
+    def _call_failure(self, code: str, effects: str, *, sent: bool, detail: str | None = None) -> PolicyError:
+        """The error for a call that failed: unknown when a request with effects was sent."""
+        if sent and effects != "none":
+            self.state.unknown = True
+            error = policy_error("OUTCOME_UNKNOWN")
+            error.details["cause"] = code
+        else:
+            error = policy_error(code, detail)
+        if self.state.failure is None or error.outcome == "outcome_unknown":
+            self.state.failure = error
+        return error
+
+    async def _guard_result(self, plan: Plan, result: ToolResult) -> ToolResult:
+        guards: tuple[Guard, ...] = self.rt.guards.tool_result
+        if plan.tool is not None:
+            guards = guards + plan.tool.guards
+        if not guards:
+            return result
+        gctx = GuardContext(
+            run_id=self.state.run_id,
+            stage="tool_result",
+            tool_id=plan.needs.tool_id,
+            call_id=plan.call.call_id,
+        )
+        tool = plan.tool  # a declared tool's guards see its structured value, revalidated
+        try:
+            value = await run_guards(
+                guards,
+                result.structured if tool is not None else result,
+                gctx,
+                timeout_ms=self.rt.limits.guard_timeout_ms,
+                emit=self._emit,
+                revalidate=tool.validate_output if tool is not None else None,
+            )
+        except ToolError:  # only `revalidate` raises it
+            raise self._fail("INVALID_OUTPUT", "a guard's rewrite does not match the output schema") from None
+        except PolicyError as exc:
+            if self.state.failure is None:
+                self.state.failure = exc
+            raise
+        return ToolResult.of_structured(value) if tool is not None else _as_tool_result(value)

@@ -1,0 +1,322 @@
+"""`GovernedSession`: the runtime's rules for any caller, one tool call (or batch) at a time.
+
+```python
+async with runtime.session(tool_providers=[{"provider": files, "effects": "read"}],
+                           principal="alice") as session:
+    specs = await session.list_tools()                  # ToolSpecs, model-facing names
+    result = await session.call_tool("read_text_file", {"path": "notes.txt"})
+    results = await session.call_tools([("a", {}), ("b", {"x": 1})])   # the turn rule
+outcome = session.result()                              # a RuntimeResult, like runtime.run's
+```
+
+A session is a run without an agent: it is journaled as one run (with `principal`), its events
+are the run's events (`run.started`, `tool.*`, `model.*`, `guard.*`, `run.completed`), and every
+call goes through exactly the rules of an agent run (`_calls`, `_run_rules`): grants, limits,
+budget, timeouts, `tool_result` guards, result rules, honest outcomes, no leakage. The `Agent`'s
+governor (`_governor`) is built on the same object, so there is one implementation of the rules.
+
+- `call_tool(name, args)` returns the `ToolResult` (after guards) or raises `PolicyError` with
+  the runtime's code and generic message; `call_tools([(name, args), ...])` checks the whole
+  batch before any call runs, then runs the calls concurrently (at most `max_parallel_tools` at
+  once) and returns their results in order, or raises the first failure in order.
+- Fail closed: the first refusal or failure (`blocked`, `failed`, `outcome_unknown`) ends the
+  session; every later call (and model call) is refused with that code.
+- `before_model_call(model_id, ...)` / `after_model_call(...)` govern a model call the caller
+  makes itself (a framework adapter): the `model:<id>` grant, `max_model_calls`, the context
+  size and the budget.
+- `max_duration_ms` is the session's deadline from its start: a call running past it is
+  cancelled (`TIMEOUT`), and later calls are refused.
+- Leaving the `async with` ends the session: its outcome is journaled and `result()` gives it.
+  A session cancelled from outside (its task cancelled) ends `cancelled`, or `outcome_unknown`
+  when a call with effects was in flight. A journal that cannot record the session's start
+  leaves it closed from the start (`failed` / `JOURNAL_UNAVAILABLE`: every call is refused).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..agent._catalog import Catalog, ToolCatalog, check_declared
+from ..agent._hooks import PlannedToolCall, ToolTarget
+from ..agent._types import ToolBinding
+from ..errors import AgentError, ConfigError, PolicyError, ToolbridgeError
+from ..tools import ToolResult, ToolSpec
+from ._calls import CallRules, ms
+from ._journal import JournalWriteError
+from ._limits import Budget
+from ._outcomes import GENERIC_MESSAGES, RuntimeResult
+from ._run_rules import RunRules, code_for
+from ._state import RunState, new_run_id
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+__all__ = ["GovernedSession"]
+
+_MAX_PRINCIPAL = 256
+
+
+def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable[ToolResult]]:
+    async def invoke() -> ToolResult:
+        result: ToolResult = await target.source.call_tool(target.spec.name, call.arguments)
+        return result
+
+    return invoke
+
+
+class GovernedSession(CallRules, RunRules):
+    """Governed tool calls for any caller (see the module docs). Build it with `runtime.session()`.
+
+    Attributes:
+        run_id: the session's run id (journal, events, `runtime.inspect`).
+        principal: who the session acts for, as given (journaled with the run).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        tools: Sequence[Any] = (),
+        tool_providers: Sequence[Any] = (),
+        principal: str | None = None,
+        run_id: str | None = None,
+        max_parallel_tools: int = 8,
+        label: str | None = None,
+        catalog: ToolCatalog | None = None,
+    ) -> None:
+        if principal is not None and (
+            not isinstance(principal, str) or not 0 < len(principal) <= _MAX_PRINCIPAL
+        ):
+            raise ConfigError(f"principal must be a non-empty string of at most {_MAX_PRINCIPAL} characters")
+        if run_id is not None and (not isinstance(run_id, str) or not 0 < len(run_id) <= _MAX_PRINCIPAL):
+            raise ConfigError(f"run_id must be a non-empty string of at most {_MAX_PRINCIPAL} characters")
+        if (
+            isinstance(max_parallel_tools, bool)
+            or not isinstance(max_parallel_tools, int)
+            or max_parallel_tools < 1
+        ):
+            raise ConfigError("max_parallel_tools must be an integer >= 1")
+        if catalog is None:
+            if isinstance(tool_providers, Mapping) or not isinstance(tool_providers, Sequence):
+                tool_providers = [tool_providers]
+            bindings = tuple(ToolBinding.coerce(b) for b in tool_providers)
+            catalog = ToolCatalog(bindings, check_declared(tools, "session"))
+        self.rt = runtime
+        self.run_id = run_id or new_run_id()
+        self.principal = principal
+        self.state = RunState(run_id=self.run_id, budget=Budget(runtime.limits.max_cost_micros))
+        self.max_parallel_tools = max_parallel_tools
+        self._catalog = catalog
+        self._label = label or (f"session ({principal})" if principal else "session")
+        self._turns = 0
+        self._opened = False
+        self._result: RuntimeResult | None = None
+        self._started = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"GovernedSession({self.run_id!r}, principal={self.principal!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _open(self, *, deadline: bool = True) -> RuntimeResult | None:
+        """Journal the start; a result (`JOURNAL_UNAVAILABLE`) when the journal cannot."""
+        if self._opened:
+            raise ConfigError("a session can be entered only once")
+        self._opened = True
+        self._started = time.monotonic()
+        self.state.started = self._started
+        if deadline:
+            self._deadline = anyio.current_time() + self.rt.limits.max_duration_ms / 1000
+        self._emit("run.started", {"agent": self._label, "profile": self.rt.profile})
+        self.rt._flush_pending()
+        try:
+            known = self._journal.get_run(self.run_id) is not None
+        except ConfigError:
+            known = False  # unreadable now: the insert below tells (a duplicate id fails it too)
+        if known:
+            self.rt._bus.forget(self.run_id)
+            raise ConfigError(f"run id {self.run_id!r} is already in the journal")
+        try:
+            self._journal.start_run(
+                self.run_id, agent=self._label, profile=self.rt.profile, principal=self.principal
+            )
+        except JournalWriteError:
+            self._fail("JOURNAL_UNAVAILABLE", "the run's start could not be recorded")
+            result = RuntimeResult(
+                outcome="failed",
+                error_code="JOURNAL_UNAVAILABLE",
+                error_message=GENERIC_MESSAGES["JOURNAL_UNAVAILABLE"],
+                usage={"input_tokens": 0, "output_tokens": 0, "model_calls": 0},
+                run_id=self.run_id,
+            )
+            self._completed(result)
+            return result
+        self.rt._sessions[self.run_id] = self
+        return None
+
+    def _settle(
+        self,
+        *,
+        output: Any = None,
+        text: str | None = None,
+        steps: list[Any] | None = None,
+        error: BaseException | None = None,
+        timed_out: bool = False,
+        cancelled: bool = False,
+    ) -> RuntimeResult:
+        """Decide the outcome and journal the end (once); `_completed` then reports it."""
+        if self._result is not None:
+            return self._result
+        self.rt._sessions.pop(self.run_id, None)
+        result = self._outcome(output, text, steps or [], error, timed_out=timed_out, cancelled=cancelled)
+        self._result = self._end_run(result)
+        return self._result
+
+    def _completed(self, result: RuntimeResult) -> None:
+        self._result = result
+        self._emit(
+            "run.completed",
+            {
+                "outcome": result.outcome,
+                "code": result.error_code,
+                "duration_ms": ms(self._started),
+                "cost_micros": result.cost_micros,
+                "model_calls": self.state.model_calls,
+                "tool_calls": self.state.tool_calls,
+            },
+        )
+        self.rt._bus.forget(self.run_id)
+
+    async def __aenter__(self) -> GovernedSession:
+        self._open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if self._result is not None:  # never opened (journal) or already closed
+            return
+        cancelled = exc is not None and isinstance(exc, anyio.get_cancelled_exc_class())
+        self._completed(self._settle(cancelled=cancelled))
+
+    def result(self) -> RuntimeResult:
+        """The session's outcome, error code, usage, cost and run id (like `runtime.run`'s).
+
+        Before the session is closed: the outcome so far (`succeeded` until something ends it).
+        """
+        if self._result is not None:
+            return self._result
+        failure = self.state.failure
+        usage = {
+            "input_tokens": self.state.input_tokens,
+            "output_tokens": self.state.output_tokens,
+            "model_calls": self.state.model_calls,
+        }
+        if failure is None:
+            return RuntimeResult(
+                outcome="succeeded", usage=usage, cost_micros=self.state.budget.spent, run_id=self.run_id
+            )
+        return RuntimeResult(
+            outcome=failure.outcome,
+            error_code=failure.code,
+            error_message=failure.message,
+            usage=usage,
+            cost_micros=self.state.budget.spent,
+            run_id=self.run_id,
+        )
+
+    def _cancel(self) -> None:
+        """`runtime.cancel(run_id)`: end the session `cancelled`; refuse every later call."""
+        self._fail("CANCELLED")
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._opened:
+            raise ConfigError("use the session as `async with runtime.session(...) as session:`")
+        if self._result is not None and self.state.failure is None:
+            raise ConfigError("the session is closed")
+        super()._check_open()
+
+    async def _resolve(self) -> Catalog:
+        try:
+            return await self._catalog.resolve()
+        except AgentError as exc:
+            raise self._fail(code_for(exc, "tools")) from None
+        except ToolbridgeError:
+            raise self._fail("TOOLS_UNAVAILABLE") from None
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools a model may be shown, with their model-facing names.
+
+        Raises:
+            PolicyError: `TOOL_COLLISION` or `TOOLS_UNAVAILABLE` (the session has ended), or the
+                code that ended it before.
+        """
+        self._check_open()
+        return list((await self._resolve()).specs)
+
+    async def call_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
+        """Call one tool (by its model-facing name) under the runtime's rules.
+
+        Raises:
+            PolicyError: the runtime's code and generic message; the session has ended.
+        """
+        (result,) = await self.call_tools([(name, args)])
+        return result
+
+    async def call_tools(self, calls: Sequence[tuple[str, Mapping[str, Any] | None]]) -> list[ToolResult]:
+        """Check a whole batch (the turn rule), then run it concurrently; results in order.
+
+        Raises:
+            PolicyError: the first refusal (nothing of the batch ran) or the first failure in
+                order (the others ran to their end); the session has ended.
+        """
+        self._check_open()
+        if isinstance(calls, str | bytes) or not isinstance(calls, Sequence) or not calls:
+            raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+        catalog = await self._resolve()
+        step = self._turns
+        self._turns += 1
+        planned: list[PlannedToolCall] = []
+        for i, item in enumerate(calls):
+            if not isinstance(item, tuple | list) or len(item) != 2 or not isinstance(item[0], str):
+                raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+            name, args = item
+            if args is None:
+                args = {}
+            if not isinstance(args, Mapping):
+                raise self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
+            planned.append(PlannedToolCall(f"call_{step}_{i}", name, args, catalog.targets.get(name)))
+        self._plan(planned, step)
+        if len(planned) == 1:
+            call = planned[0]
+            assert call.target is not None  # `_plan` refused unknown names
+            return [await self._run(call, step, _invoke(call.target, call))]
+        results: list[ToolResult | None] = [None] * len(planned)
+        failures: dict[int, BaseException] = {}
+        limiter = (
+            anyio.CapacityLimiter(self.max_parallel_tools) if len(planned) > self.max_parallel_tools else None
+        )
+
+        async def one(index: int, call: PlannedToolCall) -> None:
+            assert call.target is not None
+            try:
+                if limiter is not None:
+                    async with limiter:
+                        results[index] = await self._run(call, step, _invoke(call.target, call))
+                else:
+                    results[index] = await self._run(call, step, _invoke(call.target, call))
+            except PolicyError as exc:
+                failures[index] = exc
+
+        async with anyio.create_task_group() as tg:
+            for index, call in enumerate(planned):
+                tg.start_soon(one, index, call)
+        if failures:
+            raise failures[min(failures)]
+        return [r for r in results if r is not None]

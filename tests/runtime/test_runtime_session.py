@@ -1,0 +1,244 @@
+"""`runtime.session()`: the runtime's rules for any caller, against real servers."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from rt_helpers import Empty, Message, exists
+from rt_server import SERVER_MARKER
+
+from toolbridge.agent.models import ModelPrices
+from toolbridge.bridge import McpToolProvider
+from toolbridge.clients import StdioClient
+from toolbridge.errors import ConfigError, PolicyError
+from toolbridge.runtime import GovernedSession, create_runtime, define_mcp_tool, define_tool
+
+HERE = Path(__file__).resolve().parent
+READ = ["tool:fs_read_text_file", "effect:read"]
+
+
+def _files(node: str, filesystem_js: str, folder: Path) -> tuple[StdioClient, dict[str, Any]]:
+    client = StdioClient(node, [filesystem_js, str(folder)])
+    binding = {"provider": McpToolProvider(client), "prefix": "fs_", "effects": "read"}
+    return client, binding
+
+
+async def test_a_granted_call_reaches_the_server_and_is_journaled_with_the_principal(
+    node: str, filesystem_js: str, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello from the file")
+    runtime = create_runtime("durable", permissions={"allow": READ}, journal=tmp_path / "runs.sqlite")
+    client, binding = _files(node, filesystem_js, tmp_path)
+    async with client, runtime.session(tool_providers=[binding], principal="alice") as session:
+        assert isinstance(session, GovernedSession) and session.principal == "alice"
+        names = [spec.name for spec in await session.list_tools()]
+        assert "fs_read_text_file" in names and "fs_write_file" in names
+        result = await session.call_tool("fs_read_text_file", {"path": str(tmp_path / "notes.txt")})
+        assert "hello from the file" in result.to_text()
+    outcome = session.result()
+    assert (outcome.outcome, outcome.error_code, outcome.run_id) == ("succeeded", None, session.run_id)
+    record = runtime.inspect(session.run_id)
+    assert record.principal == "alice" and record.outcome == "succeeded" and record.agent == "session (alice)"
+    (evidence,) = record.calls
+    assert (evidence.tool_id, evidence.effects, evidence.outcome) == (
+        "fs_read_text_file",
+        "read",
+        "succeeded",
+    )
+    assert evidence.request_sent and evidence.response_received and evidence.kind == "discovered"
+    runtime.close()
+
+
+async def test_an_ungranted_call_never_reaches_the_server_and_the_session_fails_closed(
+    node: str, filesystem_js: str, tmp_path: Path
+) -> None:
+    target = tmp_path / "out.txt"
+    (tmp_path / "notes.txt").write_text("x")
+    runtime = create_runtime(permissions={"allow": READ})
+    client, binding = _files(node, filesystem_js, tmp_path)
+    async with client, runtime.session(tool_providers=[binding]) as session:
+        with pytest.raises(PolicyError) as refused:
+            await session.call_tool("fs_write_file", {"path": str(target), "content": "no"})
+        assert refused.value.code == "PERMISSION_DENIED" and refused.value.outcome == "blocked"
+        assert "tool:fs_write_file" in refused.value.message
+        # fail closed: even a granted call is refused now, with the same code
+        with pytest.raises(PolicyError) as closed:
+            await session.call_tool("fs_read_text_file", {"path": str(tmp_path / "notes.txt")})
+        assert closed.value.code == "PERMISSION_DENIED"
+        with pytest.raises(PolicyError):
+            await session.before_model_call("scripted")
+    assert not exists(target)
+    assert (session.result().outcome, session.result().error_code) == ("blocked", "PERMISSION_DENIED")
+    record = runtime.inspect(session.run_id)
+    assert record.outcome == "blocked"
+    assert [(c.tool_id, c.request_sent, c.outcome) for c in record.calls] == [
+        ("fs_write_file", False, "not_started")
+    ]
+
+
+async def test_the_turn_rule_checks_a_whole_batch_before_any_call_runs(
+    node: str, filesystem_js: str, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    runtime = create_runtime(permissions={"allow": READ})
+    client, binding = _files(node, filesystem_js, tmp_path)
+    binding["effects"] = "write"  # every tool of the binding now needs effect:write
+    async with client, runtime.session(tool_providers=[binding]) as session:
+        with pytest.raises(PolicyError) as refused:
+            await session.call_tools(
+                [
+                    ("fs_read_text_file", {"path": str(tmp_path / "notes.txt")}),
+                    ("fs_write_file", {"path": str(tmp_path / "out.txt"), "content": "no"}),
+                ]
+            )
+    assert refused.value.code == "PERMISSION_DENIED"
+    assert not exists(tmp_path / "out.txt")
+    calls = runtime.inspect(session.run_id).calls
+    assert [(c.request_sent, c.outcome) for c in calls] == [(False, "not_started")] * 2
+
+
+async def test_a_batch_runs_concurrently_bounded_and_returns_results_in_order() -> None:
+    running, most = 0, 0
+
+    async def slow(value: Any, ctx: Any) -> dict[str, str]:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await anyio.sleep(0.2)
+        running -= 1
+        return {"content": value.content}
+
+    tool = define_tool("slow", "1", "", Message, Message, "none", [], execute=slow)
+    runtime = create_runtime(permissions={"allow": ["tool:slow"]})
+    started = time.monotonic()
+    async with runtime.session(tools=[tool], max_parallel_tools=2) as session:
+        results = await session.call_tools([("slow", {"content": str(i)}) for i in range(4)])
+    assert [r.structured for r in results] == [{"content": str(i)} for i in range(4)]
+    assert most == 2 and time.monotonic() - started < 0.75  # two waves of 0.2 s
+    assert session.result().ok
+
+
+async def test_the_budget_refuses_the_call_that_does_not_fit() -> None:
+    ran: list[int] = []
+    tool = define_tool(
+        "pay", "1", "", Empty, Message, "none", [], cost_micros=60,
+        execute=lambda i, c: ran.append(1) or {"content": "paid"},
+    )  # fmt: skip
+    runtime = create_runtime(permissions={"allow": ["tool:pay"]}, limits={"max_cost_micros": 100})
+    async with runtime.session(tools=[tool]) as session:
+        assert (await session.call_tool("pay")).structured == {"content": "paid"}
+        with pytest.raises(PolicyError) as refused:
+            await session.call_tool("pay")
+    assert refused.value.code == "BUDGET_EXCEEDED" and ran == [1]
+    result = session.result()
+    assert (result.outcome, result.error_code, result.cost_micros) == ("blocked", "BUDGET_EXCEEDED", 60)
+
+
+async def test_model_calls_are_governed_by_grant_count_and_budget() -> None:
+    prices = ModelPrices(input_per_million_micros=1_000_000, output_per_million_micros=1_000_000)
+    runtime = create_runtime(
+        permissions={"allow": ["model:openai:gpt-x"]}, limits={"max_cost_micros": 50, "max_model_calls": 5}
+    )
+    async with runtime.session() as session:
+        await session.before_model_call("openai:gpt-x", context_bytes=10, max_output_tokens=20, prices=prices)
+        await session.after_model_call(input_tokens=8, output_tokens=12)
+        assert session.result().cost_micros == 20
+        with pytest.raises(PolicyError) as too_big:  # 10 + 40 more would pass 50 with 20 spent
+            await session.before_model_call(
+                "openai:gpt-x", context_bytes=10, max_output_tokens=40, prices=prices
+            )
+    assert too_big.value.code == "BUDGET_EXCEEDED"
+    assert session.result().usage == {"input_tokens": 8, "output_tokens": 12, "model_calls": 1}
+    async with runtime.session() as other:
+        with pytest.raises(PolicyError) as denied:
+            await other.before_model_call("openai:other")
+    assert denied.value.code == "PERMISSION_DENIED" and "model:openai:other" in denied.value.message
+
+
+async def test_a_failure_after_sending_is_outcome_unknown_and_no_server_text_leaks() -> None:
+    async with StdioClient(sys.executable, [str(HERE / "rt_server.py")]) as client:
+        fail = define_mcp_tool(
+            id="ops.fail", version="1", description="", input=Empty, output=Message, effects="write",
+            capabilities=[], remote_name="fail", client=client,
+        )  # fmt: skip
+        ok = define_mcp_tool(
+            id="ops.ok", version="1", description="", input={"type": "object"}, output=Message,
+            effects="none", capabilities=[], remote_name="ok", client=client,
+        )  # fmt: skip
+        runtime = create_runtime(permissions={"allow": ["tool:ops.fail", "effect:write", "tool:ops.ok"]})
+        async with runtime.session(tools=[fail, ok]) as session:
+            assert (await session.call_tool("ops_ok", {"message": "m"})).structured == {"content": "m"}
+            with pytest.raises(PolicyError) as unknown:
+                await session.call_tool("ops_fail")
+            with pytest.raises(PolicyError) as closed:
+                await session.call_tool("ops_ok", {"message": "m"})
+    assert unknown.value.code == closed.value.code == "OUTCOME_UNKNOWN"
+    assert SERVER_MARKER not in repr(unknown.value.__dict__) and unknown.value.__cause__ is None
+    assert (session.result().outcome, session.result().error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
+    assert [c.outcome for c in runtime.inspect(session.run_id).calls] == ["succeeded", "outcome_unknown"]
+
+
+async def test_a_session_cancelled_mid_call_with_effects_is_outcome_unknown(tmp_path: Path) -> None:
+    async with StdioClient(sys.executable, [str(HERE / "rt_server.py")]) as client:
+        slow = define_mcp_tool(
+            id="ops.slow", version="1", description="", input={"type": "object"}, output=Message,
+            effects="write", capabilities=[], remote_name="slow", client=client,
+        )  # fmt: skip
+        runtime = create_runtime(permissions={"allow": ["tool:ops.slow", "effect:write"]})
+        session = runtime.session(tools=[slow])
+        with anyio.move_on_after(0.5):
+            async with session:
+                await session.call_tool("ops_slow", {"seconds": 10})
+    assert (session.result().outcome, session.result().error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
+    (evidence,) = runtime.inspect(session.run_id).calls
+    assert evidence.request_sent and evidence.outcome == "outcome_unknown"
+
+
+async def test_the_session_deadline_is_max_duration_ms() -> None:
+    async def wait(value: Any, ctx: Any) -> dict[str, str]:
+        await anyio.sleep(5)
+        return {"content": "late"}
+
+    tool = define_tool("wait", "1", "", Empty, Message, "none", [], execute=wait)
+    runtime = create_runtime(permissions={"allow": ["tool:wait"]}, limits={"max_duration_ms": 300})
+    started = time.monotonic()
+    async with runtime.session(tools=[tool]) as session:
+        with pytest.raises(PolicyError) as late:
+            await session.call_tool("wait")
+    assert late.value.code == "TIMEOUT" and time.monotonic() - started < 2
+
+
+async def test_hostile_use_of_a_session_gets_clear_errors() -> None:
+    runtime = create_runtime(permissions={"allow": []})
+    session = runtime.session()
+    with pytest.raises(ConfigError, match="async with"):
+        await session.call_tool("x")
+    for bad in ({"principal": ""}, {"principal": 7}, {"principal": "x" * 300}, {"run_id": ""}):
+        with pytest.raises(ConfigError):
+            runtime.session(**bad)
+    with pytest.raises(ConfigError, match="max_parallel_tools"):
+        runtime.session(max_parallel_tools=0)
+    with pytest.raises(ConfigError, match="not a declared tool"):
+        runtime.session(tools=[object()])
+    async with runtime.session() as session:
+        with pytest.raises(PolicyError) as empty:
+            await session.call_tools([])
+        assert empty.value.code == "INVALID_INPUT"
+    async with runtime.session() as session:
+        with pytest.raises(PolicyError) as not_object:
+            await session.call_tool("x", ["not", "an", "object"])  # type: ignore[arg-type]
+        assert not_object.value.code == "INVALID_INPUT"
+    async with runtime.session() as session:
+        with pytest.raises(PolicyError) as missing:
+            await session.call_tool("nothing_here")
+        assert missing.value.code == "NOT_FOUND"
+    async with runtime.session(run_id="run_same"):
+        pass
+    with pytest.raises(ConfigError, match="already in the journal"):
+        async with runtime.session(run_id="run_same"):
+            pass
