@@ -68,7 +68,7 @@ def test_yaml_bad_indentation(tmp_path: Path) -> None:
 def test_unknown_tag_and_duplicate_key(tmp_path: Path) -> None:
     text = BASE + "kind: Mcp.StdioClient\nmetadata: { name: B }\ncommand: !env node\ncommand: x\n"
     assert found(tmp_path, text) == [
-        ("ERR_MANIFEST_YAML", 16, 10),
+        ("ERR_MANIFEST_UNSUPPORTED", 16, 10),
         ("ERR_MANIFEST_DUPLICATE_KEY", 17, 1),
     ]
 

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import socket
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -179,38 +175,6 @@ def test_secret_values_never_printed_by_run(
     assert "ERR_MODEL" in out + err
     everything = out + err + caplog.text + "".join(str(r.__dict__) for r in caplog.records)
     assert SECRET not in everything
-
-
-@pytest.fixture
-def everything_http(everything_js: str, node: str) -> Iterator[str]:
-    """server-everything over Streamable HTTP on a free port; yields its endpoint."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [node, everything_js, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, "server-everything exited"
-                assert time.monotonic() < deadline, "server-everything did not listen"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def test_http_server_and_python_functions_from_yaml(tmp_path: Path, everything_http: str) -> None:

@@ -4,7 +4,10 @@
   summary; `--json` prints `{ok, errorCount, warningCount, diagnostics}`. Exit 0 when there is
   no error, 1 otherwise.
 - `run FILE` runs the same analysis first (and stops with exit 1 on an error), then builds the
-  manifest and runs one agent on the input. Progress (steps, tool calls with their duration and
+  manifest and runs one target: `--target NAME` (a `Telo.Application` target or any runnable
+  document: `Ai.Agent`, `Ai.Text`, `Ai.TextStream`, `Ai.AgentStream`, `McpClient.ToolsCall`,
+  `McpClient.ToolsList`; see `_run_target`), `--agent NAME`, or the one thing the manifest
+  runs. Progress (steps, tool calls with their duration and
   ok / error) goes to stderr as it happens; the final text goes to stdout. `--json` prints only
   the run result as JSON on stdout. Ctrl-C cancels the run: every server is shut down, the
   journal records `cancelled`, and the exit code is 130.
@@ -50,10 +53,17 @@ def register(subparsers: Any) -> None:
         description="Check the manifest, build it, and run an agent on the input.",
     )
     run.add_argument("file", metavar="FILE", help="the manifest")
-    run.add_argument("--agent", metavar="NAME", help="the Ai.Agent to run (needed when there are several)")
-    source = run.add_mutually_exclusive_group(required=True)
+    pick = run.add_mutually_exclusive_group()
+    pick.add_argument("--agent", metavar="NAME", help="the Ai.Agent to run (needed when there are several)")
+    pick.add_argument("--target", metavar="NAME", help="the target or runnable document to run")
+    source = run.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="TEXT", help="the prompt")
     source.add_argument("--input-file", metavar="F", help="read the prompt from a file ('-' for stdin)")
+    run.add_argument(
+        "--inputs",
+        metavar="JSON",
+        help="a JSON object of inputs, merged over the target's (e.g. name, arguments)",
+    )
     run.add_argument("--json", action="store_true", help="print the run result as JSON")
     _secret_options(run)
     run.set_defaults(handler=_run)
@@ -139,11 +149,18 @@ def _run(args: argparse.Namespace) -> int:
         print(f"toolbridge: {args.file}: {errors} error(s); nothing was started", file=sys.stderr)
         return 1
     manifest = Manifest(analysis=analysis)
-    agent_name = manifest.pick_agent(args.agent)
-    prompt = _read_input(args)
+    from ..manifest._targets import model_inputs
+    from ._run_target import merged_inputs, run_target
+
+    target = manifest.pick_target(args.target, agent=args.agent)
+    prompt = _read_input(args) if (args.input is not None or args.input_file is not None) else None
+    inputs = merged_inputs(target, prompt, args.inputs)
+    if target.kind != "Ai.Agent":
+        return run_target(manifest, target, inputs, args.json, _LiveView(sys.stderr))
+    given, system, options = model_inputs(f"Ai.Agent {target.document}", inputs)
     view = None if args.json else _LiveView(sys.stderr)
     try:
-        outcome = asyncio.run(_run_async(manifest, agent_name, prompt, view))
+        outcome = asyncio.run(_run_async(manifest, target.document, given, view, system, options))
     except KeyboardInterrupt:
         print("toolbridge: interrupted; the run was cancelled and every server shut down", file=sys.stderr)
         return 130
@@ -204,19 +221,33 @@ class _LiveView:
         self._print(f"  {'✗' if error else '✓'} {name} {ms} {status}")
 
 
-async def _run_async(manifest: Any, agent_name: str, prompt: str, view: _LiveView | None) -> dict[str, Any]:
+async def _run_async(
+    manifest: Any,
+    agent_name: str,
+    prompt: Any,
+    view: _LiveView | None,
+    system: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     async with manifest.open() as live:
         agent = await live.agent(agent_name)
         runtime = await live.runtime()
         if runtime is not None:
+            if system is not None or options is not None:
+                raise ConfigError(
+                    "under a Runtime an agent takes a prompt or messages, not system or options inputs",
+                    code="ERR_INVALID_INPUT",
+                )
             return await _run_governed(runtime, agent, prompt, view)
-        return await _run_plain(agent, prompt, view)
+        return await _run_plain(agent, prompt, view, system, options)
 
 
-async def _run_plain(agent: Any, prompt: str, view: _LiveView | None) -> dict[str, Any]:
+async def _run_plain(
+    agent: Any, prompt: Any, view: _LiveView | None, system: str | None, options: dict[str, Any] | None
+) -> dict[str, Any]:
     hooks = [_live_hooks(view)] if view is not None else None
     try:
-        result = await agent.run(prompt, hooks=hooks)
+        result = await agent.run(prompt, system=system, options=options, hooks=hooks)
     except ToolbridgeError as exc:
         return {"outcome": "failed", "errorCode": exc.code, "error": str(exc)}
     return _result_json(result)
@@ -286,21 +317,23 @@ def _runtime_listener(view: _LiveView) -> Any:
 
 
 def _result_json(result: Any) -> dict[str, Any]:
-    """The documented JSON form of a run result (camelCase keys)."""
+    """The documented JSON form of a run result (camelCase keys, also inside parts and usage)."""
+    from ..manifest._targets import camel_json
+
     steps = []
     for step in getattr(result, "steps", ()) or ():
         steps.append(
             {
                 "text": step.text,
                 "toolCalls": [
-                    {"id": c.tool_call_id, "name": c.name, "arguments": dict(c.arguments)}
+                    {"id": c.tool_call_id, "name": c.name, "arguments": camel_json(dict(c.arguments))}
                     for c in step.tool_calls
                 ],
                 "toolResults": [
                     {
                         "toolCallId": r.tool_call_id,
                         "name": r.name,
-                        "content": r.content,
+                        "content": camel_json(r.content),
                         "error": r.error,
                         **({"errorCode": r.error_code} if getattr(r, "error_code", None) else {}),
                     }
@@ -315,16 +348,10 @@ def _result_json(result: Any) -> dict[str, Any]:
         finish = getattr(records[-1], "finish_reason", None)
     return {
         "text": getattr(result, "text", None),
-        "usage": _jsonable(usage),
+        "usage": camel_json(usage),
         "finishReason": finish,
         "steps": steps,
     }
-
-
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
-    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -333,8 +360,10 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Secret):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        from ..manifest._targets import camel_json
+
         out = {"type": getattr(value, "type", type(value).__name__)}
-        out.update(dataclasses.asdict(value))
+        out.update(camel_json(value))
         return out
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json", by_alias=True)

@@ -23,13 +23,15 @@ ERR_MANIFEST_UNKNOWN_FIELD, ERR_MANIFEST_WRONG_TYPE, ERR_MANIFEST_INVALID_VALUE,
 ERR_MANIFEST_REF_FORM, ERR_MANIFEST_DANGLING_REF, ERR_MANIFEST_REF_KIND, ERR_MANIFEST_DUPLICATE_NAME,
 ERR_MANIFEST_REF_CYCLE, ERR_MANIFEST_SECRET_UNRESOLVED, ERR_MANIFEST_SECRET_PLACEMENT,
 ERR_MANIFEST_EXPRESSION, ERR_MANIFEST_TOOLSET_LOAD, ERR_MANIFEST_IMPORT, ERR_MANIFEST_UNKNOWN_TOOL,
-ERR_MANIFEST_MULTIPLE_RUNTIMES, ERR_MANIFEST_LOCK.
+ERR_MANIFEST_MULTIPLE_RUNTIMES, ERR_MANIFEST_LOCK, ERR_MANIFEST_UNSUPPORTED.
+
+Telo applications (`Telo.Application`, module aliases, `!cel`, targets) are handled by the
+passes of `_analyzer_telo`.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import os
 import types
 import typing
@@ -40,18 +42,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from ._analyzer_telo import TeloPasses
+from ._analyzer_tools import ToolPasses, _dotted
 from ._kinds import (
-    KINDS,
-    AgentDoc,
     KindDoc,
-    McpToolDoc,
     SecretsDoc,
-    TaskToolSetDoc,
-    ToolProviderDoc,
-    ToolsDoc,
 )
+from ._kinds_run import ALL_KINDS, ApplicationDoc
 from ._secrets import Secret, SecretSources, expand, read_secrets_file
-from ._yaml import Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
+from ._telo import KindResolver
+from ._yaml import Cel, Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
 
 __all__ = ["AnalyzedManifest", "CheckReport", "Diagnostic", "ManifestDoc", "analyze_file", "check_manifest"]
 
@@ -158,12 +158,20 @@ class AnalyzedManifest:
         docs: the valid documents by name, in file order.
         diagnostics: every finding.
         tool_names: for each statically known tool set (by document name), its tool names.
+        unsupported: documents of kinds toolbridge does not run, name -> kind as written.
     """
 
     path: FsPath
     docs: dict[str, ManifestDoc] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     tool_names: dict[str, list[str]] = field(default_factory=dict)
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def application(self) -> ManifestDoc | None:
+        """The `Telo.Application` document, if the manifest has one."""
+        apps = self.of_kind("Telo.Application")
+        return apps[0] if apps else None
 
     @property
     def ok(self) -> bool:
@@ -181,16 +189,6 @@ class AnalyzedManifest:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _dotted(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(document)"
 
 
 def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
@@ -265,12 +263,17 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-class _FileAnalysis:
+class _FileAnalysis(TeloPasses, ToolPasses):
     def __init__(self, path: FsPath, display: str, given: Mapping[str, str], env: Mapping[str, str]) -> None:
         self.result = AnalyzedManifest(path=path)
         self.display = display
         self.given = given
         self.env = env
+        self.resolver = KindResolver(ALL_KINDS)
+        self.sources = SecretSources(given=given, env=env)
+        self.secret_decls = {}
+        self.variable_decls = {}
+        self.variable_values = {}
 
     def add(self, pos: Pos, code: str, message: str, severity: Severity = "error") -> None:
         self.result.diagnostics.append(
@@ -292,26 +295,49 @@ class _FileAnalysis:
             self.add(exc.pos, "ERR_MANIFEST_YAML", exc.message)
             return self.result
 
+        apps = [d for d in documents if isinstance(d.data, dict) and d.data.get("kind") == "Telo.Application"]
+        if apps:
+            imports = apps[0].data.get("imports")
+            if isinstance(imports, dict):
+                imports = {k: v for k, v in imports.items() if isinstance(k, str) and isinstance(v, str)}
+            self.resolver = KindResolver(ALL_KINDS, imports if isinstance(imports, dict) else {})
+        for extra in apps[1:]:
+            self.add(
+                extra.value_pos(("kind",)),
+                "ERR_MANIFEST_INVALID_VALUE",
+                "a manifest has at most one Telo.Application",
+            )
+
         typed: list[tuple[int, Document, str]] = []
+        kinds_by_name: dict[str, tuple[str, Document]] = {}
         for index, doc in enumerate(documents):
+            kind = self._kind_of(doc)
+            if kind is None and self._unsupported(doc, kinds_by_name):
+                continue  # one finding for the whole document
             for problem in doc.problems:
                 self.add(problem.pos, problem.code, problem.message)
-            kind = self._kind_of(doc)
-            if kind is not None:
+            if kind is not None and not (kind == "Telo.Application" and doc is not apps[0]):
                 typed.append((index, doc, kind))
 
-        # Secrets documents first: their mapping is a source for every other document.
+        # Secrets documents and the application first: they are sources for every other document.
         mapping: dict[str, str] = {}
+        defaults: dict[str, str] = {}
         for index, doc, kind in typed:
-            if kind == "Secrets":
+            if kind in ("Secrets", "Telo.Application"):
                 model = self._validate(doc, kind, index)
                 if isinstance(model, SecretsDoc):
                     mapping.update(model.env)
-        sources = SecretSources(given=self.given, mapping=mapping, env=self.env)
-        kinds_by_name: dict[str, tuple[str, Document]] = {}
+                elif kind == "Telo.Application":
+                    app = model if isinstance(model, ApplicationDoc) else _declarations_only(doc)
+                    if app is not None:
+                        declared, defaults = self.declared_values(app, self.env)
+                        mapping = {**declared, **mapping}
+        self.sources = sources = SecretSources(
+            given=self.given, mapping=mapping, env=self.env, defaults=defaults
+        )
         for index, doc, kind in typed:
-            if kind != "Secrets":
-                self._expand(doc, sources)
+            if kind not in ("Secrets", "Telo.Application"):
+                self._expand(doc, kind, sources)
                 self._validate(doc, kind, index)
             self._register_name(doc, kind, kinds_by_name)
 
@@ -321,6 +347,7 @@ class _FileAnalysis:
         self._check_locks()
         self._check_tool_sets()
         self._check_includes()
+        self.check_targets(self.result.application)
         self.result.diagnostics.sort(key=lambda d: (d.line, d.column))
         return self.result
 
@@ -346,17 +373,36 @@ class _FileAnalysis:
                 f"`kind` must be a string, not {_type_name(kind)}",
             )
             return None
-        if kind not in KINDS:
-            close = difflib.get_close_matches(kind, list(KINDS), n=1)
-            hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(KINDS)})"
-            self.add(doc.value_pos(("kind",)), "ERR_MANIFEST_UNKNOWN_KIND", f"unknown kind {kind!r}{hint}")
+        resolution = self.resolver.resolve(kind)
+        if resolution.kind is None:
+            if resolution.code != "ERR_MANIFEST_UNSUPPORTED":
+                self.add(doc.value_pos(("kind",)), resolution.code, resolution.message)
             return None
-        return kind
+        doc.data["kind"] = resolution.kind
+        return resolution.kind
 
-    def _expand(self, doc: Document, sources: SecretSources) -> None:
+    def _unsupported(self, doc: Document, seen: dict[str, tuple[str, Document]]) -> bool:
+        """Report a document of a kind toolbridge does not run, once; keep its name for `!ref`s."""
+        if not isinstance(doc.data, dict) or not isinstance(doc.data.get("kind"), str):
+            return False
+        kind = doc.data["kind"]
+        resolution = self.resolver.resolve(kind)
+        if resolution.code != "ERR_MANIFEST_UNSUPPORTED":
+            return False
+        self.add(doc.value_pos(("kind",)), resolution.code, resolution.message)
+        meta = doc.data.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if isinstance(name, str):
+            self.result.unsupported.setdefault(name, kind)
+            seen.setdefault(name, (kind, doc))
+        return True
+
+    def _expand(self, doc: Document, kind: str, sources: SecretSources) -> None:
         manifest_dir = str(self.result.base_dir)
 
         def walk(value: Any, path: Path) -> Any:
+            if isinstance(value, Cel):
+                return self.cel_value(doc, kind, path, value)
             if isinstance(value, str) and "${{" in value:
                 expanded, problems = expand(value, sources, manifest_dir)
                 for problem in problems:
@@ -371,7 +417,7 @@ class _FileAnalysis:
         doc.data = walk(doc.data, ())
 
     def _validate(self, doc: Document, kind: str, index: int) -> KindDoc | None:
-        model_cls = KINDS[kind]
+        model_cls = ALL_KINDS[kind]
         try:
             model = model_cls.model_validate(doc.data)
         except ValidationError as exc:
@@ -390,7 +436,9 @@ class _FileAnalysis:
         return f"{kind} {name}" if isinstance(name, str) else kind
 
     def _schema_error(self, doc: Document, model_cls: type[BaseModel], where: str, err: Any) -> None:
-        loc: tuple[str | int, ...] = tuple(err["loc"])
+        loc: tuple[str | int, ...] = tuple(
+            p for p in err["loc"] if not (isinstance(p, str) and p.startswith("target:"))
+        )
         etype: str = err["type"]
         ctx = err.get("ctx") or {}
         value = err.get("input")
@@ -428,6 +476,13 @@ class _FileAnalysis:
                 pos,
                 "ERR_MANIFEST_SECRET_PLACEMENT",
                 f"{where}: `{_dotted((*loc, *extra_path))}` cannot take a secret",
+            )
+            return
+        if etype == "cel_not_allowed" or isinstance(value, Cel):
+            self.add(
+                pos,
+                "ERR_MANIFEST_EXPRESSION",
+                f"{where}: `{_dotted((*loc, *extra_path))}` does not take a `!cel` expression",
             )
             return
         if etype in ("ref_not_allowed",) or isinstance(value, Ref):
@@ -475,7 +530,7 @@ class _FileAnalysis:
                 accepts[ref.pos] = ref.accepts
         edges: dict[str, list[Ref]] = {}
         for doc in documents:
-            if not isinstance(doc.data, dict):
+            if not isinstance(doc.data, dict) or self._is_unsupported_doc(doc, kinds_by_name):
                 continue
             meta = doc.data.get("metadata")
             owner = meta.get("name") if isinstance(meta, dict) else None
@@ -490,6 +545,8 @@ class _FileAnalysis:
                     )
                     continue
                 allowed = accepts.get(ref.pos)
+                if ref.name in self.result.unsupported and self._is_unsupported_doc(target[1], kinds_by_name):
+                    continue  # already reported, once, at that document
                 if allowed and target[0] not in allowed:
                     self.add(
                         ref.pos,
@@ -499,6 +556,14 @@ class _FileAnalysis:
                 if isinstance(owner, str) and kinds_by_name.get(owner, (None, None))[1] is doc:
                     edges.setdefault(owner, []).append(ref)
         self._check_cycles(edges)
+
+    def _is_unsupported_doc(self, doc: Document, kinds_by_name: dict[str, tuple[str, Document]]) -> bool:
+        meta = doc.data.get("metadata") if isinstance(doc.data, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or name not in self.result.unsupported:
+            return False
+        entry = kinds_by_name.get(name)
+        return entry is not None and entry[1] is doc
 
     def _check_cycles(self, edges: dict[str, list[Ref]]) -> None:
         state: dict[str, int] = {}  # 1 = on the stack, 2 = done
@@ -534,130 +599,21 @@ class _FileAnalysis:
                 f"a manifest has at most one Runtime; {runtimes[0].name} is already declared",
             )
 
-    def _check_json_schemas(self) -> None:
-        import jsonschema  # type: ignore[import-untyped]
 
-        for mdoc in self.result.of_kind("AiMcp.Tool"):
-            assert isinstance(mdoc.model, McpToolDoc)
-            for field_name in ("input", "output"):
-                schema = getattr(mdoc.model, field_name)
-                validator = jsonschema.validators.validator_for(
-                    schema, default=jsonschema.Draft202012Validator
-                )
-                try:
-                    validator.check_schema(schema)
-                except jsonschema.SchemaError as exc:
-                    where = (field_name, *exc.path)
-                    self.add(
-                        mdoc.source.value_pos(tuple(where)),
-                        "ERR_MANIFEST_INVALID_VALUE",
-                        f"AiMcp.Tool {mdoc.name}: `{_dotted(where)}` is not a valid JSON Schema: "
-                        f"{exc.message}",
-                    )
-                    continue
-                if schema.get("type", "object") != "object":
-                    self.add(
-                        mdoc.source.value_pos((field_name,)),
-                        "ERR_MANIFEST_INVALID_VALUE",
-                        f"AiMcp.Tool {mdoc.name}: `{field_name}` must describe an object (`type: object`)",
-                    )
-
-    def _check_locks(self) -> None:
-        from ..errors import ConfigError
-
-        for mdoc in self.result.of_kind("AiMcp.ToolProvider"):
-            assert isinstance(mdoc.model, ToolProviderDoc)
-            if mdoc.model.lock is None:
-                continue
-            try:
-                from ..pinning import read_lock
-
-                lock = read_lock(self.result.base_dir / mdoc.model.lock)
-                lock.server(mdoc.model.client.name)
-            except ImportError:  # a build without pinning: nothing to check against
-                continue
-            except ConfigError as exc:
-                self.add(
-                    mdoc.source.value_pos(("lock",)),
-                    "ERR_MANIFEST_LOCK",
-                    f"AiMcp.ToolProvider {mdoc.name}: {exc.message}",
-                )
-
-    def _check_tool_sets(self) -> None:
-        for mdoc in self.result.of_kind("Tasks.ToolSet", "Ai.Tools"):
-            if isinstance(mdoc.model, TaskToolSetDoc):
-                names = self._task_tool_names(mdoc, mdoc.model)
-            else:
-                assert isinstance(mdoc.model, ToolsDoc)
-                names = self._function_tool_names(mdoc, mdoc.model)
-            if names is not None:
-                self.result.tool_names[mdoc.name] = names
-
-    def _task_tool_names(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> list[str] | None:
-        from ._tasks import TaskLoadError, load_task_tool_names
-
-        try:
-            return load_task_tool_names(model, self.result.base_dir)
-        except TaskLoadError as exc:
-            for path, message in exc.problems:
-                if model.file is None and path[:1] == ("tools",):
-                    pos = mdoc.source.value_pos(path)
-                else:
-                    pos = mdoc.source.value_pos(("file",) if model.file is not None else ("tools",))
-                prefix = (
-                    f"{model.file}: " if model.file is not None and not message.startswith(model.file) else ""
-                )
-                self.add(pos, "ERR_MANIFEST_TOOLSET_LOAD", f"Tasks.ToolSet {mdoc.name}: {prefix}{message}")
-            return None
-
-    def _function_tool_names(self, mdoc: ManifestDoc, model: ToolsDoc) -> list[str] | None:
-        names: list[str] = []
-        ok = True
-        for i, spec in enumerate(model.functions):
-            module_name, _, attr = spec.partition(":")
-            try:
-                module = importlib.import_module(module_name)
-                fn = getattr(module, attr)
-            except Exception as exc:  # import of user code: any failure is a finding
-                ok = False
-                self.add(
-                    mdoc.source.value_pos(("functions", i)),
-                    "ERR_MANIFEST_IMPORT",
-                    f"Ai.Tools {mdoc.name}: cannot import {spec}: {type(exc).__name__}",
-                )
-                continue
-            if not callable(fn):
-                ok = False
-                self.add(
-                    mdoc.source.value_pos(("functions", i)),
-                    "ERR_MANIFEST_IMPORT",
-                    f"Ai.Tools {mdoc.name}: {spec} is not a function",
-                )
-                continue
-            names.append(getattr(fn, "__name__", attr))
-        return names if ok else None
-
-    def _check_includes(self) -> None:
-        for mdoc in self.result.of_kind("Ai.Agent"):
-            assert isinstance(mdoc.model, AgentDoc)
-            for b, binding in enumerate(mdoc.model.tool_providers):
-                names = self.result.tool_names.get(binding.provider.name)
-                if names is None:
-                    continue
-                for field_name, severity in (("include", "error"), ("exclude", "warning")):
-                    listed = getattr(binding, field_name) or []
-                    for i, tool in enumerate(listed):
-                        if tool in names:
-                            continue
-                        close = difflib.get_close_matches(tool, names, n=1)
-                        hint = f"; did you mean {close[0]}?" if close else f" (it has: {', '.join(names)})"
-                        self.add(
-                            mdoc.source.value_pos(("toolProviders", b, field_name, i)),
-                            "ERR_MANIFEST_UNKNOWN_TOOL",
-                            f"Ai.Agent {mdoc.name}: {field_name} names {tool!r}, which "
-                            f"{binding.provider.name} does not have{hint}",
-                            severity,  # type: ignore[arg-type]
-                        )
+def _declarations_only(doc: Document) -> ApplicationDoc | None:
+    """The `secrets` and `variables` of an application whose other fields have errors."""
+    data = doc.data if isinstance(doc.data, dict) else {}
+    try:
+        return ApplicationDoc.model_validate(
+            {
+                "kind": "Telo.Application",
+                "metadata": {"name": "app"},
+                "secrets": data.get("secrets") or {},
+                "variables": data.get("variables") or {},
+            }
+        )
+    except ValidationError:
+        return None  # their own errors are already reported
 
 
 def _refs_in_data(value: Any) -> Iterator[Ref]:

@@ -15,6 +15,7 @@ order, every document an agent needs:
 | `AiMcp.Tool` | `toolbridge.runtime.define_mcp_tool(...)` |
 | `Ai.Agent` | `toolbridge.agent.Agent` |
 | `Runtime` | `toolbridge.runtime.create_runtime(...)` |
+| Telo's runnable kinds, `Ai.Tools` entries | see `_build_telo` |
 
 Each document is built once and shared by everything that references it (two providers on one
 client share its one connection). The other toolbridge packages are imported only here and only
@@ -42,6 +43,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ._analyzer import AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
+from ._build_telo import Target, http_mode, make_invocable_tools, make_runnable, make_telo_kind, targets_of
 from ._kinds import (
     AgentDoc,
     AnthropicModelDoc,
@@ -150,6 +152,44 @@ class Manifest:
             code="ERR_MANIFEST_AGENT",
         )
 
+    def pick_target(self, name: str | None = None, *, agent: str | None = None) -> Target:
+        """What `toolbridge run` runs: target `name`, agent `agent`, or the one thing to run.
+
+        Without a name: the application's only target; else the only runnable document.
+
+        Raises:
+            ConfigError: `ERR_MANIFEST_TARGET` when `name` names no target or runnable document,
+                or when nothing is named and there is not exactly one candidate;
+                `ERR_MANIFEST_AGENT` as `pick_agent` for `agent`.
+        """
+        declared, runnable = targets_of(self.analysis)
+        if agent is not None:
+            chosen = self.pick_agent(agent)
+            return next(t for t in runnable if t.name == chosen)
+        if name is not None:
+            for target in [*declared, *runnable]:
+                if target.name == name:
+                    return target
+            known = ", ".join(dict.fromkeys(t.name for t in [*declared, *runnable])) or "none"
+            raise ConfigError(
+                f"no target or runnable document named {name!r} (known: {known})", code="ERR_MANIFEST_TARGET"
+            )
+        candidates = declared or runnable
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            raise ConfigError(
+                f"{self.path} declares nothing to run (no targets, agents or Ai.Text)",
+                code="ERR_MANIFEST_TARGET",
+            )
+        names = ", ".join(t.name for t in candidates)
+        option = "--target" if declared else "--agent or --target"
+        raise ConfigError(
+            f"{self.path} declares several {'targets' if declared else 'runnable documents'} ({names}); "
+            f"choose one with {option}",
+            code="ERR_MANIFEST_TARGET",
+        )
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[LiveManifest]:
         """Build the live objects; close them all when the block ends.
@@ -230,6 +270,14 @@ class LiveManifest:
         """
         return await self.build(self.manifest.pick_agent(name))
 
+    async def runnable(self, name: str) -> Any:
+        """The runnable of document `name` (`Ai.Text`, `Ai.Agent`, `McpClient.ToolsCall`, …).
+
+        Raises:
+            ConfigError: `ERR_MANIFEST_TARGET` when the document is not runnable; as `build`.
+        """
+        return await make_runnable(self, name)
+
     async def runtime(self) -> Any:
         """The governed runtime of the manifest's `Runtime` document, or `None` without one.
 
@@ -270,13 +318,26 @@ class LiveManifest:
 
             headers = {k: _reveal(v) for k, v in model.headers.items()} if model.headers else None
             client_info = model.client_info.model_dump() if model.client_info else None
+            if model.session_provider is not None:
+                from ._session_client import ExternalSessionClient
+
+                provider_fn = await self.build(model.session_provider.name)
+                return await self._own(
+                    ExternalSessionClient(
+                        _reveal(model.url),
+                        provider_fn,
+                        headers=headers,
+                        protocol_version=model.protocol_version,
+                        client_info=client_info,
+                    )
+                )
             return await self._own(
                 HttpClient(
                     _reveal(model.url),
                     headers=headers,
                     client_info=client_info,
                     logger_name=f"toolbridge.server.{mdoc.name}",
-                    mode=model.mode,
+                    mode=http_mode(model),
                 )
             )
         if isinstance(model, ToolProviderDoc):
@@ -295,10 +356,13 @@ class LiveManifest:
             from ..functions import FunctionTools
 
             functions = []
-            for spec in model.functions:
+            for spec in model.functions or []:
                 module_name, _, attr = spec.partition(":")
                 functions.append(getattr(importlib.import_module(module_name), attr))
-            return FunctionTools(functions, name=mdoc.name)
+            function_tools = FunctionTools(functions, name=mdoc.name) if model.functions else None
+            if model.tools:
+                return await make_invocable_tools(self, mdoc.name, model, function_tools)
+            return function_tools
         if isinstance(model, TaskToolSetDoc):
             return await self._make_task_tools(mdoc, model)
         if isinstance(model, ScriptedModelDoc):
@@ -339,6 +403,9 @@ class LiveManifest:
             )
         if isinstance(model, AgentDoc):
             return await self._make_agent(mdoc, model)
+        telo = await make_telo_kind(self, mdoc)
+        if telo is not None:
+            return telo
         raise ConfigError(f"{model.kind} {mdoc.name} is not something to build", code="ERR_MANIFEST_BUILD")
 
     async def _make_task_tools(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> Any:

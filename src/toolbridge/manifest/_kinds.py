@@ -13,7 +13,9 @@ Three field types carry manifest-specific meaning:
   string field refuses a secret (`ERR_MANIFEST_SECRET_PLACEMENT`), so a secret can only reach
   the places meant for it.
 - `PlainJson`: free-form JSON (options, JSON Schemas, inline task tools); it may hold neither a
-  `!ref` nor a secret.
+  `!ref`, a secret nor a `!cel` expression.
+- `CelOrJson`: free-form JSON or a `!cel` expression evaluated at run time (`Ai.Tools` entries'
+  `inputs` and `result`); never a `!ref` or a secret.
 
 The JSON Schema of the whole format (`manifest_json_schema()`, printed by `toolbridge schema`)
 is generated from these models.
@@ -40,10 +42,11 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from ._secrets import Secret
-from ._yaml import Ref
+from ._yaml import Cel, Ref
 
 __all__ = [
     "CLIENT_KINDS",
+    "INVOCABLE_KINDS",
     "KINDS",
     "MODEL_KINDS",
     "PROVIDER_KINDS",
@@ -73,6 +76,8 @@ MODEL_KINDS = (
     "Ai.ScriptedModel",
 )
 PROVIDER_KINDS = ("AiMcp.ToolProvider", "Ai.Tools", "Tasks.ToolSet")
+INVOCABLE_KINDS = ("Ai.Text", "Ai.Agent", "Mcp.ToolsCall", "Mcp.ToolsList")
+"""Kinds an `Ai.Tools` entry's `tool: !ref` may name (each runs to one complete result)."""
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
 
@@ -119,6 +124,8 @@ class _SecretTextType:
                 return value
             if isinstance(value, Ref):
                 raise PydanticCustomError("ref_not_allowed", "does not take a reference")
+            if isinstance(value, Cel):
+                raise PydanticCustomError("cel_not_allowed", "does not take a `!cel` expression")
             raise PydanticCustomError("string_type", "Input should be a valid string")
 
         return core_schema.no_info_plain_validator_function(validate)
@@ -134,7 +141,7 @@ SecretText = Annotated[Any, _SecretTextType()]
 
 
 def _find_special(value: Any, path: tuple[str | int, ...] = ()) -> tuple[tuple[str | int, ...], Any] | None:
-    if isinstance(value, Ref | Secret):
+    if isinstance(value, Ref | Secret | Cel):
         return path, value
     if isinstance(value, Mapping):
         for k, v in value.items():
@@ -157,11 +164,39 @@ def _plain(value: Any) -> Any:
             raise PydanticCustomError(
                 "secret_placement", "secrets are not allowed here", {"path": list(path)}
             )
+        if isinstance(item, Cel):
+            raise PydanticCustomError(
+                "cel_not_allowed", "a `!cel` expression is not allowed here", {"path": list(path)}
+            )
         raise PydanticCustomError("ref_not_allowed", "a `!ref` is not allowed here", {"path": list(path)})
     return value
 
 
+def _cel_or_plain(value: Any) -> Any:
+    if isinstance(value, Cel):
+        return value
+    if isinstance(value, Mapping):
+        return {k: _cel_or_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cel_or_plain(v) for v in value]
+    return _plain(value)
+
+
+class _CelOrJsonType:
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(_cel_or_plain)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"description": 'JSON; any value may be a `!cel "expression"`'}
+
+
 PlainJson = Annotated[Any, AfterValidator(_plain)]
+CelOrJson = Annotated[Any, _CelOrJsonType()]
+"""JSON whose values may be `!cel` expressions (evaluated at run time)."""
 PlainObject = Annotated[dict[str, Any], AfterValidator(_plain)]
 Effects = Literal["none", "read", "write", "host"]
 PositiveInt = Annotated[int, Field(ge=1, strict=True)]
@@ -251,6 +286,21 @@ class HttpClientDoc(KindDoc):
     """Name and version announced to the server."""
     mode: ClientMode = "auto"
     """Protocol negotiation: `auto`, `legacy` or `modern` (as on `Mcp.StdioClient`)."""
+    protocol_version: Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] | None = (
+        None
+    )
+    """The protocol era to speak: a version before 2026-07-28 uses the `initialize` handshake
+    (the server's answer decides the exact version); `2026-07-28` speaks that version directly.
+    Default: try 2026-07-28, fall back to the handshake."""
+    session_provider: Annotated[Ref, RefTo("Mcp.SessionProvider")] | None = None
+    """External session mode: every request carries the session id this provider returns, and
+    the client never opens, renews or closes a session itself."""
+
+    @model_validator(mode="after")
+    def _one_way_to_negotiate(self) -> HttpClientDoc:
+        if self.protocol_version is not None and self.mode != "auto":
+            raise PydanticCustomError("protocol_choice", "give `protocolVersion` or `mode`, not both")
+        return self
 
 
 class ToolProviderDoc(KindDoc):
@@ -401,14 +451,42 @@ class ScriptedModelDoc(KindDoc):
     """The turns, played in order; running out is an error."""
 
 
+class ToolEntry(_Closed):
+    """One entry of `Ai.Tools.tools`: another document of the manifest offered as a tool."""
+
+    tool: Annotated[Ref, RefTo(*INVOCABLE_KINDS)]
+    """What runs when the model calls the tool."""
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = None
+    """The tool's name (default: the referenced document's name)."""
+    description: str = ""
+    """What the tool does, for the model."""
+    parameters: PlainObject
+    """JSON Schema of the arguments (an object); the model's arguments are validated against it."""
+    inputs: dict[str, CelOrJson] | None = None
+    """The inputs the tool's document receives; `!cel` values see `arguments`
+    (default: the arguments themselves)."""
+    result: CelOrJson = None
+    """A `!cel` expression over `result` (and `arguments`) shaping what the model sees: a string,
+    or content parts (`{type: text, text}`, `{type: image, data, mediaType}`)."""
+
+
 class ToolsDoc(KindDoc):
-    """`Ai.Tools`: Python functions as tools, by import path (`package.module:function`)."""
+    """`Ai.Tools`: tools from Python functions (`functions`) and from other documents (`tools`)."""
 
     kind: Literal["Ai.Tools"]
-    functions: Annotated[
-        list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]], Field(min_length=1)
-    ]
+    functions: (
+        Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]], Field(min_length=1)]
+        | None
+    ) = None
     """Import paths `package.module:function`; each function becomes a tool of its name."""
+    tools: Annotated[list[ToolEntry], Field(min_length=1)] | None = None
+    """Telo's form: `{name, description, parameters, tool: !ref Doc, inputs?, result?}` entries."""
+
+    @model_validator(mode="after")
+    def _some_tools(self) -> ToolsDoc:
+        if self.functions is None and self.tools is None:
+            raise PydanticCustomError("tools_source", "give `functions`, `tools` or both")
+        return self
 
 
 class McpToolDoc(KindDoc):

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter
 
-from ._kinds import KINDS
+from ._kinds_run import ALL_KINDS
 
 __all__ = ["SCHEMA_ID", "manifest_json_schema"]
 
@@ -22,7 +22,7 @@ SCHEMA_ID = "https://toolbridge.dev/schemas/manifest.json"
 
 def manifest_json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one manifest document, any kind."""
-    union = Union[tuple(KINDS.values())]  # type: ignore[valid-type]  # noqa: UP007
+    union = Union[tuple(ALL_KINDS.values())]  # type: ignore[valid-type]  # noqa: UP007
     adapter: TypeAdapter[Any] = TypeAdapter(Annotated[union, Field(discriminator="kind")])  # type: ignore[arg-type]
     schema = adapter.json_schema(by_alias=True, mode="validation")
     return {

@@ -117,6 +117,8 @@ class SecretSources:
     given: Mapping[str, str] = field(default_factory=dict)
     mapping: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    """Values used when no other source has one (a `Telo.Application` secret's `default`)."""
 
     def lookup(self, name: str) -> str | None:
         """The value of secret `name`, or `None` when no source has it."""
@@ -130,14 +132,14 @@ class SecretSources:
         snake = upper_snake(name)
         if snake and self.env.get(snake) is not None:
             return self.env[snake]
-        return None
+        return self.defaults.get(name)
 
     def where_to_look(self, name: str) -> str:
         """A short, value-free hint of the places `name` was looked for."""
         places = [f"--secret {name}=…"]
         mapped = self.mapping.get(name)
         if mapped:
-            places.append(f"${mapped} (Secrets document)")
+            places.append(f"${mapped} (declared)")
         places.append(f"${name}")
         snake = upper_snake(name)
         if snake and snake != name:

@@ -10,7 +10,9 @@ Two tags are special:
 
 - `!ref Name` on a scalar becomes a `Ref` (a reference to another document, with its own
   position); on anything else it is an error.
-- Any other non-standard tag is an error: the manifest format has no other tags.
+- `!cel "expression"` on a scalar becomes a `Cel` (a CEL expression, evaluated at load time or
+  at run time depending on the field; see `_cel`); on anything else it is an error.
+- Any other non-standard tag is `ERR_MANIFEST_UNSUPPORTED`, naming the tag.
 
 A mapping that repeats a key is an error too (PyYAML would silently keep the last one). Errors do
 not stop the conversion: each becomes a `YamlProblem` and the value is dropped, so one pass finds
@@ -26,7 +28,7 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["Document", "Path", "Pos", "Ref", "YamlProblem", "YamlSyntaxError", "parse_documents"]
+__all__ = ["Cel", "Document", "Path", "Pos", "Ref", "YamlProblem", "YamlSyntaxError", "parse_documents"]
 
 Path = tuple[str | int, ...]
 """A path into a document: mapping keys and list indexes."""
@@ -56,6 +58,17 @@ class Ref:
 
     def __repr__(self) -> str:
         return f"Ref({self.name!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Cel:
+    """A `!cel "expression"` value: a CEL expression and where its tag starts."""
+
+    expr: str
+    pos: Pos = field(default=Pos(0, 0), compare=False)
+
+    def __repr__(self) -> str:
+        return f"Cel({self.expr!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +149,18 @@ class _Converter:
                 return Ref(node.value.strip(), _pos(node))
             self._problem("ERR_MANIFEST_REF_FORM", "`!ref` takes a document name, e.g. `!ref FilesMcp`", node)
             return None
+        if node.tag == "!cel":
+            if isinstance(node, ScalarNode) and isinstance(node.value, str) and node.value.strip():
+                return Cel(node.value.strip(), _pos(node))
+            self._problem(
+                "ERR_MANIFEST_EXPRESSION", '`!cel` takes an expression, e.g. `!cel "secrets.token"`', node
+            )
+            return None
         if not node.tag.startswith(_STANDARD_TAG_PREFIX):
             self._problem(
-                "ERR_MANIFEST_YAML", f"unknown tag {node.tag!r} (the only tag manifests use is !ref)", node
+                "ERR_MANIFEST_UNSUPPORTED",
+                f"tag {node.tag[:40]!r} is not supported (manifests use !ref and !cel)",
+                node,
             )
             return None
         if isinstance(node, MappingNode):
@@ -155,7 +177,7 @@ class _Converter:
         self._loader.flatten_mapping(node)  # resolve `<<` merge keys
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode) or key_node.tag == "!ref":
+            if not isinstance(key_node, ScalarNode) or key_node.tag in ("!ref", "!cel"):
                 self._problem("ERR_MANIFEST_WRONG_TYPE", "mapping keys must be plain strings", key_node)
                 continue
             key = self._loader.construct_object(key_node)

@@ -1,0 +1,121 @@
+"""`toolbridge run` for targets other than a plain `Ai.Agent` run.
+
+Inputs are the target's own (`inputs:` of a `Telo.Application` target), then `--inputs JSON`
+merged over them, then `--input` / `--input-file` as `prompt` (which replaces `messages`).
+
+- `Ai.Text`: the text; with `--json`, `{text, usage, finishReason}`;
+- `Ai.TextStream`, `Ai.AgentStream`: the text as it streams (an agent's tool calls on stderr);
+  with `--json`, one JSON part per line (`text-delta`, `tool-call`, `tool-result`, then one
+  `finish` or `error`);
+- `McpClient.ToolsCall`: the result's text; with `--json`, `{content, structuredContent?, isError}`;
+- `McpClient.ToolsList`: `name: description` lines; with `--json`, `{tools: [...]}`.
+
+Exit 1 when the run fails, a stream ends with an `error` part, or a tool answers `isError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from contextlib import aclosing
+from typing import Any
+
+from ..errors import ConfigError
+from ._output import emit
+
+__all__ = ["merged_inputs", "run_target"]
+
+
+def merged_inputs(target: Any, prompt: str | None, inputs_json: str | None) -> dict[str, Any]:
+    """The target's inputs, `--inputs` over them, then `--input` as `prompt`.
+
+    Raises:
+        ConfigError: `ERR_INVALID_INPUT` when `--inputs` is not a JSON object.
+    """
+    inputs = dict(target.inputs)
+    if inputs_json is not None:
+        try:
+            extra = json.loads(inputs_json)
+        except ValueError:
+            raise ConfigError("--inputs must be a JSON object", code="ERR_INVALID_INPUT") from None
+        if not isinstance(extra, dict):
+            raise ConfigError("--inputs must be a JSON object", code="ERR_INVALID_INPUT")
+        inputs.update(extra)
+    if prompt is not None:
+        inputs.pop("messages", None)
+        inputs["prompt"] = prompt
+    return inputs
+
+
+def _text_of_content(content: Any) -> str:
+    from ..content import parts_from_mcp
+    from ..tools import ToolResult
+
+    parts = parts_from_mcp(content) if isinstance(content, list) else None
+    if parts is None:
+        return json.dumps(content, ensure_ascii=False)
+    return ToolResult.of_parts(parts).to_text()
+
+
+def run_target(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: bool, view: Any) -> int:
+    """Run one non-agent target (see the module docstring); returns the exit code."""
+    streamed = target.kind in ("Ai.TextStream", "Ai.AgentStream")
+    try:
+        if streamed:
+            return asyncio.run(_stream(manifest, target, inputs, as_json, view))
+        result = asyncio.run(_invoke(manifest, target, inputs))
+    except KeyboardInterrupt:
+        print("toolbridge: interrupted; the run was cancelled and every server shut down", file=sys.stderr)
+        return 130
+    if as_json:
+        emit(json.dumps(result, indent=2, ensure_ascii=False))
+    elif "tools" in result and target.kind == "Mcp.ToolsList":
+        for tool in result["tools"]:
+            first = (tool.get("description") or "").strip().splitlines()
+            emit(f"{tool['name']}: {first[0]}" if first else tool["name"])
+    elif target.kind == "Mcp.ToolsCall":
+        emit(_text_of_content(result.get("structuredContent") or result.get("content")))
+    elif result.get("text"):
+        emit(result["text"])
+    if result.get("isError"):
+        print(f"toolbridge: tool {inputs.get('name')!r} reported an error", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _invoke(manifest: Any, target: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    async with manifest.open() as live:
+        runnable = await live.runnable(target.document)
+        result: dict[str, Any] = await runnable.invoke(inputs)
+        return result
+
+
+async def _stream(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: bool, view: Any) -> int:
+    failed = False
+    wrote_text = False
+    async with manifest.open() as live:
+        runnable = await live.runnable(target.document)
+        async with aclosing(runnable.stream(inputs)) as parts:
+            async for part in parts:
+                kind = part["type"]
+                if as_json:
+                    emit(json.dumps(part, ensure_ascii=False))
+                elif kind == "text-delta":
+                    sys.stdout.write(part["delta"])
+                    sys.stdout.flush()
+                    wrote_text = True
+                elif kind == "tool-call":
+                    view.tool_started(0, part["toolCallId"], part["name"])
+                elif kind == "tool-result":
+                    view.tool_finished(
+                        0, part["toolCallId"], part["name"], part["error"], part.get("errorCode")
+                    )
+                if kind == "error":
+                    failed = True
+                    if not as_json:
+                        print(f"toolbridge: run failed: {part['code']}: {part['message']}", file=sys.stderr)
+    if wrote_text:
+        emit("")
+    return 1 if failed else 0

@@ -1,0 +1,277 @@
+"""The analyzer's Telo passes: kinds through aliases, declared values, `!cel`, targets, tool entries.
+
+`TeloPasses` is mixed into the analyzer of one file (`_analyzer._FileAnalysis`):
+
+- `resolve_kind` maps a written kind through the application's `imports` (`McpClient.HttpClient`
+  is `Mcp.HttpClient`); a kind of a module toolbridge does not provide is one
+  `ERR_MANIFEST_UNSUPPORTED` at its `kind`, the document is skipped whole (its tags, fields and
+  references are not toolbridge's business), and a `!ref` to it never dangles;
+- `declared_values` reads a `Telo.Application`'s `secrets` (a source for every secret) and
+  `variables`;
+- `cel_value` checks a `!cel` expression where it stands: in an `Ai.Tools` entry's `inputs`
+  (seeing `arguments`) or `result` (seeing `arguments` and `result`) it is kept for run time;
+  anywhere else it is evaluated now, from `secrets` and `variables` (a value read from a secret
+  becomes a `Secret`, so the placement rules apply to it);
+- `check_targets` and `check_tool_entries` check names and schemas across documents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._cel import CelError, members_of, variables_of
+from ._cel import evaluate as cel_evaluate
+from ._kinds import ToolsDoc
+from ._kinds_run import ApplicationDoc, ValueDecl
+from ._secrets import Secret, SecretSources
+from ._yaml import Cel, Document, Path, Pos, YamlProblem
+
+if TYPE_CHECKING:
+    from ._analyzer import AnalyzedManifest
+
+__all__ = ["TeloPasses", "runtime_cel_scope"]
+
+_LOAD_SCOPE = frozenset({"secrets", "variables"})
+
+
+def runtime_cel_scope(kind: str, path: Path) -> frozenset[str] | None:
+    """The variables a `!cel` at `path` of a `kind` document sees at run time; `None`: load time."""
+    if kind == "Ai.Tools" and len(path) >= 3 and path[0] == "tools" and isinstance(path[1], int):
+        if path[2] == "inputs":
+            return frozenset({"arguments"})
+        if path[2] == "result":
+            return frozenset({"arguments", "result"})
+    return None
+
+
+def _coerce(value: Any, decl: ValueDecl) -> Any:
+    """A declared value of its `type`; raises ValueError when the text is not of that type."""
+    if decl.type == "string":
+        return value if isinstance(value, str) else json.dumps(value)
+    if decl.type == "boolean":
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in ("true", "1", "yes"):
+            return True
+        if str(value).strip().lower() in ("false", "0", "no"):
+            return False
+        raise ValueError
+    if decl.type == "integer":
+        if isinstance(value, bool):
+            raise ValueError
+        return int(str(value).strip())
+    if isinstance(value, bool):
+        raise ValueError
+    return float(str(value).strip())
+
+
+class TeloPasses:
+    """Telo passes of the analyzer (see the module docstring); needs `add` and `result`."""
+
+    result: AnalyzedManifest
+    sources: SecretSources
+    secret_decls: dict[str, ValueDecl]
+    variable_values: dict[str, Any]
+    variable_decls: dict[str, ValueDecl]
+
+    def add(self, pos: Pos, code: str, message: str, severity: Any = "error") -> None:
+        raise NotImplementedError  # pragma: no cover - provided by the analyzer
+
+    # ------------------------------------------------------------------ declared values
+
+    def declared_values(
+        self, app: ApplicationDoc, env: Mapping[str, str]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The application's secret name -> env var mapping and defaults; reads its variables."""
+        mapping: dict[str, str] = {}
+        defaults: dict[str, str] = {}
+        self.secret_decls = dict(app.secrets)
+        for name, decl in app.secrets.items():
+            if decl.env:
+                mapping[name] = decl.env
+            if decl.default is not None:
+                defaults[name] = decl.default if isinstance(decl.default, str) else json.dumps(decl.default)
+        self.variable_decls = dict(app.variables)
+        for name, decl in app.variables.items():
+            raw: Any = env.get(decl.env) if decl.env else None
+            if raw is None:
+                raw = decl.default
+            if raw is None:
+                continue
+            try:
+                self.variable_values[name] = _coerce(raw, decl)
+            except ValueError:
+                continue  # reported where it is used
+        return mapping, defaults
+
+    # ------------------------------------------------------------------ !cel
+
+    def cel_value(self, doc: Document, kind: str, path: Path, cel: Cel) -> Any:
+        """What a `!cel` at `path` stands for after the analysis (see the module docstring)."""
+        scope = runtime_cel_scope(kind, path)
+        try:
+            names = variables_of(cel.expr)
+        except CelError as exc:
+            self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", exc.message)
+            doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
+            return None
+        allowed = scope if scope is not None else _LOAD_SCOPE
+        unknown = sorted(names - allowed)
+        if unknown:
+            where = (
+                "when the tool runs, expressions here see " + " and ".join(f"`{v}`" for v in sorted(allowed))
+                if scope is not None
+                else "this field is evaluated when the manifest loads, where expressions see "
+                "`secrets` and `variables`"
+            )
+            self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"`{unknown[0]}` is not available here: {where}")
+            doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
+            return None
+        if scope is not None:
+            return cel
+        value = self._load_time(cel, names)
+        if value is None or (isinstance(value, Secret) and not value.resolved):
+            # Reported here: the schema check must not report the same node again.
+            doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
+        return value
+
+    def _load_time(self, cel: Cel, names: set[str]) -> Any:
+        scope: dict[str, Any] = {}
+        secret_names: list[str] = []
+        redact: list[str] = []
+        ok = True
+        if "secrets" in names:
+            wanted = sorted(members_of(cel.expr, "secrets"))
+            if not wanted:
+                self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", "read secrets by name: `secrets.NAME`")
+                return None
+            values: dict[str, Any] = {}
+            for name in wanted:
+                secret_names.append(name)
+                raw = self.sources.lookup(name)
+                if raw is None:
+                    ok = False
+                    self.add(
+                        cel.pos,
+                        "ERR_MANIFEST_SECRET_UNRESOLVED",
+                        f"secret {name} cannot be resolved (looked in {self.sources.where_to_look(name)})",
+                    )
+                    continue
+                redact.append(raw)
+                decl = self.secret_decls.get(name)
+                if decl is None:
+                    values[name] = raw
+                    continue
+                try:
+                    values[name] = _coerce(raw, decl)
+                except ValueError:
+                    ok = False
+                    self.add(
+                        cel.pos, "ERR_MANIFEST_INVALID_VALUE", f"secret {name} is not of type {decl.type}"
+                    )
+            scope["secrets"] = values
+        if "variables" in names:
+            for name in sorted(members_of(cel.expr, "variables")):
+                if name not in self.variable_values:
+                    ok = False
+                    decl = self.variable_decls.get(name)
+                    if decl is None:
+                        why = "no `variables` entry of the Telo.Application declares it"
+                    else:
+                        why = f"set ${decl.env}" if decl.env else "give it a default"
+                    self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"variable {name} has no value ({why})")
+            scope["variables"] = self.variable_values
+        if not ok:
+            return Secret(f"!cel {cel.expr}", tuple(secret_names), None) if secret_names else None
+        try:
+            value = cel_evaluate(cel.expr, scope, redact=tuple(redact))
+        except CelError as exc:
+            self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", exc.message)
+            return None
+        if secret_names:
+            text = value if isinstance(value, str) else json.dumps(value)
+            return Secret(f"!cel {cel.expr}", tuple(secret_names), text)
+        return value
+
+    # ------------------------------------------------------------------ cross-document checks
+
+    def check_targets(self, app: Any) -> None:
+        """Target names are unique; a target is named by its entry name or its document's name."""
+        if app is None:
+            return
+        model = app.model
+        assert isinstance(model, ApplicationDoc)
+        seen: set[str] = set()
+        for i, item in enumerate(model.targets):
+            name = item.name
+            if name in seen:
+                self.add(
+                    app.source.value_pos(("targets", i)),
+                    "ERR_MANIFEST_INVALID_VALUE",
+                    f"Telo.Application {model.name}: target {name!r} is listed twice",
+                )
+            seen.add(name)
+
+    def check_tool_entries(self, jsonschema: Any) -> None:
+        """`Ai.Tools` entries: valid object schemas, unique names, `arguments.X` that exist."""
+        for mdoc in self.result.of_kind("Ai.Tools"):
+            model = mdoc.model
+            assert isinstance(model, ToolsDoc)
+            names: list[str] = []
+            for i, entry in enumerate(model.tools or []):
+                name = entry.name or entry.tool.name
+                if name in names:
+                    self.add(
+                        mdoc.source.value_pos(("tools", i)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"Ai.Tools {mdoc.name}: two tools are named {name!r}",
+                    )
+                names.append(name)
+                schema = entry.parameters
+                try:
+                    jsonschema.validators.validator_for(
+                        schema, default=jsonschema.Draft202012Validator
+                    ).check_schema(schema)
+                except jsonschema.SchemaError as exc:
+                    self.add(
+                        mdoc.source.value_pos(("tools", i, "parameters", *exc.path)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"Ai.Tools {mdoc.name}: `tools[{i}].parameters` is not a valid JSON Schema: "
+                        f"{exc.message}",
+                    )
+                    continue
+                if schema.get("type", "object") != "object":
+                    self.add(
+                        mdoc.source.value_pos(("tools", i, "parameters")),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"Ai.Tools {mdoc.name}: `tools[{i}].parameters` must describe an object "
+                        "(`type: object`)",
+                    )
+                    continue
+                self._check_argument_names(mdoc.name, i, entry, schema)
+
+    def _check_argument_names(self, doc_name: str, i: int, entry: Any, schema: Mapping[str, Any]) -> None:
+        props = schema.get("properties")
+        if schema.get("additionalProperties", True) is not False or not isinstance(props, Mapping):
+            return  # an open object: any argument may exist
+        for cel in _cels_in((entry.inputs, entry.result)):
+            for member in sorted(members_of(cel.expr, "arguments")):
+                if member not in props:
+                    self.add(
+                        cel.pos,
+                        "ERR_MANIFEST_EXPRESSION",
+                        f"Ai.Tools {doc_name}: `arguments.{member}` is not a parameter of tools[{i}] "
+                        f"(it has: {', '.join(props) or 'none'})",
+                    )
+
+
+def _cels_in(value: Any) -> list[Cel]:
+    if isinstance(value, Cel):
+        return [value]
+    if isinstance(value, Mapping):
+        return [c for v in value.values() for c in _cels_in(v)]
+    if isinstance(value, list | tuple):
+        return [c for v in value for c in _cels_in(v)]
+    return []

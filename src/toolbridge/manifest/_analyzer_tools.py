@@ -1,0 +1,173 @@
+"""The analyzer's tool passes: JSON Schemas of declared tools, lock files, tool sets, includes.
+
+`ToolPasses` is mixed into the analyzer of one file (`_analyzer._FileAnalysis`): it checks the
+`input` / `output` schemas of `AiMcp.Tool`s (and, through `check_tool_entries`, the parameters of
+`Ai.Tools` entries), the lock file of each `AiMcp.ToolProvider`, loads the statically known tool
+sets (`Tasks.ToolSet`, `Ai.Tools`) to learn their tool names, and checks each agent's `include`
+and `exclude` against them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._kinds import AgentDoc, McpToolDoc, TaskToolSetDoc, ToolProviderDoc, ToolsDoc
+from ._yaml import Pos
+
+if TYPE_CHECKING:
+    from ._analyzer import AnalyzedManifest, ManifestDoc
+
+__all__ = ["ToolPasses"]
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+class ToolPasses:
+    """Tool passes of the analyzer (see the module docstring); needs `add` and `result`."""
+
+    result: AnalyzedManifest
+
+    def add(self, pos: Pos, code: str, message: str, severity: Any = "error") -> None:
+        raise NotImplementedError  # pragma: no cover - provided by the analyzer
+
+    def check_tool_entries(self, jsonschema: Any) -> None:
+        raise NotImplementedError  # pragma: no cover - provided by TeloPasses
+
+    def _check_json_schemas(self) -> None:
+        import jsonschema  # type: ignore[import-untyped]
+
+        self.check_tool_entries(jsonschema)
+        for mdoc in self.result.of_kind("AiMcp.Tool"):
+            assert isinstance(mdoc.model, McpToolDoc)
+            for field_name in ("input", "output"):
+                schema = getattr(mdoc.model, field_name)
+                validator = jsonschema.validators.validator_for(
+                    schema, default=jsonschema.Draft202012Validator
+                )
+                try:
+                    validator.check_schema(schema)
+                except jsonschema.SchemaError as exc:
+                    where = (field_name, *exc.path)
+                    self.add(
+                        mdoc.source.value_pos(tuple(where)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"AiMcp.Tool {mdoc.name}: `{_dotted(where)}` is not a valid JSON Schema: "
+                        f"{exc.message}",
+                    )
+                    continue
+                if schema.get("type", "object") != "object":
+                    self.add(
+                        mdoc.source.value_pos((field_name,)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"AiMcp.Tool {mdoc.name}: `{field_name}` must describe an object (`type: object`)",
+                    )
+
+    def _check_locks(self) -> None:
+        from ..errors import ConfigError
+
+        for mdoc in self.result.of_kind("AiMcp.ToolProvider"):
+            assert isinstance(mdoc.model, ToolProviderDoc)
+            if mdoc.model.lock is None:
+                continue
+            try:
+                from ..pinning import read_lock
+
+                lock = read_lock(self.result.base_dir / mdoc.model.lock)
+                lock.server(mdoc.model.client.name)
+            except ImportError:  # a build without pinning: nothing to check against
+                continue
+            except ConfigError as exc:
+                self.add(
+                    mdoc.source.value_pos(("lock",)),
+                    "ERR_MANIFEST_LOCK",
+                    f"AiMcp.ToolProvider {mdoc.name}: {exc.message}",
+                )
+
+    def _check_tool_sets(self) -> None:
+        for mdoc in self.result.of_kind("Tasks.ToolSet", "Ai.Tools"):
+            if isinstance(mdoc.model, TaskToolSetDoc):
+                names = self._task_tool_names(mdoc, mdoc.model)
+            else:
+                assert isinstance(mdoc.model, ToolsDoc)
+                names = self._function_tool_names(mdoc, mdoc.model)
+                if names is not None:
+                    names += [entry.name or entry.tool.name for entry in mdoc.model.tools or []]
+            if names is not None:
+                self.result.tool_names[mdoc.name] = names
+
+    def _task_tool_names(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> list[str] | None:
+        from ._tasks import TaskLoadError, load_task_tool_names
+
+        try:
+            return load_task_tool_names(model, self.result.base_dir)
+        except TaskLoadError as exc:
+            for path, message in exc.problems:
+                if model.file is None and path[:1] == ("tools",):
+                    pos = mdoc.source.value_pos(path)
+                else:
+                    pos = mdoc.source.value_pos(("file",) if model.file is not None else ("tools",))
+                prefix = (
+                    f"{model.file}: " if model.file is not None and not message.startswith(model.file) else ""
+                )
+                self.add(pos, "ERR_MANIFEST_TOOLSET_LOAD", f"Tasks.ToolSet {mdoc.name}: {prefix}{message}")
+            return None
+
+    def _function_tool_names(self, mdoc: ManifestDoc, model: ToolsDoc) -> list[str] | None:
+        names: list[str] = []
+        ok = True
+        for i, spec in enumerate(model.functions or []):
+            module_name, _, attr = spec.partition(":")
+            try:
+                module = importlib.import_module(module_name)
+                fn = getattr(module, attr)
+            except Exception as exc:  # import of user code: any failure is a finding
+                ok = False
+                self.add(
+                    mdoc.source.value_pos(("functions", i)),
+                    "ERR_MANIFEST_IMPORT",
+                    f"Ai.Tools {mdoc.name}: cannot import {spec}: {type(exc).__name__}",
+                )
+                continue
+            if not callable(fn):
+                ok = False
+                self.add(
+                    mdoc.source.value_pos(("functions", i)),
+                    "ERR_MANIFEST_IMPORT",
+                    f"Ai.Tools {mdoc.name}: {spec} is not a function",
+                )
+                continue
+            names.append(getattr(fn, "__name__", attr))
+        return names if ok else None
+
+    def _check_includes(self) -> None:
+        for mdoc in self.result.of_kind("Ai.Agent", "Ai.AgentStream"):
+            assert isinstance(mdoc.model, AgentDoc)
+            for b, binding in enumerate(mdoc.model.tool_providers):
+                names = self.result.tool_names.get(binding.provider.name)
+                if names is None:
+                    continue
+                for field_name, severity in (("include", "error"), ("exclude", "warning")):
+                    listed = getattr(binding, field_name) or []
+                    for i, tool in enumerate(listed):
+                        if tool in names:
+                            continue
+                        close = difflib.get_close_matches(tool, names, n=1)
+                        hint = f"; did you mean {close[0]}?" if close else f" (it has: {', '.join(names)})"
+                        self.add(
+                            mdoc.source.value_pos(("toolProviders", b, field_name, i)),
+                            "ERR_MANIFEST_UNKNOWN_TOOL",
+                            f"{mdoc.kind} {mdoc.name}: {field_name} names {tool!r}, which "
+                            f"{binding.provider.name} does not have{hint}",
+                            severity,
+                        )

@@ -1,0 +1,149 @@
+"""Building the Telo kinds: runnables, `Ai.Tools` entries, targets and the HTTP client's modes.
+
+| kind | becomes |
+|---|---|
+| `Ai.Text` / `Ai.TextStream` | an `Agent` with no tools and one step, as an `AgentRunnable` |
+| `Ai.Agent` / `Ai.AgentStream` | the `Agent`, as an `AgentRunnable` (with `steps`) |
+| `McpClient.ToolsCall` / `ToolsList` | `ToolsCallRunnable` / `ToolsListRunnable` on the built client |
+| `Ai.Tools` with `tools` | `InvocableTools` (with the `functions`, if any) |
+| `Mcp.SessionProvider` | the imported callable |
+
+A target is `(name, document, inputs)`: a `Telo.Application` `targets` entry, or any runnable
+document by its name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+from ._kinds import AgentDoc, HttpClientDoc, ToolsDoc
+from ._kinds_run import (
+    RUNNABLE_KINDS,
+    ApplicationDoc,
+    SessionProviderDoc,
+    TargetEntry,
+    TextDoc,
+    ToolsCallDoc,
+    ToolsListDoc,
+)
+from ._targets import AgentRunnable, InvocableTools, ToolsCallRunnable, ToolsListRunnable
+
+__all__ = ["Target", "http_mode", "make_invocable_tools", "make_runnable", "make_telo_kind", "targets_of"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Something `toolbridge run` can run.
+
+    Attributes:
+        name: the target's name (`--target NAME`).
+        document: the name of the document it runs.
+        kind: that document's kind.
+        inputs: the inputs the manifest gives it.
+    """
+
+    name: str
+    document: str
+    kind: str
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
+    """The application's declared targets, and every runnable document as a target of its name."""
+    declared: list[Target] = []
+    app = analysis.application
+    if app is not None:
+        assert isinstance(app.model, ApplicationDoc)
+        for item in app.model.targets:
+            ref = item.invoke if isinstance(item, TargetEntry) else item
+            doc = analysis.docs.get(ref.name)
+            if doc is None:
+                continue
+            inputs = dict(item.inputs or {}) if isinstance(item, TargetEntry) else {}
+            declared.append(Target(item.name, ref.name, doc.kind, inputs))
+    runnable = [Target(d.name, d.name, d.kind) for d in analysis.of_kind(*RUNNABLE_KINDS)]
+    return declared, runnable
+
+
+def http_mode(model: HttpClientDoc) -> str:
+    """The client's protocol `mode` for a `protocolVersion` (see `HttpClientDoc.protocol_version`)."""
+    version = model.protocol_version
+    if version is None:
+        return str(model.mode)
+    return version if version >= "2026-07-28" else "legacy"
+
+
+def _import(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+async def make_runnable(live: Any, name: str) -> Any:
+    """The runnable of document `name` (built once; see the module table)."""
+    key = f"runnable:{name}"
+    if key in live._built:
+        return live._built[key]
+    mdoc = live._doc(name)
+    model = mdoc.model
+    what = f"{mdoc.kind} {name}"
+    runnable: Any
+    if isinstance(model, TextDoc):
+        from ..agent import Agent
+
+        agent = Agent(
+            await live.build(model.model.name),
+            name=name,
+            system=model.system,
+            options=dict(model.options) if model.options else None,
+            max_steps=1,
+            on_max_steps="return",
+        )
+        runnable = AgentRunnable(agent, what, with_steps=False)
+    elif isinstance(model, AgentDoc):
+        runnable = AgentRunnable(await live.build(name), what, with_steps=True)
+    elif isinstance(model, ToolsCallDoc):
+        runnable = ToolsCallRunnable(await live.build(model.client.name), what)
+    elif isinstance(model, ToolsListDoc):
+        runnable = ToolsListRunnable(await live.build(model.client.name), what)
+    else:
+        raise ConfigError(f"{what} is not something to run", code="ERR_MANIFEST_TARGET")
+    live._built[key] = runnable
+    return runnable
+
+
+async def make_invocable_tools(live: Any, name: str, model: ToolsDoc, functions: Any) -> Any:
+    """`InvocableTools` for an `Ai.Tools` document with `tools` entries."""
+    entries = []
+    for entry in model.tools or []:
+        runnable = await make_runnable(live, entry.tool.name)
+        entries.append(
+            (
+                entry.name or entry.tool.name,
+                entry.description,
+                dict(entry.parameters),
+                runnable,
+                entry.inputs,
+                entry.result,
+            )
+        )
+    return InvocableTools(name, entries, functions)
+
+
+async def make_telo_kind(live: Any, mdoc: Any) -> Any:
+    """Build a Telo kind that is not runnable on its own (`None` when `mdoc` is none of them)."""
+    model = mdoc.model
+    if isinstance(model, SessionProviderDoc):
+        fn = _import(model.function)
+        if not callable(fn):
+            raise ConfigError(
+                f"Mcp.SessionProvider {mdoc.name}: {model.function} is not callable",
+                code="ERR_MANIFEST_BUILD",
+            )
+        return fn
+    if isinstance(model, TextDoc | ToolsCallDoc | ToolsListDoc):
+        return await make_runnable(live, mdoc.name)
+    return None

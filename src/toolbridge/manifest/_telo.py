@@ -1,0 +1,151 @@
+"""Telo compatibility: module aliases, and a precise refusal for what toolbridge does not run.
+
+A Telo application imports modules under aliases (`imports: { Ai: oci://ghcr.io/telorun/ai@0.16.0,
+McpClient: oci://ghcr.io/telorun/mcp-client@0.14.3 }`) and writes kinds as `Alias.Kind`. toolbridge
+provides four of Telo's modules, by the module's name:
+
+| module | canonical prefix |
+|---|---|
+| `ai` | `Ai` |
+| `ai-openai` | `AiOpenai` |
+| `ai-mcp` | `AiMcp` |
+| `mcp-client` | `Mcp` |
+
+(and every other prefix toolbridge's own kinds use, such as `Tasks` or `AiAnthropic`, by its
+PascalCase module name). `KindResolver.resolve` turns a written kind into its canonical kind
+(`McpClient.HttpClient` -> `Mcp.HttpClient`), or says precisely why it cannot: a kind of a module
+toolbridge does not provide (`Http.Api`, `Run.Sequence`, a local Telo library), or a Telo kind of
+a provided module that toolbridge does not implement (`Ai.Image`). Without a `Telo.Application`,
+the canonical prefixes stand for themselves and `McpClient` for the MCP client module, as in
+Telo's documentation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["KindResolution", "KindResolver", "module_of_source"]
+
+_MODULE_PREFIX = {"ai": "Ai", "ai-openai": "AiOpenai", "ai-mcp": "AiMcp", "mcp-client": "Mcp"}
+
+# Telo kinds of the provided modules that toolbridge does not implement, with what they are.
+_NOT_IMPLEMENTED = {
+    "Ai.Image": "image generation",
+    "Ai.Model": "the abstract model contract (use a concrete model kind)",
+    "Ai.ToolProvider": "the abstract tool provider contract (use Ai.Tools or AiMcp.ToolProvider)",
+    "AiOpenai.OpenaiImageModel": "image generation",
+    "Mcp.Client": "the abstract client contract (use Mcp.StdioClient or Mcp.HttpClient)",
+}
+
+
+def _pascal(module: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[-_]", module) if part)
+
+
+def module_of_source(source: str) -> str | None:
+    """The Telo module an import source names: `oci://ghcr.io/telorun/ai@0.16.0#sha…` -> `ai`.
+
+    `pkg:npm/@telorun/NAME` and local paths (`../../mcp-client`) name the module by their last
+    component; a local YAML file (a library of its own) and `..`-only paths name none (`None`).
+    """
+    text = source.strip().split("#", 1)[0]
+    if text.startswith("oci://") or text.startswith("pkg:"):
+        last = text.rstrip("/").rsplit("/", 1)[-1]
+        return last.split("@", 1)[0] or None
+    last = text.rstrip("/").rsplit("/", 1)[-1]
+    if not last or last in (".", "..") or last.endswith((".yaml", ".yml")):
+        return None
+    return last.split("@", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class KindResolution:
+    """What a written `kind` means here.
+
+    Attributes:
+        kind: the canonical kind, when toolbridge runs it.
+        code: otherwise the diagnostic code (`ERR_MANIFEST_UNSUPPORTED` or `ERR_MANIFEST_UNKNOWN_KIND`).
+        message: otherwise the one-line reason.
+    """
+
+    kind: str | None
+    code: str = ""
+    message: str = ""
+
+
+class KindResolver:
+    """Resolves written kinds against the known kinds and the application's imports.
+
+    Args:
+        known: every canonical kind toolbridge implements.
+        imports: the `Telo.Application`'s alias -> source mapping (`None` without an application).
+    """
+
+    def __init__(self, known: Iterable[str], imports: Mapping[str, str] | None = None) -> None:
+        self.known = list(known)
+        provided = {k.split(".", 1)[0] for k in self.known if "." in k}
+        # alias -> canonical prefix, or None when the alias names a module toolbridge lacks.
+        self.aliases: dict[str, str | None] = {p: p for p in provided}
+        self.aliases["McpClient"] = "Mcp"
+        self.sources: dict[str, str] = {}
+        for alias, source in (imports or {}).items():
+            module = module_of_source(source)
+            self.sources[alias] = source
+            if module is None:
+                # A path that names no module: an alias that is a provided prefix keeps its meaning.
+                if alias not in provided:
+                    self.aliases[alias] = None
+                continue
+            prefix = _MODULE_PREFIX.get(module, _pascal(module))
+            self.aliases[alias] = prefix if prefix in provided else None
+
+    def resolve(self, written: str) -> KindResolution:
+        """The canonical kind of `written`, or why it cannot be run."""
+        if written in self.known and "." not in written:
+            return KindResolution(written)
+        alias, dot, name = written.partition(".")
+        if not dot or not name:
+            return self._unknown(written)
+        if alias in self.aliases:
+            prefix = self.aliases[alias]
+            if prefix is None:
+                return self._unsupported_module(written, alias)
+            canonical = f"{prefix}.{name}"
+            if canonical in self.known:
+                return KindResolution(canonical)
+            if canonical in _NOT_IMPLEMENTED:
+                return KindResolution(
+                    None,
+                    "ERR_MANIFEST_UNSUPPORTED",
+                    f"kind {written} ({_NOT_IMPLEMENTED[canonical]}) is a Telo kind "
+                    "toolbridge does not implement",
+                )
+            return self._unknown(written)
+        close = difflib.get_close_matches(written, self.known, n=1, cutoff=0.85)
+        if close:
+            return self._unknown(written)
+        return self._unsupported_module(written, alias)
+
+    def _unsupported_module(self, written: str, alias: str) -> KindResolution:
+        source = self.sources.get(alias)
+        module = module_of_source(source) if source else None
+        if module:
+            what = f"Telo's module {module}"
+        elif source:
+            what = f"the library {source[:80]} (imported as {alias})"
+        else:
+            what = f"Telo's module {alias}"
+        return KindResolution(
+            None,
+            "ERR_MANIFEST_UNSUPPORTED",
+            f"kind {written[:80]} belongs to {what}, which toolbridge does not provide "
+            "(it runs Telo's ai, ai-openai, ai-mcp and mcp-client modules)",
+        )
+
+    def _unknown(self, written: str) -> KindResolution:
+        close = difflib.get_close_matches(written, self.known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(self.known)})"
+        return KindResolution(None, "ERR_MANIFEST_UNKNOWN_KIND", f"unknown kind {written!r}{hint}")
