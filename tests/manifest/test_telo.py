@@ -99,6 +99,9 @@ def test_text_target_over_openai(
     assert request["temperature"] == 0.2
     assert request["messages"][0] == {"role": "system", "content": "Summarize in one sentence."}
     assert openai.auth_headers == ["Bearer sk-telo-secret-123"]  # the secret reached only the model
+    from toolbridge.redact import redact
+
+    assert "sk-telo-secret-123" not in redact("key sk-telo-secret-123 leaked")  # registered for redaction
 
 
 def test_text_stream_target_prints_parts(

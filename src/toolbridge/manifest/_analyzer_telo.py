@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..redact import MIN_SECRET_CHARS, register_secret
 from ._cel import CelError, members_of, variables_of
 from ._cel import evaluate as cel_evaluate
 from ._kinds import ToolsDoc
@@ -159,6 +160,22 @@ class TeloPasses:
                         f"secret {name} cannot be resolved (looked in {self.sources.where_to_look(name)})",
                     )
                     continue
+                if raw.endswith(("\r", "\n")):
+                    ok = False
+                    self.add(
+                        cel.pos,
+                        "ERR_MANIFEST_SECRET_VALUE",
+                        f"secret {name} ends with a line break (CR/LF); remove the trailing line break",
+                    )
+                    continue
+                if not register_secret(raw, name=name) and raw:
+                    self.add(
+                        cel.pos,
+                        "ERR_MANIFEST_SECRET_SHORT",
+                        f"secret {name} is shorter than {MIN_SECRET_CHARS} characters; "
+                        "it cannot be redacted from output",
+                        "warning",
+                    )
                 redact.append(raw)
                 decl = self.secret_decls.get(name)
                 if decl is None:
