@@ -9,6 +9,7 @@ the wire. It runs in a thread on a free port picked by the OS and is shut down b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -27,6 +28,8 @@ class Reply:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    gap: float = 0.0
+    """With `raw`: the body is sent event by event (split at blank lines), `gap` seconds apart."""
 
 
 @dataclass
@@ -56,6 +59,8 @@ class FakeApi:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.seen: list[Seen] = []
+        self.hung_up = threading.Event()
+        """Set when a client closed the connection in the middle of a trickled stream."""
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -63,6 +68,10 @@ class FakeApi:
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
+
+            def finish(self) -> None:
+                with contextlib.suppress(OSError):  # the client hung up mid-stream, on purpose
+                    super().finish()
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
@@ -76,6 +85,9 @@ class FakeApi:
                 if reply.delay:
                     time.sleep(reply.delay)
                 data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                if reply.gap and reply.raw is not None:
+                    self._trickle(reply)
+                    return
                 self.send_response(reply.status)
                 self.send_header("content-type", reply.content_type)
                 self.send_header("content-length", str(len(data)))
@@ -84,6 +96,24 @@ class FakeApi:
                 self.end_headers()
                 self.wfile.write(data)
                 self.wfile.flush()
+
+            def _trickle(self, reply: Reply) -> None:
+                assert reply.raw is not None
+                self.send_response(reply.status)
+                self.send_header("content-type", reply.content_type)
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                text = reply.raw.decode()
+                sep = "\r\n\r\n" if "\r\n\r\n" in text else "\n\n"
+                try:
+                    for event in text.split(sep):
+                        if event:
+                            self.wfile.write((event + sep).encode())
+                            self.wfile.flush()
+                            time.sleep(reply.gap)
+                except OSError:  # the client went away: that is what the test wanted
+                    outer.hung_up.set()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -529,6 +529,8 @@ async def test_unreachable_server_is_unavailable() -> None:
 async def test_cancelling_a_slow_request_leaves_no_task(api: FakeApi) -> None:
     api.replies.append(Reply(body={"never": "read"}, delay=3))
     m = model(api)
+    import anthropic  # noqa: F401  (imported before the clock starts: the first import is slow)
+
     before = set(asyncio.all_tasks())
     start = time.monotonic()
     with anyio.move_on_after(0.3) as scope:
@@ -536,3 +538,28 @@ async def test_cancelling_a_slow_request_leaves_no_task(api: FakeApi) -> None:
     assert scope.cancelled_caught and time.monotonic() - start < 1.5
     await m.aclose()
     assert set(asyncio.all_tasks()) <= before
+
+
+async def test_closing_a_stream_early_cancels_the_request(api: FakeApi) -> None:
+    from contextlib import aclosing
+
+    pieces = [f"word{i} " for i in range(40)]
+    reply = stream_events([text_block(*pieces)], "end_turn")
+    reply.gap = 0.05  # one event every 50 ms: about 2 s in all
+    api.replies.append(reply)
+    m = model(api)
+    before = set(asyncio.all_tasks())
+    first = 0.0
+    seen: list[str] = []
+    async with aclosing(Agent(m).stream("talk")) as events:
+        async for event in events:
+            if event.type == "text-delta":
+                first = first or time.monotonic()
+                seen.append(event.text)  # type: ignore[union-attr]
+                if len(seen) == 2:
+                    break
+    # the rest of the stream would take about 1.9 s more: closing did not wait for it
+    assert seen == pieces[:2] and time.monotonic() - first < 1.2
+    await m.aclose()
+    assert set(asyncio.all_tasks()) <= before
+    assert await anyio.to_thread.run_sync(api.hung_up.wait, 5)  # the server saw the connection go away

@@ -25,6 +25,7 @@ Design:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import uuid
@@ -446,9 +447,7 @@ class GeminiModel(RemoteModel):
         async def open_stream() -> tuple[Any, Any]:
             stream = await client.aio.models.generate_content_stream(**kwargs)
             try:
-                first = await stream.__anext__()
-            except StopAsyncIteration:
-                first = None
+                first = await _next(stream)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await _close(stream)
@@ -480,10 +479,7 @@ class GeminiModel(RemoteModel):
                     calls.extend(self._calls(parts))
                     reason = _enum_name(getattr(candidate, "finish_reason", None)) or reason
                     message = getattr(candidate, "finish_message", None) or message
-                try:
-                    chunk = await stream.__anext__()
-                except StopAsyncIteration:
-                    chunk = None
+                chunk = await _next(stream)
         except ModelError:
             raise
         except Exception as exc:
@@ -508,7 +504,53 @@ class GeminiModel(RemoteModel):
         )
 
 
+async def _pull(stream: Any) -> Any:
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+async def _next(stream: Any) -> Any:
+    """The next chunk of an SDK stream (`None` at its end), read in an asyncio task of its own.
+
+    The SDK's stream is a chain of async generators whose cleanup (closing the HTTP response)
+    awaits in `finally` blocks. A cancellation must reach them once, as asyncio delivers it, and
+    then let that cleanup finish; an anyio cancel scope would cancel the cleanup too and leave
+    the response open. So the read runs in its own task, which a cancellation of this one
+    cancels and waits for (shielded).
+    """
+    task = asyncio.ensure_future(_pull(stream))
+    try:
+        return await asyncio.shield(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved; the caller's own exception is the one raised
+        raise
+
+
 async def _close(stream: Any) -> None:
+    """Close an SDK stream now, HTTP response included.
+
+    Closing the SDK's outer generator would leave its inner generators (and the response they
+    hold) to the garbage collector. Instead a read is started and cancelled while it waits for
+    the network, so the cancellation unwinds the whole chain and each `finally` closes what it
+    holds; then the outer generator is closed. Bounded: at most 64 chunks already buffered are
+    read and dropped first.
+    """
+    for _ in range(64):
+        task = asyncio.ensure_future(_pull(stream))
+        await asyncio.sleep(0)  # the read runs until it waits for the network, or finishes
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+            break
+        if task.exception() is not None or task.result() is None:
+            break
     close = getattr(stream, "aclose", None)
     if close is not None:
         await close()

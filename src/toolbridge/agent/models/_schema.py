@@ -166,22 +166,22 @@ def optional_top_level(schema: Mapping[str, Any]) -> frozenset[str]:
 # -- Gemini ------------------------------------------------------------------------------------
 
 # Keywords Gemini's `Schema` (an OpenAPI 3.0 subset) takes, with their JSON Schema spelling.
-_GEMINI_KEEP = frozenset(
-    {
-        "description",
-        "title",
-        "default",
-        "minimum",
-        "maximum",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "minProperties",
-        "maxProperties",
-        "pattern",
-    }
-)
+_TEXT = (str,)
+_NUMBER = (int, float)
+_GEMINI_KEEP: dict[str, tuple[type, ...]] = {
+    "description": _TEXT,
+    "title": _TEXT,
+    "pattern": _TEXT,
+    "default": (object,),
+    "minimum": _NUMBER,
+    "maximum": _NUMBER,
+    "minItems": (int,),
+    "maxItems": (int,),
+    "minLength": (int,),
+    "maxLength": (int,),
+    "minProperties": (int,),
+    "maxProperties": (int,),
+}
 # Keywords that only annotate: dropped without changing what the schema accepts.
 _GEMINI_DROP = frozenset(
     {"$schema", "$id", "$comment", "readOnly", "writeOnly", "deprecated", "contentMediaType", "examples"}
@@ -211,6 +211,8 @@ def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
     nullable = False
     kind = node.get("type")
     if isinstance(kind, list):
+        if not all(isinstance(k, str) for k in kind):
+            raise NotConvertible("type list")
         kinds = [k for k in kind if k != "null"]
         nullable = len(kinds) < len(kind)
         if len(kinds) == 1:
@@ -222,21 +224,24 @@ def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
             options = [_gemini({**rest, "type": k}) for k in kinds]
             return {"anyOf": options, **({"nullable": True} if nullable else {})}
     if kind is not None:
-        if kind not in _GEMINI_TYPES:
+        if not isinstance(kind, str) or kind not in _GEMINI_TYPES:
             raise NotConvertible(f"type {kind!r}")
         out["type"] = str(kind).upper()
     for key, value in node.items():
         if key in ("type", "properties", "required", "items", "anyOf", "enum", "format"):
             continue
         if key in _GEMINI_KEEP:
+            if not isinstance(value, _GEMINI_KEEP[key]) or (isinstance(value, bool) and key != "default"):
+                raise NotConvertible(f"{key} value")
             out[key] = value
         elif key == "additionalProperties":
             if value not in (False, None):
                 raise NotConvertible("open object (additionalProperties)")
         elif key not in _GEMINI_DROP:
             raise NotConvertible(f"keyword {key!r}")
-    if "format" in node and node["format"] in _GEMINI_FORMATS.get(str(kind), set()):
-        out["format"] = node["format"]
+    fmt = node.get("format")
+    if isinstance(fmt, str) and fmt in _GEMINI_FORMATS.get(str(kind), set()):
+        out["format"] = fmt
     if "enum" in node:
         values = node["enum"]
         if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
@@ -267,7 +272,10 @@ def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
         out["type"] = "OBJECT"
         if props:
             out["properties"] = {str(name): _gemini(sub) for name, sub in props.items()}
-            required = [r for r in node.get("required") or () if r in props]
+            required_raw = node.get("required") or []
+            if not isinstance(required_raw, list):
+                raise NotConvertible("required")
+            required = [r for r in required_raw if isinstance(r, str) and r in out["properties"]]
             if required:
                 out["required"] = required
     if nullable:
@@ -287,7 +295,7 @@ def to_gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     """
     try:
         result = _gemini(resolve_local_refs(schema), top=True)
-    except (NotConvertible, RecursionError):
+    except (NotConvertible, RecursionError, TypeError):  # TypeError: a value of an unexpected shape
         return None
     if result.get("type") not in (None, "OBJECT") or "anyOf" in result:
         return None
