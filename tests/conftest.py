@@ -150,3 +150,47 @@ def _forget_registered_secrets() -> Iterator[None]:
     forget_secrets()
     yield
     forget_secrets()
+
+
+# -- PostgreSQL (the journal's shared backend) -------------------------------------------------
+# `.ci/run` starts a throwaway server (`.ci/pg.sh`) and exports its URL; locally, start one with
+# `bash .ci/pg.sh start /tmp/pg` and export the URL it prints. Tests that need it FAIL without it.
+
+POSTGRES_ENV = "TOOLBRIDGE_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    """The URL of the test PostgreSQL server (from TOOLBRIDGE_TEST_POSTGRES_URL)."""
+    url = os.environ.get(POSTGRES_ENV, "")
+    if not url:
+        pytest.fail(
+            f"{POSTGRES_ENV} is not set: start a server with `bash .ci/pg.sh start DIR` (or run .ci/run)"
+        )
+    return url
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A fresh, empty database on the test server for one test; dropped afterwards."""
+    import uuid
+
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = f"tb_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    parts = conninfo_to_dict(postgres_server_url)
+    host, port, user = (
+        parts.get("host", "127.0.0.1"),
+        parts.get("port", "5432"),
+        parts.get("user", "postgres"),
+    )
+    password = parts.get("password")
+    auth = f"{user}:{password}" if password else str(user)
+    try:
+        yield f"postgresql://{auth}@{host}:{port}/{name}"
+    finally:
+        with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,11 +1,12 @@
 """`toolbridge runs`: read the evidence journal of a durable runtime.
 
 ```
-toolbridge runs --journal FILE [--json] [--limit N]       # the most recent runs, newest first
+toolbridge runs --journal FILE|URL [--json] [--limit N]   # the most recent runs, newest first
 toolbridge runs show RUN_ID --journal FILE [--json]       # one run and the evidence of its calls
 ```
 
-The journal is only read. A run whose process died mid-run is shown as the runtime reads it
+The journal (an SQLite file, or a PostgreSQL URL: read-only transactions, never migrated) is
+only read. A run whose process died mid-run is shown as the runtime reads it
 back (`outcome_unknown` when a call with effects had its request sent and no response, else
 `failed` / `INTERRUPTED`), marked `(interrupted)`. Nothing here ever contains arguments, results
 or a tool's error text: the journal does not store them.
@@ -19,7 +20,8 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime._journal import RunRecord, dumps_record
+from ..runtime._journal import JournalBackend, RunRecord, dumps_record
+from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
 from ..runtime._journal_sqlite import Journal
 from ._output import emit
 
@@ -35,21 +37,27 @@ def register(subparsers: Any) -> None:
     )
     runs.add_argument("action", nargs="?", choices=["show"], help="show one run")
     runs.add_argument("run_id", nargs="?", help="the run to show")
-    runs.add_argument("--journal", required=True, help="the SQLite journal file")
+    runs.add_argument(
+        "--journal", required=True, help="the SQLite journal file, or a PostgreSQL URL (postgresql://...)"
+    )
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.add_argument("--limit", type=int, default=50, help="how many runs to list (default 50)")
     runs.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    journal = Journal.open_existing(args.journal)
+    journal: JournalBackend = (
+        PostgresJournal.open_existing(args.journal)
+        if is_postgres_url(args.journal)
+        else Journal.open_existing(args.journal)
+    )
     try:
         if args.action == "show":
             if not args.run_id:
                 raise ConfigError("runs show needs a RUN_ID")
             record = journal.get_run(args.run_id)
             if record is None:
-                raise ConfigError(f"no run {args.run_id!r} in the journal {args.journal!r}")
+                raise ConfigError(f"no run {args.run_id!r} in the journal {journal.path!r}")
             _print_run(record, as_json=args.json)
             return 0
         if args.run_id:

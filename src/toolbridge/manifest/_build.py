@@ -470,10 +470,12 @@ class LiveManifest:
 
     async def _make_runtime(self, doc: RuntimeDoc) -> Any:
         from ..runtime import create_runtime
+        from ..runtime._journal_postgres import is_postgres_url
 
         journal: str | None = None
         if doc.journal is not None:
-            journal = str(self.manifest.analysis.base_dir / doc.journal)
+            given = str(_reveal(doc.journal))
+            journal = given if is_postgres_url(given) else str(self.manifest.analysis.base_dir / given)
         limits = doc.limits.model_dump(exclude_none=True) if doc.limits is not None else None
         runtime = create_runtime(
             profile=doc.profile,

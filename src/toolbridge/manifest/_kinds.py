@@ -581,8 +581,9 @@ class RuntimeDoc(KindDoc):
     """The allow list; nothing is allowed by default, not even the model."""
     limits: Limits | None = None
     """Run limits; anything left out keeps its default."""
-    journal: str | None = None
-    """The SQLite journal of the durable profile, relative to the manifest."""
+    journal: SecretText | None = None
+    """The durable profile's journal: an SQLite file relative to the manifest, or a PostgreSQL URL
+    (`postgresql://...`; may use `${{ secrets.NAME }}` for one holding a password)."""
 
     @model_validator(mode="after")
     def _journal_for_durable(self) -> RuntimeDoc:

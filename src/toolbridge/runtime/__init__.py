@@ -15,6 +15,7 @@ from ._events import Event
 from ._guards import GuardContext, Guards, Verdict
 from ._journal import CallRecord, JournalBackend, RunRecord
 from ._journal_memory import MemoryJournal
+from ._journal_postgres import PostgresJournal
 from ._journal_sqlite import Journal, SqliteJournal
 from ._limits import Budget, Limits
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
@@ -38,6 +39,7 @@ __all__ = [
     "McpTool",
     "MemoryJournal",
     "Permissions",
+    "PostgresJournal",
     "PythonTool",
     "RunOutcomeEvent",
     "RunRecord",

@@ -34,6 +34,7 @@ from ._governor import Governor
 from ._guards import GuardContext, Guards, run_guards
 from ._journal import JournalBackend, RunRecord
 from ._journal_memory import MemoryJournal
+from ._journal_postgres import PostgresJournal, is_postgres_url
 from ._journal_sqlite import Journal
 from ._limits import Limits, value_bytes
 from ._outcomes import RuntimeResult
@@ -344,7 +345,8 @@ def create_runtime(
             Nothing is allowed by default, not even the model.
         limits: overrides of the default limits (snake_case or camelCase names).
         journal: the `durable` profile's journal (required there, refused otherwise): the path
-            of an SQLite file, or a `JournalBackend` (such as `Journal(path, durable=True,
+            of an SQLite file, a PostgreSQL URL (`postgresql://...`, see `_journal_postgres`), or a
+            `JournalBackend` (such as `Journal(path, durable=True,
             busy_timeout_ms=...)`).
         guards: `{"input": [...], "tool_result": [...], "output": [...]}`.
 
@@ -366,6 +368,8 @@ def create_runtime(
             store = journal
         elif journal is None or str(journal) in ("", ":memory:"):
             raise ConfigError("the durable profile needs journal=<path of an SQLite file>")
+        elif is_postgres_url(journal):
+            store = PostgresJournal(str(journal))
         else:
             store = Journal(journal, durable=True)
     else:
