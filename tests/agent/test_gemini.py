@@ -506,3 +506,16 @@ async def test_closing_a_stream_early_cancels_the_request(api: FakeApi) -> None:
     await m.aclose()
     assert set(asyncio.all_tasks()) <= before
     assert await anyio.to_thread.run_sync(api.hung_up.wait, 5)  # the server saw the connection go away
+
+
+async def test_a_slow_answer_times_out_as_unavailable(api: FakeApi) -> None:
+    from google import genai  # noqa: F401  (imported before the clock starts: the first import is slow)
+
+    api.replies.append(Reply(body=candidate_body([{"text": "late"}]), delay=2))
+    m = model(api, max_retries=0, timeout_s=0.3)
+    start = time.monotonic()
+    with pytest.raises(ModelError) as info:
+        await m.request(ModelRequest(messages=(Message("user", "x"),)))
+    assert info.value.code == "ERR_MODEL_UNAVAILABLE" and "timed out" in info.value.message
+    assert time.monotonic() - start < 1.8
+    await m.aclose()

@@ -131,3 +131,18 @@ def test_bad_model_strings(monkeypatch: pytest.MonkeyPatch, spec: str, words: st
     assert info.value.code == "ERR_CONFIG" and words in info.value.message
     assert len(info.value.message) < 400
     assert "openai:, anthropic:, google:" in info.value.message or "names no model" in info.value.message
+
+
+def test_providers_import_their_sdk_only_when_they_make_a_request() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys, toolbridge\n"
+        "from toolbridge.agent import Agent, AnthropicModel, GeminiModel, OpenAIModel\n"
+        "os.environ.update(OPENAI_API_KEY='k1', ANTHROPIC_API_KEY='k2', GEMINI_API_KEY='k3')\n"
+        "models = [Agent(s).model for s in ('openai:a', 'anthropic:b', 'google:c')]\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'google.genai') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
