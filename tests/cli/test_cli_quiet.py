@@ -96,6 +96,7 @@ def test_the_probe_fallback_is_never_a_warning(mcp1_cmd: list[str]) -> None:
     code, _, err = run("-v", "tools", "--", *mcp1_cmd)
     assert code == 0
     assert "Failed to validate request" in err  # the 1.x server's reaction to the probe, at INFO
+    assert "does not offer server/discover; using the initialize handshake" in err  # and the way out
     assert not [line for line in err.splitlines() if line.startswith(("WARNING", "ERROR", "CRITICAL"))], err
 
 
@@ -113,7 +114,7 @@ def test_mode_legacy_skips_the_probe(mcp1_cmd: list[str], argv: list[str], tmp_p
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     code, _, err = run("-v", *argv, "--", *mcp1_cmd)
     assert code == 0, err
-    assert "Failed to validate request" not in err
+    assert "Failed to validate request" not in err and "does not offer server/discover" not in err
     assert "server stderr: Processing request of type ListToolsRequest" in err or argv[0] == "call"
 
 

@@ -71,6 +71,7 @@ from ..errors import (
     ToolbridgeError,
     TransportError,
 )
+from ._call_support import RollingDeadline, note_fallback
 from ._changes import (
     DEFAULT_TOOLS_TTL,
     TOOLS_LIST_PAGE_CAP,
@@ -440,49 +441,22 @@ class ConnectionClient:
 
         check_text(name, what, "the tool name")
         check_arguments(args, what)
-        callback = cast(ProgressFnT | None, progress)
-        if limit is None:
-            # No deadline: no cancel scope is needed (nothing but a deadline could cancel one
-            # opened here), so that case pays for none.
-            for attempt in range(2):
-                try:
-                    return call_result_to_dict(await self._call_once(name, args, callback))
-                except SessionInvalidError:
-                    if attempt == 0:
-                        self.logger.info("%s: HTTP session rejected; opening a new session", what())
-                        continue
-                    raise
-            raise AssertionError("unreachable")  # pragma: no cover
         # One deadline for the whole call: connecting (if needed), and a retry on a new session;
         # each progress notification of the call pushes it back by `limit`.
-        deadline_at = anyio.current_time() + limit
-        scopes: list[anyio.CancelScope] = []
-
-        async def on_progress(progress_: float, total: float | None, message: str | None) -> None:
-            nonlocal deadline_at
-            deadline_at = max(deadline_at, anyio.current_time() + limit)
-            for scope in scopes:
-                scope.deadline = deadline_at
-            if progress is not None:
-                await progress(progress_, total, message)
-
+        deadline = RollingDeadline(limit, progress)
         for attempt in range(2):
             try:
                 timed: types.CallToolResult | None = None
-                with anyio.CancelScope(deadline=deadline_at) as deadline:
-                    scopes[:] = [deadline]
-                    timed = await self._call_once(name, args, cast(ProgressFnT, on_progress))
+                with deadline.scope() as scope:
+                    timed = await self._call_once(name, args, deadline.callback)
             except SessionInvalidError:
                 if attempt == 0:
-                    self.logger.info(
-                        "%s: HTTP session rejected; opening a new session", self._call_what(name)
-                    )
+                    self.logger.info("%s: HTTP session rejected; opening a new session", what())
                     continue
                 raise
-            if deadline.cancelled_caught or timed is None:
+            if scope.cancelled_caught or timed is None:
                 raise McpTimeoutError(
-                    f"{self._call_what(name)}: no answer within {limit}s (nor progress); "
-                    "the server was told to cancel"
+                    f"{what()}: no answer within {limit}s (nor progress); the server was told to cancel"
                 )
             return call_result_to_dict(timed)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -713,6 +687,7 @@ class ConnectionClient:
                     sdk = self._build_sdk_client(target, conn)
                     await stack.enter_async_context(sdk)
                     conn.dispatcher, conn.guard = guard_dispatcher_of(sdk.session, self._tool_skipped)
+                    note_fallback(self.logger, self._mode, self._describe(), sdk.protocol_version)
                     scope.deadline = math.inf
                     conn.sdk = sdk
                     self._note_capabilities(conn, sdk)
