@@ -6,6 +6,7 @@ example notes server, and SDK-built in-process servers (tests/fixtures/inproc_se
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import wave
@@ -113,15 +114,13 @@ async def test_filesystem_audio_becomes_an_audio_part(node: str, filesystem_js: 
         names = {s.name for s in await provider.list_tools()}
         assert {"read_file", "read_media_file", "list_directory", "write_file"} <= names
         result = await provider.call_tool("read_media_file", {"path": str(tmp_path / "beep.wav")})
-    # server-filesystem sends the audio both as a content block and as structured content;
-    # structured content takes precedence, so the audio block is inside it.
-    if result.kind == "structured":
-        blocks = result.structured["content"]
-        audio = [b for b in blocks if b.get("type") == "audio"]
-        assert audio and audio[0]["mimeType"] == "audio/wav"
-    else:
-        parts = [p for p in result.parts if isinstance(p, AudioPart)]
-        assert parts and parts[0].media_type == "audio/wav"
+    # server-filesystem sends the audio both as a content block and as structured content: the
+    # structured content stays what the model reads, and the block beside it is kept as media.
+    assert result.kind == "structured"
+    assert [b["type"] for b in result.structured["content"]] == ["audio"]
+    assert len(result.media) == 1 and isinstance(result.media[0], AudioPart)
+    assert result.media[0].media_type == "audio/wav"
+    assert result.media[0].data == base64.b64encode((tmp_path / "beep.wav").read_bytes()).decode()
 
 
 async def test_filesystem_audio_parts_from_the_content_array(

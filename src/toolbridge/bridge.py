@@ -18,7 +18,9 @@ Calling (`tools/call` to `ToolResult`):
   text (cleaned, bounded in length) as `server_text`;
 - `structuredContent`, when present, wins and is returned as-is (`ToolResult.of_structured`). The
   client has already validated it against the tool's `outputSchema`: a mismatch is a
-  `ProtocolError` (`ERR_MCP_PROTOCOL`);
+  `ProtocolError` (`ERR_MCP_PROTOCOL`). Image and audio blocks returned beside it become the
+  result's `media`: the model reads the structured content (with any string that is exactly such a
+  block's base64 payload shown as the block's placeholder) and gets the media as media parts;
 - otherwise the content array becomes parts (`content.parts_from_mcp`: text, image, audio); if any
   block is of another kind (a `resource_link`, an embedded `resource`), the original array is
   passed through untouched (`ToolResult.of_raw`).
@@ -35,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .clients import McpClient
-from .content import parts_from_mcp, to_json_text
+from .content import media_from_mcp, parts_from_mcp, to_json_text
 from .errors import ConfigError, ToolError, bounded
 from .sanitize import clean_text
 from .tools import OPEN_OBJECT_SCHEMA, ToolResult, ToolSpec, provider_generation
@@ -152,7 +154,7 @@ class McpToolProvider:
                 details={"tool": name},
             )
         if structured is not None:
-            return ToolResult.of_structured(structured)
+            return ToolResult.of_structured(structured, media_from_mcp(content))
         parts = parts_from_mcp(content)
         if parts is None:
             return ToolResult.of_raw(content)

@@ -5,6 +5,8 @@ A tool result reaches an agent in one of three shapes (see `toolbridge.tools.Too
 - **parts**: every block of the MCP `content` array was text, image or audio, and became a
   `TextPart`, `ImagePart` or `AudioPart` (`mimeType` renamed to `media_type`);
 - **structured**: the result had `structuredContent`, which takes precedence and is kept as-is;
+  image and audio blocks returned beside it are kept too (`media_from_mcp`), so they reach the
+  model as media parts while the model reads the structured content;
 - **raw**: some block was of another kind (`resource_link`, an embedded `resource`, a kind from a
   future protocol revision, or a malformed block), so the whole original array is passed through
   untouched, for the agent to serialize.
@@ -28,6 +30,7 @@ __all__ = [
     "Part",
     "TextPart",
     "decoded_size",
+    "media_from_mcp",
     "media_placeholder",
     "part_to_mcp",
     "parts_from_mcp",
@@ -122,6 +125,21 @@ def parts_from_mcp(blocks: Sequence[Any]) -> list[Part] | None:
         else:
             return None
     return parts
+
+
+def media_from_mcp(blocks: Sequence[Any]) -> list[ImagePart | AudioPart]:
+    """The well-formed image and audio blocks of an MCP `content` array, as parts (others skipped).
+
+    Used for the media a tool returns beside structured content.
+    """
+    media: list[ImagePart | AudioPart] = []
+    for block in blocks:
+        if not isinstance(block, Mapping) or block.get("type") not in ("image", "audio"):
+            continue
+        parts = parts_from_mcp([block])
+        if parts and isinstance(parts[0], ImagePart | AudioPart):
+            media.append(parts[0])
+    return media
 
 
 def part_to_mcp(part: Part) -> dict[str, Any]:

@@ -64,12 +64,15 @@ class ToolResult:
         parts: the content parts (kind `"parts"`).
         structured: the structured content, as-is (kind `"structured"`).
         raw: the original content array, untouched (kind `"raw"`).
+        media: images and audio returned beside structured content (kind `"structured"`): the
+            model reads the structured content and gets these as media parts.
     """
 
     kind: Literal["parts", "structured", "raw"]
     parts: tuple[Part, ...] = ()
     structured: Any = None
     raw: tuple[Mapping[str, Any], ...] = ()
+    media: tuple[ImagePart | AudioPart, ...] = ()
 
     @classmethod
     def of_parts(cls, parts: Sequence[Part]) -> ToolResult:
@@ -80,8 +83,8 @@ class ToolResult:
         return cls(kind="parts", parts=(TextPart(text),))
 
     @classmethod
-    def of_structured(cls, value: Any) -> ToolResult:
-        return cls(kind="structured", structured=value)
+    def of_structured(cls, value: Any, media: Sequence[ImagePart | AudioPart] = ()) -> ToolResult:
+        return cls(kind="structured", structured=value, media=tuple(media))
 
     @classmethod
     def of_raw(cls, blocks: Sequence[Mapping[str, Any]]) -> ToolResult:
@@ -100,10 +103,13 @@ class ToolResult:
         """A text rendering for places that take only text (logs, text-only models, the CLI).
 
         Text parts are joined by newlines; images and audio become a one-line placeholder naming
-        the media type and size; structured content and raw arrays become compact JSON.
+        the media type and size; structured content and raw arrays become compact JSON. Media
+        beside structured content follow its JSON as placeholder lines (see `structured_text`).
         """
         if self.kind == "structured":
-            return to_json_text(self.structured)
+            if not self.media:
+                return to_json_text(self.structured)
+            return "\n".join([self.structured_text(), *(media_placeholder(m) for m in self.media)])
         if self.kind == "raw":
             return to_json_text(list(self.raw))
         lines: list[str] = []
@@ -113,6 +119,33 @@ class ToolResult:
             elif isinstance(part, ImagePart | AudioPart):
                 lines.append(media_placeholder(part))
         return "\n".join(lines)
+
+    def structured_shown(self) -> Any:
+        """The structured content as a reader is shown it: any string in it that is exactly the
+        payload of a media part beside it is replaced by that part's placeholder, so the payload
+        reaches the model once, as media, and never as base64 text. The value itself is kept
+        as-is in `structured`."""
+        if not self.media:
+            return self.structured
+        payloads = {m.data: media_placeholder(m) for m in self.media if m.data}
+        return _replace_strings(self.structured, payloads)
+
+    def structured_text(self) -> str:
+        """`structured_shown()` as compact JSON: the text the model reads for structured content."""
+        return to_json_text(self.structured_shown())
+
+
+def _replace_strings(value: Any, replacements: Mapping[str, str], depth: int = 0) -> Any:
+    """`value` with every string found in `replacements` replaced (bounded depth; a copy)."""
+    if isinstance(value, str):
+        return replacements.get(value, value)
+    if depth > 100:
+        return value
+    if isinstance(value, Mapping):
+        return {key: _replace_strings(item, replacements, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace_strings(item, replacements, depth + 1) for item in value]
+    return value
 
 
 @runtime_checkable

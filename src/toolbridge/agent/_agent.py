@@ -245,12 +245,15 @@ def result_to_model(
 
     Text stays text; images stay images when the model supports them (else a placeholder
     naming media type and size); audio likewise with `supports_audio`; structured content and
-    raw arrays become compact JSON text.
+    raw arrays become compact JSON text, and media returned beside structured content follow it
+    as media parts (by the same rules).
     """
-    if result.kind != "parts":
+    if result.kind == "raw" or (result.kind == "structured" and not result.media):
         return (TextPart(result.to_text()),)  # structured content or a raw array: compact JSON
     parts: list[Part] = []
-    for part in result.parts:
+    if result.kind == "structured":
+        parts.append(TextPart(result.structured_text()))
+    for part in result.parts if result.kind == "parts" else result.media:
         if (isinstance(part, ImagePart) and supports_images) or (
             isinstance(part, AudioPart) and supports_audio
         ):

@@ -14,7 +14,8 @@ arguments are one JSON object (default `{}`). `call`'s own options (`--url`, `--
 legacy` skips the 2026-07-28 `server/discover` probe (older servers log a validation error for it).
 
 `call` prints text parts as text, structured content as indented JSON, an image or audio part as
-one line with its media type and size, and a passed-through content array as JSON. A tool error
+one line with its media type and size (also beside structured content, whose JSON then shows that
+line in place of the media's base64), and a passed-through content array as JSON. A tool error
 prints the server's message on stderr and exits with 1. A bad command, an unreachable URL or
 invalid JSON arguments give one line on stderr and a non-zero exit, never a traceback.
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 from ..bridge import McpToolProvider
 from ..clients import DEFAULT_TIMEOUT, HttpClient, StdioClient
+from ..content import media_placeholder
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
 from ._output import emit, json_text, parse_headers
@@ -164,7 +166,9 @@ def _table(specs: list[ToolSpec]) -> str:
 
 def _render(result: ToolResult) -> str:
     if result.kind == "structured":
-        return json_text(result.structured, indent=2, ensure_ascii=False)
+        # Media beside structured content: one placeholder line each, never their base64.
+        shown = json_text(result.structured_shown(), indent=2, ensure_ascii=False)
+        return "\n".join([shown, *(media_placeholder(m) for m in result.media)])
     if result.kind == "raw":
         return json_text(list(result.raw), indent=2, ensure_ascii=False)
     return result.to_text()

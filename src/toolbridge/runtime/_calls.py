@@ -66,9 +66,9 @@ _TOOL_CODE_MAP: Final[dict[str, str]] = {
 def _result_bytes(result: ToolResult) -> int:
     if result.kind == "structured":
         try:
-            return len(canonical_json(result.structured))
+            return len(canonical_json(result.structured)) + parts_bytes(result.media)
         except (TypeError, ValueError):
-            return len(result.to_text().encode("utf-8"))
+            return len(result.to_text().encode("utf-8")) + parts_bytes(result.media)
     size = parts_bytes(result.parts)
     if result.kind == "raw":
         size += len(result.to_text().encode("utf-8"))
