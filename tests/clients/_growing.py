@@ -6,6 +6,7 @@ import contextlib
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +17,14 @@ from pathlib import Path
 SERVER = Path(__file__).resolve().parent / "growing_http_server.py"
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 @dataclass
 class Growing:
     """The running server: start, restart in place (SIGHUP), or kill and start a new process."""
@@ -24,6 +33,7 @@ class Growing:
     process: subprocess.Popen[str] | None = None
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
     starts: int = 0
+    options: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -31,7 +41,7 @@ class Growing:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(SERVER), str(self.port)],
+            [sys.executable, str(SERVER), str(self.port), *self.options],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

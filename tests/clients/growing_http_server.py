@@ -1,11 +1,14 @@
 """An SDK `MCPServer` over Streamable HTTP whose tool list grows at run time, and that can restart.
 
-Usage: `python growing_http_server.py PORT`
+Usage: `python growing_http_server.py PORT [--flap]`
 
 Tools: `echo(text)`, and `add_tool(name)`, which registers a tool `name` (answering "I am <name>")
 and announces the change the way `MCPServer` does: to `subscriptions/listen` streams on 2026-07-28
 connections; on 2025-11-25 connections the server does not advertise `tools.listChanged` and sends
 nothing, so the client is never told.
+
+`--flap`: every `subscriptions/listen` stream is cut right after the server acknowledged it, as a
+flapping proxy or server would (the client must not reopen such a stream forever).
 
 SIGHUP restarts the server inside the process: every connection and stream is dropped and a fresh
 `MCPServer` (without the added tools) serves the same port at once, as a restarted server would,
@@ -18,9 +21,47 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+
+
+class CutListenStreams:
+    """ASGI middleware: a `subscriptions/listen` response ends right after its acknowledgment."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages, body, more = [], b"", True
+        while more:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        replay = iter(messages)
+
+        async def replayed() -> Any:
+            return next(replay, None) or await receive()
+
+        if b'"subscriptions/listen"' not in body:
+            await self.app(scope, replayed, send)
+            return
+        with anyio.CancelScope() as cut:
+
+            async def send_until_acknowledged(message: Any) -> None:
+                if message["type"] == "http.response.body" and b"acknowledged" in message.get("body", b""):
+                    await send({**message, "more_body": False})
+                    cut.cancel()
+                    return
+                await send(message)
+
+            await self.app(scope, replayed, send_until_acknowledged)
 
 
 def build() -> MCPServer:
@@ -45,11 +86,13 @@ def build() -> MCPServer:
     return server
 
 
-async def main(port: int) -> None:
+async def main(port: int, flap: bool) -> None:
     starts = 0
     while True:
         starts += 1
-        app = build().streamable_http_app()
+        app: Any = build().streamable_http_app()
+        if flap:
+            app = CutListenStreams(app)
         config = uvicorn.Config(
             app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
         )
@@ -76,4 +119,4 @@ async def main(port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(int(sys.argv[1]), "--flap" in sys.argv[2:]))

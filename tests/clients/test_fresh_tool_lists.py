@@ -14,7 +14,7 @@ import asyncio
 import time
 
 import pytest
-from _growing import Growing
+from _growing import Growing, free_port
 
 from toolbridge.agent import Agent, ScriptedModel
 from toolbridge.bridge import McpToolProvider
@@ -129,3 +129,46 @@ async def test_an_agent_sees_a_tool_added_without_notification_on_its_next_run(g
 def test_tools_ttl_is_checked(ttl: object) -> None:
     with pytest.raises(ConfigError, match="tools_ttl"):
         HttpClient("http://127.0.0.1:1/mcp", tools_ttl=ttl)  # type: ignore[arg-type]
+
+
+async def test_a_flapping_stream_is_reopened_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolbridge.clients import _changes
+
+    monkeypatch.setattr(_changes, "LISTEN_RETRY_FIRST", 0.05)
+    monkeypatch.setattr(_changes, "LISTEN_RETRY_MAX", 0.2)
+    server = Growing(free_port(), options=("--flap",))  # every listen stream dies once acknowledged
+    server.start()
+    try:
+        async with HttpClient(server.url, timeout=20, tools_ttl=60) as client:
+            assert names(await client.list_tools()) == {"echo", "add_tool"}
+            conn = client._conn
+            assert conn is not None
+            await wait_for(lambda: conn.channel.gave_up, 15, "giving up on the flapping stream")
+            assert not conn.channel.live
+            assert conn.channel.epoch == 1 + _changes.LISTEN_RETRY_ATTEMPTS  # opened, then 8 reopens
+            generation = client.generation
+            await asyncio.sleep(0.5)
+            assert client.generation == generation  # nothing runs any more
+            # Without a channel the TTL rule applies, and the client keeps serving.
+            await client.call_tool("add_tool", {"name": "late"})
+            assert "late" in names(await client.list_tools(refresh=True))
+            assert client._conn is conn
+    finally:
+        server.kill()
+
+
+async def test_closing_while_the_stream_is_being_reopened_is_prompt(growing: Growing) -> None:
+    client = HttpClient(growing.url, timeout=20, tools_ttl=None)
+    await client.list_tools()
+    conn = client._conn
+    assert conn is not None and conn.channel.live and conn.task is not None
+    growing.kill()  # the stream dies; the reopen waits in its backoff or fails
+    await wait_for(lambda: not conn.channel.live, 10, "noticing the dead stream")
+    started = time.monotonic()
+    await client.aclose()
+    assert time.monotonic() - started < 3
+    assert conn.task.done() and conn.done.is_set()  # the owner, and its listen task, are gone
+    pending = [t for t in asyncio.all_tasks() if t.get_name().startswith("toolbridge-connection")]
+    assert not [t for t in pending if not t.done()]

@@ -10,7 +10,8 @@ changed" that the client is known to be receiving:
   `subscriptions/listen` stream the client opens. It is live from the server's acknowledgment
   until the stream ends. A dead stream (the server restarted, the stream broke) drops the cache,
   increments `generation`, and is reopened with backoff (`LISTEN_RETRY_FIRST` doubling up to
-  `LISTEN_RETRY_MAX`, at most `LISTEN_RETRY_ATTEMPTS` tries in a row). Until it is back, the list is
+  `LISTEN_RETRY_MAX`, at most `LISTEN_RETRY_ATTEMPTS` tries in a row; a stream that dies within
+  `LISTEN_STABLE_AFTER` seconds of opening counts as a failed try). Until it is back, the list is
   not cached at all: every `list_tools()` asks the server. When it is back, the cache is dropped and
   `generation` incremented once more (changes made while it was down were not announced). After the
   last try the connection is treated as having no channel (the TTL below).
@@ -52,6 +53,7 @@ __all__ = [
     "LISTEN_RETRY_ATTEMPTS",
     "LISTEN_RETRY_FIRST",
     "LISTEN_RETRY_MAX",
+    "LISTEN_STABLE_AFTER",
     "TOOLS_LIST_PAGE_CAP",
     "CachedTools",
     "ChangeChannel",
@@ -78,6 +80,10 @@ LISTEN_RETRY_MAX = 30.0
 
 LISTEN_RETRY_ATTEMPTS = 8
 """Attempts in a row to reopen a change stream before the connection falls back to the TTL."""
+
+LISTEN_STABLE_AFTER = 10.0
+"""Seconds a reopened stream must stay live before its backoff starts over; a stream that keeps
+dying sooner (a flapping server) counts as failing, so reopening it stays bounded."""
 
 # JSON-RPC codes with which the SDK reports a stream that broke (rather than a server's refusal).
 _BROKEN_CODES = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
@@ -189,6 +195,7 @@ async def keep_listening(
     failures = 0
     delay = LISTEN_RETRY_FIRST
     opened_before = False
+    live_since: float | None = None
     try:
         while True:
             reason = "the server closed it"
@@ -199,8 +206,7 @@ async def keep_listening(
                     channel.live = True
                     channel.epoch += 1
                     channel.known.set()
-                    failures = 0
-                    delay = LISTEN_RETRY_FIRST
+                    live_since = time.monotonic()
                     if opened_before:
                         logger.info("%s: tool-list change stream reopened", describe())
                         changed()  # changes made while it was down were never announced
@@ -228,6 +234,9 @@ async def keep_listening(
                 if channel.live:
                     channel.live = False
                     changed()  # the list is no longer known to be current
+            if live_since is not None and time.monotonic() - live_since >= LISTEN_STABLE_AFTER:
+                failures, delay = 0, LISTEN_RETRY_FIRST  # it was up for a good while: start over
+            live_since = None
             failures += 1
             if failures > LISTEN_RETRY_ATTEMPTS:
                 logger.warning(
