@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
 from .errors import ConfigError, PolicyError
 from .sanitize import clean_text
 from .tools import ToolProvider, ToolResult, ToolSpec
@@ -214,11 +215,15 @@ def read_lock(path: str | os.PathLike[str]) -> ToolLock:
     """
     where = os.fspath(path)
     try:
-        data = json.loads(Path(where).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise _invalid(where, "not found (write one with `toolbridge lock`)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _invalid(where, f"cannot be read as JSON: {exc}") from exc
+        data = loads_json(read_text_file(where, max_bytes=MAX_JSON_FILE_BYTES))
+    except InputLimitError as exc:
+        if exc.reason == "missing":
+            raise _invalid(where, "not found (write one with `toolbridge lock`)") from None
+        raise ConfigError(
+            f"{exc.where(where)}: the lock file {exc.message}",
+            code="ERR_LOCK_INVALID",
+            details={"path": where},
+        ) from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
         raise _invalid(where, f'expected an object with "version": {LOCK_VERSION}')
     servers = data.get("servers")

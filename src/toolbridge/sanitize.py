@@ -12,7 +12,13 @@ things a reader never sees but a model or a terminal acts on:
   an innocent-looking string), other format characters, and invisible fillers.
 
 `clean_text` removes all of these and keeps every visible character (any script, emoji,
-punctuation), newlines and tabs. Carriage returns become newlines (`\\r\\n` one newline).
+punctuation), newlines and tabs. Carriage returns become newlines (`\\r\\n` one newline). It is
+for text a model reads.
+
+`visible_text` is for text a person reads on a terminal (the command line's output): instead of
+removing, it shows every such character as an escape (`\\x1b`, `\\r`, `\\u202e`), so that nothing
+sent by a server can clear the screen, set the window title, write the clipboard (OSC 52), move
+the cursor or reorder a line, and nothing is hidden from the reader either.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["clean_text", "is_clean"]
+__all__ = ["clean_text", "is_clean", "visible_text"]
 
 _ESCAPES = re.compile(
     r"""
@@ -67,3 +73,42 @@ def clean_text(text: str) -> str:
 def is_clean(text: str) -> bool:
     """Whether `clean_text(text)` would leave `text` as it is."""
     return clean_text(text) == text
+
+
+_NAMED_ESCAPES = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[ch]
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def visible_text(text: str, *, multiline: bool = False) -> str:
+    """`text` safe to print on a terminal: control and invisible characters shown as escapes.
+
+    Escape sequences (ESC), every other C0 and C1 control character, DEL, carriage returns,
+    bidirectional overrides and isolates, zero-width and other format characters, lone
+    surrogates, line and paragraph separators and invisible fillers become `\\xNN`, `\\uNNNN`
+    or `\\UNNNNNNNN` (`\\r`, `\\t`, `\\n` for those three). Everything visible is kept as it is.
+
+    Args:
+        text: untrusted text (a tool name, an error message, a result).
+        multiline: keep newlines and tabs (for a tool's result text); otherwise they are
+            escaped too, so the text stays on one line.
+    """
+    if text.isascii() and text.isprintable():
+        return text
+    keep = _KEEP_CONTROLS if multiline else frozenset()
+    out: list[str] = []
+    for ch in text:
+        if ch in keep or (ch not in _KEEP_CONTROLS and _visible(ch) and ch != "\x7f"):
+            out.append(ch)
+        else:
+            out.append(_escape(ch))
+    return "".join(out)

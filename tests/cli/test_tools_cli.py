@@ -189,7 +189,12 @@ def test_unreachable_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
         (["call", "--timeout", "0", "echo", "{}", "--", "true"], "--timeout"),
         (["tools", "stray", "--", "true"], "after `--`"),
         (["tools"], "no server"),
-        (["call", "echo", "{}", "--timeout", "soon", "--", "true"], "invalid float value"),
+        (["call", "echo", "{}", "--timeout", "soon", "--", "true"], "not a number of seconds"),
+        (["call", "--timeout", "nan", "echo", "{}", "--", "true"], "finite number of seconds"),
+        (["call", "echo", "{}", "--timeout", "inf", "--", "true"], "finite number of seconds"),
+        (["call", "echo", '{"text": NaN}', "--", "true"], "ERR_INVALID_INPUT"),
+        (["call", "echo", '{"n": 1e999}', "--", "true"], "overflows to infinity"),
+        (["call", "echo", "[" * 5000, "--", "true"], "deeper than 100"),
         (["call", "--url", "http://a/mcp", "echo", "--url", "http://b/mcp"], "--url given twice"),
     ],
 )

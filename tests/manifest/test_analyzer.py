@@ -338,7 +338,7 @@ def test_toolset_file_that_fails_to_load(tmp_path: Path) -> None:
     path.write_text(text)
     [d] = check_manifest(path, env={}).diagnostics
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 16, 7)
-    assert "bad.json:1:26: invalid JSON" in d.message
+    assert "bad.json:1:26: the tools file is not valid JSON" in d.message
 
 
 def test_toolset_file_missing(tmp_path: Path) -> None:

@@ -270,7 +270,7 @@ def test_pinned_provider_from_a_lock(
     lock = json.loads((tmp_path / "tools.lock").read_text())
     lock["servers"]["FilesMcp"]["tools"]["read_file"] = "sha256:" + "0" * 64  # the server "changed" it
     (tmp_path / "tools.lock").write_text(json.dumps(lock))
-    assert main(["run", str(path), "--input", "notes?", "--json"]) == 0
+    assert main(["run", str(path), "--input", "notes?", "--json"]) == 3  # finished, but a tool call failed
     result = json.loads(capsys.readouterr().out)
     [reading] = result["steps"][1]["toolResults"]
     assert reading["error"] is True  # not offered: the model's call finds no such tool

@@ -237,7 +237,7 @@ def test_from_file_errors(tmp_path: Path) -> None:
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         TaskToolSet.from_file(bad)
-    assert info.value.code == "ERR_TASK_FILE" and "line 1" in str(info.value)
+    assert info.value.code == "ERR_TASK_FILE" and "bad.json:1:2:" in str(info.value)
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({"tools": [tool([{"action": "nope", "params": {}}])]}), encoding="utf-8")
     with pytest.raises(ConfigError) as info:

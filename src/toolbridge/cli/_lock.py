@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
+from ..sanitize import visible_text
 from ._output import emit, parse_headers
 
 __all__ = ["diff_locks", "register"]
@@ -45,7 +46,11 @@ def register(subparsers: Any) -> None:
             "manifest file whose Mcp.StdioClient / Mcp.HttpClient documents are locked."
         ),
     )
-    lock.add_argument("--out", default=DEFAULT_OUT, help=f"the lock file (default: {DEFAULT_OUT})")
+    lock.add_argument(
+        "--out",
+        default=None,
+        help=f"the lock file (default: the manifest's one `lock:` file, else {DEFAULT_OUT})",
+    )
     lock.add_argument("--name", default=None, help=f"the server's name in the lock (default: {DEFAULT_NAME})")
     lock.add_argument("--url", help="Streamable HTTP endpoint of the server")
     lock.add_argument(
@@ -77,10 +82,30 @@ async def _lock_one(args: argparse.Namespace, command: list[str]) -> dict[str, S
         return {name: await lock_server(client)}
 
 
-async def _lock_manifest(path: str) -> dict[str, ServerLock]:
-    from ..manifest import load_manifest
+def _load_for_locking(path: str) -> Any:
+    """The manifest, analyzed; a missing or stale `lock:` file is no reason not to lock it again."""
+    from ..manifest._analyzer import analyze_file
+    from ..manifest._build import Manifest
 
-    manifest = load_manifest(path)
+    analysis = analyze_file(path)
+    errors = [d for d in analysis.diagnostics if d.severity == "error" and d.code != "ERR_MANIFEST_LOCK"]
+    if errors:
+        lines = "; ".join(d.format() for d in errors)
+        raise ConfigError(f"{len(errors)} error(s) in {path}: {lines}", code=errors[0].code)
+    return Manifest(analysis=analysis)
+
+
+def _manifest_lock_file(manifest: Any) -> Path | None:
+    """The one `lock:` file the manifest's tool providers name (None for none or several)."""
+    files = {
+        (manifest.analysis.base_dir / doc.model.lock).resolve()
+        for doc in manifest.analysis.of_kind("AiMcp.ToolProvider")
+        if getattr(doc.model, "lock", None) is not None
+    }
+    return files.pop() if len(files) == 1 else None
+
+
+async def _lock_manifest(manifest: Any, path: str) -> dict[str, ServerLock]:
     names = [doc.name for kind in _MCP_KINDS for doc in manifest.analysis.of_kind(kind)]
     if not names:
         raise ConfigError(f"{path} declares no Mcp.StdioClient or Mcp.HttpClient", code="ERR_INVALID_INPUT")
@@ -134,22 +159,30 @@ def _run_lock(args: argparse.Namespace) -> int:
                 "--mode does not apply to a manifest (set `mode:` on its Mcp.StdioClient / Mcp.HttpClient)",
                 code="ERR_INVALID_INPUT",
             )
-        current = asyncio.run(_lock_manifest(before[0]))
+        manifest = _load_for_locking(before[0])
+        out = Path(args.out) if args.out else (_manifest_lock_file(manifest) or Path(DEFAULT_OUT))
+        if args.check:
+            read_lock(out)  # a missing or broken lock file is said before any server starts
+        current = asyncio.run(_lock_manifest(manifest, before[0]))
     else:
+        out = Path(args.out or DEFAULT_OUT)
+        if args.check:
+            read_lock(out)
         current = asyncio.run(_lock_one(args, command))
-    out = Path(args.out)
-    existing = read_lock(out) if out.exists() else ToolLock()
+    shown = visible_text(os.fspath(out))
     if args.check:
+        existing = read_lock(out)
         problems = 0
         for name, server in current.items():
             for line in diff_locks(existing.servers.get(name), server):
-                emit(f"{name}: {line}")
+                emit(f"{visible_text(name)}: {visible_text(line)}")
                 problems += 1
         if problems == 0:
-            emit(f"{', '.join(current)}: matches {os.fspath(out)}")
+            emit(f"{visible_text(', '.join(current))}: matches {shown}")
         return 1 if problems else 0
+    existing = read_lock(out) if out.exists() else ToolLock()
     existing.servers.update(current)
     write_lock(out, existing)
     for name, server in current.items():
-        emit(f"locked {len(server.tools)} tools of {name} in {os.fspath(out)}")
+        emit(f"locked {len(server.tools)} tools of {visible_text(name)} in {shown}")
     return 0

@@ -7,14 +7,18 @@
   manifest and runs one target: `--target NAME` (a `Telo.Application` target or any runnable
   document: `Ai.Agent`, `Ai.Text`, `Ai.TextStream`, `Ai.AgentStream`, `McpClient.ToolsCall`,
   `McpClient.ToolsList`; see `_run_target`), `--agent NAME`, or the one thing the manifest
-  runs. Progress (steps, tool calls with their duration and
-  ok / error) goes to stderr as it happens; the final text goes to stdout. `--json` prints only
-  the run result as JSON on stdout. Ctrl-C cancels the run: every server is shut down, the
-  journal records `cancelled`, and the exit code is 130.
+  runs. Progress (steps, tool calls with their duration and ok / error CODE, also calls to a
+  tool that does not exist) goes to stderr as it happens; the final text goes to stdout.
+  `--json` prints only the run result as JSON on stdout. An agent's run exits 0 when it
+  succeeded with every tool call ok, 3 when it finished but a tool call failed, 1 when it
+  failed. Ctrl-C cancels the run: every server is shut down, the journal records `cancelled`,
+  and the exit code is 130.
 - `schema` prints the JSON Schema of manifest documents.
 
 Secret values never reach the output: diagnostics name secrets but never show values, and the
-values themselves stay inside `Secret` objects until the clients and models are built.
+values themselves stay inside `Secret` objects until the clients and models are built. Text
+that comes from the manifest, a model or a server (diagnostics, tool names, error texts, the
+answer) is shown through `visible_text`; `--json` output is exact JSON.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Mapping
@@ -30,7 +33,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError, ToolbridgeError
-from ._output import emit
+from ..sanitize import visible_text
+from ._output import dumps, emit, warn
+
+EXIT_TOOL_FAILED = 3
+"""`run`: the run finished, but at least one tool call failed (see docs/cli.md)."""
 
 __all__ = ["register"]
 
@@ -111,10 +118,10 @@ def _check(args: argparse.Namespace) -> int:
 
     report = check_manifest(args.files, secrets=_given_secrets(args))
     if args.json:
-        emit(json.dumps(report.to_dict(), indent=2))
+        emit(dumps(report.to_dict()))
         return 0 if report.ok else 1
     for diag in report.diagnostics:
-        emit(diag.format())
+        emit(visible_text(diag.format()))
     files = len(args.files)
     noun = "file" if files == 1 else "files"
     if report.diagnostics:
@@ -130,7 +137,7 @@ def _check(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     from ..manifest import manifest_json_schema
 
-    emit(json.dumps(manifest_json_schema(), indent=2))
+    emit(dumps(manifest_json_schema()))
     return 0
 
 
@@ -143,10 +150,10 @@ def _run(args: argparse.Namespace) -> int:
 
     analysis = analyze_file(args.file, secrets=_given_secrets(args))
     for diag in analysis.diagnostics:
-        print(diag.format(), file=sys.stderr)
+        warn(visible_text(diag.format()))
     if not analysis.ok:
         errors = sum(1 for d in analysis.diagnostics if d.severity == "error")
-        print(f"toolbridge: {args.file}: {errors} error(s); nothing was started", file=sys.stderr)
+        warn(f"toolbridge: {visible_text(args.file)}: {errors} error(s); nothing was started")
         return 1
     manifest = Manifest(analysis=analysis)
     from ..manifest._targets import model_inputs
@@ -162,21 +169,39 @@ def _run(args: argparse.Namespace) -> int:
     try:
         outcome = asyncio.run(_run_async(manifest, target.document, given, view, system, options))
     except KeyboardInterrupt:
-        print("toolbridge: interrupted; the run was cancelled and every server shut down", file=sys.stderr)
+        warn("toolbridge: interrupted; the run was cancelled and every server shut down")
         return 130
+    failed_calls = _failed_calls(outcome)
+    if view is not None:
+        view.report_unseen(failed_calls)
     if args.json:
-        emit(json.dumps(outcome, indent=2, default=_json_default))
+        emit(dumps(outcome, default=_json_default))
     else:
         if outcome.get("error"):
-            print(f"toolbridge: run {outcome.get('outcome', 'failed')}: {outcome['error']}", file=sys.stderr)
+            state = visible_text(str(outcome.get("outcome", "failed")))
+            warn(f"toolbridge: run {state}: {visible_text(str(outcome['error']))}")
+        elif failed_calls:
+            noun = "call" if len(failed_calls) == 1 else "calls"
+            warn(f"toolbridge: the run finished, but {len(failed_calls)} tool {noun} failed")
         text = outcome.get("text")
         if text:
-            emit(text)
+            emit(visible_text(str(text), multiline=True))
     if outcome.get("outcome") == "cancelled":
         return 130
     if outcome.get("outcome", "succeeded") != "succeeded" or outcome.get("error"):
         return 1
-    return 0
+    return EXIT_TOOL_FAILED if failed_calls else 0
+
+
+def _failed_calls(outcome: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(call id, tool name, code) of every tool result marked as an error, in order."""
+    failed: list[tuple[str, str, str | None]] = []
+    for step in outcome.get("steps") or ():
+        for result in step.get("toolResults") or ():
+            if result.get("error"):
+                call_id, name = str(result.get("toolCallId")), str(result.get("name"))
+                failed.append((call_id, name, result.get("errorCode")))
+    return failed
 
 
 def _read_input(args: argparse.Namespace) -> str:
@@ -198,10 +223,15 @@ class _LiveView:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.started: dict[str, float] = {}
+        self.finished: set[str] = set()
         self.step_shown = -1
 
     def _print(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        try:
+            self.out.write(line + "\n")
+            self.out.flush()
+        except (OSError, ValueError):  # a closed stderr does not stop the run
+            pass
 
     def step(self, step: int) -> None:
         if step != self.step_shown:
@@ -211,14 +241,22 @@ class _LiveView:
     def tool_started(self, step: int, call_id: str, name: str) -> None:
         self.step(step)
         self.started[call_id] = time.monotonic()
-        self._print(f"  → {name}")
+        self._print(f"  → {visible_text(name)}")
 
     def tool_finished(self, step: int, call_id: str, name: str, error: bool, code: str | None) -> None:
         self.step(step)
         began = self.started.pop(call_id, None)
         ms = f"{(time.monotonic() - began) * 1000:.0f} ms" if began is not None else "-"
-        status = f"error{f' {code}' if code else ''}" if error else "ok"
-        self._print(f"  {'✗' if error else '✓'} {name} {ms} {status}")
+        status = f"error{f' {visible_text(code)}' if code else ''}" if error else "ok"
+        self.finished.add(call_id)
+        self._print(f"  {'✗' if error else '✓'} {visible_text(name)} {ms} {status}")
+
+    def report_unseen(self, failed: list[tuple[str, str, str | None]]) -> None:
+        """Show failed calls the hooks never saw (a call to a tool that does not exist)."""
+        for call_id, name, code in failed:
+            if call_id not in self.finished:
+                self.finished.add(call_id)
+                self._print(f"  ✗ {visible_text(name)} - error{f' {visible_text(code)}' if code else ''}")
 
 
 async def _run_async(
@@ -260,6 +298,12 @@ def _live_hooks(view: _LiveView) -> Any:
     class LiveHooks(AgentHooks):
         async def before_model_call(self, ctx: Any, model: Any, request: Any) -> None:
             view.step(int(ctx.step))
+
+        async def before_tool_calls(self, ctx: Any, calls: Any) -> None:
+            for call in calls:  # a tool that does not exist is never invoked: show it now
+                if call.target is None:
+                    view.tool_started(int(ctx.step), call.call_id, call.name)
+                    view.tool_finished(int(ctx.step), call.call_id, call.name, True, "ERR_AGENT_UNKNOWN_TOOL")
 
         async def call_tool(self, ctx: Any, call: Any, invoke: Any) -> Any:
             view.tool_started(int(ctx.step), call.call_id, call.name)

@@ -1,7 +1,18 @@
 """Output helpers shared by the command modules.
 
-Every command prints its results through `emit`, so that a reader which stops early (`toolbridge
-tools … | head`) ends the output quietly instead of raising `BrokenPipeError` at exit.
+Every command prints its results through `emit` (stdout) and its remarks through `warn`
+(stderr):
+
+- a reader that stops early (`toolbridge tools … | head`) ends the output quietly instead of
+  raising `BrokenPipeError` at exit;
+- a stdout that cannot be written (closed with `>&-`, or a full disk) raises `OutputError`, which
+  the entry point turns into one line and exit code 74;
+- `json_text` / `dumps` write JSON that is always valid: a `NaN` or `Infinity` from a server
+  becomes `null`, as JavaScript's `JSON.stringify` writes it (JSON has no such numbers).
+
+Text from an untrusted source (a server's tool names, error texts, results; a manifest's content)
+goes through `toolbridge.sanitize.visible_text` before `emit` or `warn` when it is shown to a
+person; `--json` output is exact JSON and needs no such step (JSON escapes control characters).
 """
 
 from __future__ import annotations
@@ -10,11 +21,12 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["emit", "json_text", "parse_headers"]
+__all__ = ["OutputError", "dumps", "emit", "json_text", "parse_headers", "warn"]
 
 
 def json_text(value: Any, **options: Any) -> str:
@@ -48,17 +60,64 @@ def _finite(value: Any) -> Any:
     return root[0]
 
 
+class OutputError(Exception):
+    """Standard output cannot be written (not a broken pipe: that one ends quietly)."""
+
+
 def emit(text: str) -> None:
     """Print a line to stdout; a reader that went away (`| head`) is not an error.
 
     Args:
         text: the text to print (a newline is added).
+
+    Raises:
+        OutputError: stdout is closed or cannot be written (e.g. `ENOSPC`).
     """
+    stream = sys.stdout
+    if stream is None:
+        raise OutputError("standard output is closed")
     try:
-        print(text)
-        sys.stdout.flush()
+        try:
+            stream.write(text + "\n")
+        except UnicodeEncodeError:  # a lone surrogate from a server: written as its escape
+            encoding = getattr(stream, "encoding", None) or "utf-8"
+            stream.write((text + "\n").encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
     except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter shutdown quiet
+        _silence_stdout()
+    except (OSError, ValueError) as exc:
+        _silence_stdout()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it is closed"
+        raise OutputError(f"standard output: {reason}") from None
+
+
+def _silence_stdout() -> None:
+    # Keep interpreter shutdown quiet: its final flush of the old stdout would fail again.
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    except OSError:
+        sys.stdout = None
+
+
+def warn(text: str) -> None:
+    """Print a line to stderr; a closed or broken stderr is not an error."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def dumps(value: Any, *, indent: int | None = 2, default: Callable[[Any], Any] | None = None) -> str:
+    """`value` as valid JSON text (`json_text`), keeping non-ASCII text; `default` converts objects."""
+    try:
+        return json_text(value, indent=indent, ensure_ascii=False, default=default)
+    except ValueError:  # a NaN inside an object `default` converts: go through plain data first
+        plain = json.loads(json.dumps(value, ensure_ascii=False, default=default))
+        return json_text(plain, indent=indent, ensure_ascii=False)
 
 
 def parse_headers(items: list[str]) -> dict[str, str]:
@@ -71,6 +130,8 @@ def parse_headers(items: list[str]) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            raise ConfigError(f"--header must look like NAME:VALUE, got {item!r}", code="ERR_INVALID_INPUT")
+            raise ConfigError(
+                "--header must look like NAME:VALUE (the value is not shown)", code="ERR_INVALID_INPUT"
+            )
         headers[name.strip()] = value.strip()
     return headers

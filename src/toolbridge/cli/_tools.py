@@ -18,22 +18,30 @@ one line with its media type and size (also beside structured content, whose JSO
 line in place of the media's base64), and a passed-through content array as JSON. A tool error
 prints the server's message on stderr and exits with 1. A bad command, an unreachable URL or
 invalid JSON arguments give one line on stderr and a non-zero exit, never a traceback.
+
+The JSON arguments are read with the bounded JSON reader (`toolbridge._bounded.loads_json`): at
+most 100 levels of nesting, and no `NaN` / `Infinity` (JSON has none; `ERR_INVALID_INPUT`). What
+the server sends is shown through `visible_text` (tool names, descriptions, error texts, result
+text), and JSON output is always valid JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
-from typing import Any
+import logging
+import math
+from typing import TYPE_CHECKING, Any
 
-from ..bridge import McpToolProvider
-from ..clients import DEFAULT_TIMEOUT, HttpClient, StdioClient
+from .._bounded import InputLimitError, loads_json
 from ..content import media_placeholder
 from ..errors import ConfigError, ToolbridgeError, ToolError
-from ..tools import ToolResult, ToolSpec
-from ._output import emit, json_text, parse_headers
+from ..sanitize import visible_text
+from ._output import dumps, emit, parse_headers, warn
+
+if TYPE_CHECKING:
+    from ..bridge import McpToolProvider
+    from ..tools import ToolResult, ToolSpec
 
 __all__ = ["register"]
 
@@ -63,7 +71,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     _add_server_options(call)
-    call.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="deadline for the call")
+    call.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline for the call (seconds)")
     call.add_argument("words", nargs=argparse.REMAINDER, help="TOOL [JSON] [-- COMMAND [ARGS...]]")
     call.set_defaults(handler=_run_call)
 
@@ -91,12 +99,23 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    """A `--timeout`: a finite number of seconds above zero (`nan`, `inf`, `0`, `-1` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {visible_text(text)[:40]}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text[:40]!r}")
+    return value
+
+
 def _one_line(text: str) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(f"toolbridge: {_one_line(message)}", file=sys.stderr)
+    warn(f"toolbridge: {visible_text(_one_line(message))}")
     return code
 
 
@@ -111,6 +130,9 @@ def _split_command(words: list[str]) -> tuple[list[str], list[str]]:
 def _provider(
     url: str | None, headers: list[str], command: list[str], timeout: float | None, mode: str = "auto"
 ) -> McpToolProvider:
+    from ..bridge import McpToolProvider
+    from ..clients import DEFAULT_TIMEOUT, HttpClient, StdioClient
+
     if url and command:
         raise ConfigError("give either --url URL or `-- COMMAND`, not both", code="ERR_INVALID_INPUT")
     # Without --timeout the clients' own default deadline applies (never "wait forever").
@@ -128,9 +150,15 @@ def _parse_arguments(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"the tool arguments are not valid JSON: {exc}", code="ERR_INVALID_INPUT") from exc
+        value = loads_json(text)
+        text.encode("utf-8")
+    except InputLimitError as exc:
+        where = f" (line {exc.line} column {exc.column})" if exc.line is not None else ""
+        raise ConfigError(
+            f"the JSON of the tool arguments {exc.message}{where}", code="ERR_INVALID_INPUT"
+        ) from None
+    except UnicodeEncodeError:
+        raise ConfigError("the tool arguments are not UTF-8 text", code="ERR_INVALID_INPUT") from None
     if not isinstance(value, dict):
         raise ConfigError(
             f"the tool arguments must be a JSON object, got {type(value).__name__}", code="ERR_INVALID_INPUT"
@@ -154,24 +182,25 @@ def _spec_json(spec: ToolSpec) -> dict[str, Any]:
 def _table(specs: list[ToolSpec]) -> str:
     if not specs:
         return "(no tools)"
-    width = max(len("NAME"), *(len(s.name) for s in specs))
+    names = [visible_text(s.name) for s in specs]
+    width = max(len("NAME"), *(len(n) for n in names))
     lines = [f"{'NAME'.ljust(width)}  DESCRIPTION"]
-    for spec in specs:
+    for name, spec in zip(names, specs, strict=True):
         first = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
         if len(first) > _DESCRIPTION_WIDTH:
             first = first[: _DESCRIPTION_WIDTH - 1] + "…"
-        lines.append(f"{spec.name.ljust(width)}  {first}")
+        lines.append(f"{name.ljust(width)}  {visible_text(first)}")
     return "\n".join(lines)
 
 
 def _render(result: ToolResult) -> str:
     if result.kind == "structured":
         # Media beside structured content: one placeholder line each, never their base64.
-        shown = json_text(result.structured_shown(), indent=2, ensure_ascii=False)
+        shown = dumps(result.structured_shown())
         return "\n".join([shown, *(media_placeholder(m) for m in result.media)])
     if result.kind == "raw":
-        return json_text(list(result.raw), indent=2, ensure_ascii=False)
-    return result.to_text()
+        return dumps(list(result.raw))
+    return visible_text(result.to_text(), multiline=True)
 
 
 async def _list(provider: McpToolProvider) -> list[ToolSpec]:
@@ -194,7 +223,7 @@ def _run_tools(args: argparse.Namespace) -> int:
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)
     if args.json:
-        emit(json_text([_spec_json(s) for s in specs], indent=2, ensure_ascii=False))
+        emit(dumps([_spec_json(s) for s in specs]))
     else:
         emit(_table(specs))
     return 0
@@ -205,8 +234,9 @@ def _late_options(args: argparse.Namespace, before: list[str]) -> list[str]:
     late = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     late.add_argument("--url")
     late.add_argument("--header", action="append", default=[])
-    late.add_argument("--timeout", type=float)
+    late.add_argument("--timeout", type=_seconds)
     late.add_argument("--mode", choices=("auto", "legacy", "modern"))
+    late.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0)
     try:
         found, rest = late.parse_known_args(before)
     except argparse.ArgumentError as exc:
@@ -220,6 +250,10 @@ def _late_options(args: argparse.Namespace, before: list[str]) -> list[str]:
         args.timeout = found.timeout
     if found.mode is not None:
         args.mode = found.mode
+    if found.verbose_after:
+        args.verbose_after = int(getattr(args, "verbose_after", 0)) + found.verbose_after
+        total = int(getattr(args, "verbose", 0)) + args.verbose_after
+        logging.getLogger().setLevel(logging.WARNING - 10 * min(total, 2))
     return list(rest)
 
 
@@ -235,13 +269,11 @@ def _run_call(args: argparse.Namespace) -> int:
         return _fail(f"too many arguments before the server command: {before[2:]!r}")
     tool = before[0]
     try:
-        if args.timeout is not None and args.timeout <= 0:
-            raise ConfigError(f"--timeout must be positive, got {args.timeout}", code="ERR_INVALID_INPUT")
         arguments = _parse_arguments(before[1] if len(before) > 1 else None)
         provider = _provider(args.url, args.header, command, args.timeout, args.mode)
         result = asyncio.run(_call(provider, tool, arguments))
     except ToolError as exc:
-        print(exc.server_text or exc.message, file=sys.stderr)
+        warn(visible_text(exc.server_text or exc.message, multiline=True))
         return 1
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)

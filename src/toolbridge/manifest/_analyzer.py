@@ -23,7 +23,8 @@ ERR_MANIFEST_UNKNOWN_FIELD, ERR_MANIFEST_WRONG_TYPE, ERR_MANIFEST_INVALID_VALUE,
 ERR_MANIFEST_REF_FORM, ERR_MANIFEST_DANGLING_REF, ERR_MANIFEST_REF_KIND, ERR_MANIFEST_DUPLICATE_NAME,
 ERR_MANIFEST_REF_CYCLE, ERR_MANIFEST_SECRET_UNRESOLVED, ERR_MANIFEST_SECRET_PLACEMENT,
 ERR_MANIFEST_EXPRESSION, ERR_MANIFEST_TOOLSET_LOAD, ERR_MANIFEST_IMPORT, ERR_MANIFEST_UNKNOWN_TOOL,
-ERR_MANIFEST_MULTIPLE_RUNTIMES, ERR_MANIFEST_LOCK, ERR_MANIFEST_UNSUPPORTED.
+ERR_MANIFEST_MULTIPLE_RUNTIMES, ERR_MANIFEST_LOCK, ERR_MANIFEST_UNSUPPORTED, ERR_MANIFEST_LIMIT,
+ERR_MANIFEST_NO_AGENT.
 
 Telo applications (`Telo.Application`, module aliases, `!cel`, targets) are handled by the
 passes of `_analyzer_telo`.
@@ -42,6 +43,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from .._bounded import InputLimitError, read_text_file
 from ._analyzer_telo import TeloPasses
 from ._analyzer_tools import ToolPasses, _dotted
 from ._kinds import (
@@ -53,7 +55,18 @@ from ._secrets import Secret, SecretSources, expand, read_secrets_file
 from ._telo import KindResolver
 from ._yaml import Cel, Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
 
-__all__ = ["AnalyzedManifest", "CheckReport", "Diagnostic", "ManifestDoc", "analyze_file", "check_manifest"]
+__all__ = [
+    "MAX_MANIFEST_BYTES",
+    "AnalyzedManifest",
+    "CheckReport",
+    "Diagnostic",
+    "ManifestDoc",
+    "analyze_file",
+    "check_manifest",
+]
+
+MAX_MANIFEST_BYTES = 1024 * 1024
+"""The largest manifest file read (1 MiB); `max_bytes=` of `check_manifest` / `load_manifest` changes it."""
 
 Severity = Literal["error", "warning"]
 
@@ -264,8 +277,16 @@ def _type_name(value: Any) -> str:
 
 
 class _FileAnalysis(TeloPasses, ToolPasses):
-    def __init__(self, path: FsPath, display: str, given: Mapping[str, str], env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        path: FsPath,
+        display: str,
+        given: Mapping[str, str],
+        env: Mapping[str, str],
+        max_bytes: int = MAX_MANIFEST_BYTES,
+    ) -> None:
         self.result = AnalyzedManifest(path=path)
+        self.max_bytes = max_bytes
         self.display = display
         self.given = given
         self.env = env
@@ -284,15 +305,15 @@ class _FileAnalysis(TeloPasses, ToolPasses):
 
     def run(self) -> AnalyzedManifest:
         try:
-            text = self.result.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-            self.add(Pos(1, 1), "ERR_MANIFEST_FILE", f"cannot read the manifest: {reason}")
+            text = read_text_file(self.result.path, max_bytes=self.max_bytes)
+        except InputLimitError as exc:
+            code = "ERR_MANIFEST_LIMIT" if exc.reason == "too_large" else "ERR_MANIFEST_FILE"
+            self.add(Pos(exc.line or 1, exc.column or 1), code, f"the manifest {exc.message}")
             return self.result
         try:
             documents = parse_documents(text)
         except YamlSyntaxError as exc:
-            self.add(exc.pos, "ERR_MANIFEST_YAML", exc.message)
+            self.add(exc.pos, exc.code, exc.message)
             return self.result
 
         apps = [d for d in documents if isinstance(d.data, dict) and d.data.get("kind") == "Telo.Application"]
@@ -348,6 +369,13 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         self._check_tool_sets()
         self._check_includes()
         self.check_targets(self.result.application)
+        if all(doc.data is None for doc in documents):
+            self.add(
+                Pos(1, 1),
+                "ERR_MANIFEST_NO_AGENT",
+                "the manifest is empty: it declares no Ai.Agent, so `toolbridge run` has nothing to run",
+                severity="warning",
+            )
         self.result.diagnostics.sort(key=lambda d: (d.line, d.column))
         return self.result
 
@@ -646,6 +674,7 @@ def analyze_file(
     *,
     secrets: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_MANIFEST_BYTES,
 ) -> AnalyzedManifest:
     """Analyze one manifest file; never raises for problems in the file (they are diagnostics).
 
@@ -653,9 +682,11 @@ def analyze_file(
         path: the manifest.
         secrets: values given explicitly (`--secret` / `--secrets-file`), the first source.
         env: the environment to read secrets from (default `os.environ`).
+        max_bytes: the largest file read (`ERR_MANIFEST_LIMIT` above it).
     """
     fs_path = FsPath(path)
-    analysis = _FileAnalysis(fs_path, str(path), dict(secrets or {}), os.environ if env is None else env)
+    given = dict(secrets or {})
+    analysis = _FileAnalysis(fs_path, str(path), given, os.environ if env is None else env, max_bytes)
     return analysis.run()
 
 
@@ -665,6 +696,7 @@ def check_manifest(
     secrets: Mapping[str, str] | None = None,
     secrets_file: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_MANIFEST_BYTES,
 ) -> CheckReport:
     """Statically check manifest files, as `toolbridge check` does.
 
@@ -676,6 +708,7 @@ def check_manifest(
         secrets: secret values given explicitly (they win over every other source).
         secrets_file: a file of `KEY=VALUE` lines or a YAML/JSON mapping, read before `secrets`.
         env: the environment for secrets (default `os.environ`).
+        max_bytes: the largest manifest file read (default 1 MiB; `ERR_MANIFEST_LIMIT` above it).
 
     Returns:
         A `CheckReport`; `report.ok` is False when any error was found.
@@ -691,5 +724,5 @@ def check_manifest(
     given.update(secrets or {})
     report = CheckReport()
     for p in paths:
-        report.diagnostics.extend(analyze_file(p, secrets=given, env=env).diagnostics)
+        report.diagnostics.extend(analyze_file(p, secrets=given, env=env, max_bytes=max_bytes).diagnostics)
     return report

@@ -14,6 +14,7 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._schema_loops import schema_hazard
 from ._kinds import AgentDoc, McpToolDoc, TaskToolSetDoc, ToolProviderDoc, ToolsDoc
 from ._yaml import Pos
 
@@ -52,6 +53,14 @@ class ToolPasses:
             assert isinstance(mdoc.model, McpToolDoc)
             for field_name in ("input", "output"):
                 schema = getattr(mdoc.model, field_name)
+                hazard = schema_hazard(schema)
+                if hazard is not None:
+                    self.add(
+                        mdoc.source.value_pos((field_name,)),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"AiMcp.Tool {mdoc.name}: `{field_name}` is not a usable JSON Schema: it {hazard}",
+                    )
+                    continue
                 validator = jsonschema.validators.validator_for(
                     schema, default=jsonschema.Draft202012Validator
                 )

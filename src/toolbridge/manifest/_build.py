@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._analyzer import AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
+from ._analyzer import MAX_MANIFEST_BYTES, AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
 from ._build_telo import Target, http_mode, make_invocable_tools, make_runnable, make_telo_kind, targets_of
 from ._kinds import (
     AgentDoc,
@@ -499,6 +499,7 @@ def load_manifest(
     secrets: Mapping[str, str] | None = None,
     secrets_file: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_MANIFEST_BYTES,
 ) -> Manifest:
     """Analyze a manifest file and return it, ready to `open()`.
 
@@ -507,6 +508,7 @@ def load_manifest(
         secrets: secret values given explicitly (they win over every other source).
         secrets_file: a file of `KEY=VALUE` lines or a YAML/JSON mapping, read before `secrets`.
         env: the environment for secrets (default `os.environ`).
+        max_bytes: the largest manifest file read (default 1 MiB).
 
     Raises:
         ConfigError: when the analyzer finds an error: the code is the first error's code, the
@@ -518,7 +520,7 @@ def load_manifest(
     if secrets_file is not None:
         given.update(read_secrets_file(secrets_file))
     given.update(secrets or {})
-    analysis = analyze_file(path, secrets=given, env=env)
+    analysis = analyze_file(path, secrets=given, env=env, max_bytes=max_bytes)
     errors = [d for d in analysis.diagnostics if d.severity == "error"]
     if errors:
         lines = "; ".join(d.format() for d in errors)

@@ -8,11 +8,11 @@ the file's JSON shape and the tool names are checked.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from .._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
 from ._kinds import TaskToolSetDoc
 
 __all__ = ["TaskLoadError", "load_task_tool_names", "task_tools_json"]
@@ -56,13 +56,9 @@ def task_tools_json(doc: TaskToolSetDoc, base_dir: Path) -> dict[str, Any]:
     if not path.is_absolute():
         path = base_dir / path
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TaskLoadError(f"tools file {doc.file} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskLoadError(f"cannot read tools file {doc.file}: {type(exc).__name__}") from None
-    except json.JSONDecodeError as exc:
-        raise TaskLoadError(f"{doc.file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        data = loads_json(read_text_file(path, max_bytes=MAX_JSON_FILE_BYTES))
+    except InputLimitError as exc:
+        raise TaskLoadError(f"{exc.where(doc.file)}: the tools file {exc.message}") from None
     if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
         raise TaskLoadError(f"{doc.file}: expected a JSON object with a `tools` list")
     return data

@@ -14,9 +14,18 @@ Two tags are special:
   at run time depending on the field; see `_cel`); on anything else it is an error.
 - Any other non-standard tag is `ERR_MANIFEST_UNSUPPORTED`, naming the tag.
 
+Standard tags are limited to what plain data needs: `!!map` on mappings, `!!seq` on sequences,
+the scalar types on scalars. `!!set`, `!!omap`, `!!python/...` and the like are errors.
+
 A mapping that repeats a key is an error too (PyYAML would silently keep the last one). Errors do
 not stop the conversion: each becomes a `YamlProblem` and the value is dropped, so one pass finds
 them all. A syntax error does stop the file; everything after it is unreadable.
+
+Work is bounded before it is done (`ERR_MANIFEST_LIMIT`): sequences and mappings nest at most
+`MAX_DEPTH` levels, counted while composing and again after aliases are expanded, and a file
+holds, and expands to, at most `MAX_NODES` nodes (a 344-byte "billion laughs" of nested aliases
+fails at once, before anything is expanded). An alias inside its own anchor is an error, and so are the
+control characters YAML forbids (NUL, ESC, ...), with the position of the character.
 """
 
 from __future__ import annotations
@@ -28,7 +37,23 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-__all__ = ["Cel", "Document", "Path", "Pos", "Ref", "YamlProblem", "YamlSyntaxError", "parse_documents"]
+from .._bounded import MAX_DEPTH
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "Cel",
+    "Document",
+    "Path",
+    "Pos",
+    "Ref",
+    "YamlProblem",
+    "YamlSyntaxError",
+    "parse_documents",
+]
+
+MAX_NODES = 50_000
+"""The most nodes one manifest file may hold, and may expand to once aliases are expanded."""
 
 Path = tuple[str | int, ...]
 """A path into a document: mapping keys and list indexes."""
@@ -81,12 +106,16 @@ class YamlProblem:
 
 
 class YamlSyntaxError(Exception):
-    """The file is not valid YAML; `pos` is where the parser gave up."""
+    """The file is not valid YAML, or breaks a limit; `pos` is where the parser gave up.
 
-    def __init__(self, message: str, pos: Pos) -> None:
+    `code` is `ERR_MANIFEST_YAML`, or `ERR_MANIFEST_LIMIT` for a nesting or alias-expansion limit.
+    """
+
+    def __init__(self, message: str, pos: Pos, code: str = "ERR_MANIFEST_YAML") -> None:
         super().__init__(message)
         self.message = message
         self.pos = pos
+        self.code = code
 
 
 @dataclass
@@ -135,6 +164,106 @@ def _pos(node: Node) -> Pos:
 
 
 _STANDARD_TAG_PREFIX = "tag:yaml.org,2002:"
+_MAPPING_TAGS = frozenset({_STANDARD_TAG_PREFIX + "map"})
+_SEQUENCE_TAGS = frozenset({_STANDARD_TAG_PREFIX + "seq"})
+_SCALAR_TAGS = frozenset(
+    _STANDARD_TAG_PREFIX + name for name in ("str", "int", "float", "bool", "null", "merge", "timestamp")
+)
+
+
+def _allowed_tag(node: Node) -> bool:
+    if isinstance(node, MappingNode):
+        return node.tag in _MAPPING_TAGS
+    if isinstance(node, SequenceNode):
+        return node.tag in _SEQUENCE_TAGS
+    return node.tag in _SCALAR_TAGS or not node.tag.startswith(_STANDARD_TAG_PREFIX)
+
+
+class _Loader(yaml.SafeLoader):
+    """`SafeLoader` that refuses to compose more than `MAX_NODES` nodes, or nesting past `MAX_DEPTH`."""
+
+    _depth = 0
+    _nodes = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if not isinstance(event, yaml.AliasEvent):
+            self._nodes += 1
+            if self._nodes > MAX_NODES:
+                mark = event.start_mark
+                raise YamlSyntaxError(
+                    f"the file holds more than {MAX_NODES} nodes",
+                    Pos(mark.line + 1, mark.column + 1),
+                    "ERR_MANIFEST_LIMIT",
+                )
+        nested = isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent)
+        if nested:
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise YamlSyntaxError(
+                    f"sequences and mappings nest deeper than {MAX_DEPTH} levels",
+                    Pos(mark.line + 1, mark.column + 1),
+                    "ERR_MANIFEST_LIMIT",
+                )
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if nested:
+                self._depth -= 1
+
+
+def _check_expansion(root: Node, budget: int) -> int:
+    """Refuse a document that expands (aliases followed) past `budget` nodes or `MAX_DEPTH`, or loops.
+
+    One pass over the distinct nodes (an alias is the same node object twice), computing each
+    node's expanded size and depth bottom-up, without expanding anything. Returns the size.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            kids = _node_children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = (1 + max((depth[id(k)] for k in kids), default=0)) if kids else 0
+            if size[key] > budget:
+                raise YamlSyntaxError(
+                    f"this node takes the file past {MAX_NODES} nodes once its aliases are expanded",
+                    _pos(node),
+                    "ERR_MANIFEST_LIMIT",
+                )
+            if depth[key] > MAX_DEPTH:
+                raise YamlSyntaxError(
+                    f"once aliases are expanded, this node nests deeper than {MAX_DEPTH} levels",
+                    _pos(node),
+                    "ERR_MANIFEST_LIMIT",
+                )
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise YamlSyntaxError("an alias refers to its own anchor (a recursive alias)", _pos(node))
+        on_path.add(key)
+        stack.append((node, True))
+        for kid in _node_children(node):
+            if id(kid) in on_path:
+                raise YamlSyntaxError("an alias refers to its own anchor (a recursive alias)", _pos(kid))
+            if id(kid) not in size:
+                stack.append((kid, False))
+    return size[id(root)]
+
+
+def _node_children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 class _Converter:
@@ -160,6 +289,14 @@ class _Converter:
             self._problem(
                 "ERR_MANIFEST_UNSUPPORTED",
                 f"tag {node.tag[:40]!r} is not supported (manifests use !ref and !cel)",
+                node,
+            )
+            return None
+        if not _allowed_tag(node):
+            self._problem(
+                "ERR_MANIFEST_YAML",
+                f"tag {node.tag.replace(_STANDARD_TAG_PREFIX, '!!')!r} is not allowed here "
+                "(manifests hold plain mappings, lists and scalars)",
                 node,
             )
             return None
@@ -210,13 +347,22 @@ def parse_documents(text: str) -> list[Document]:
     Raises:
         YamlSyntaxError: the text is not valid YAML (carries the 1-based position).
     """
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML forbids (NUL, ESC, other controls)
+        line, column = _char_position(text, exc.position)
+        raise YamlSyntaxError(
+            f"invalid YAML: the control character U+{exc.character:04X} is not allowed in YAML text",
+            Pos(line, column),
+        ) from None
     docs: list[Document] = []
+    budget = MAX_NODES
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
+            budget -= _check_expansion(node, budget)
             doc = Document(data=None, pos=_pos(node))
             doc.data = _Converter(loader, doc).convert(node, ())
             docs.append(doc)
@@ -230,6 +376,14 @@ def parse_documents(text: str) -> list[Document]:
         column = getattr(mark, "column", 0) + 1
         reason = getattr(exc, "reason", None) or "cannot read the text"
         raise YamlSyntaxError(f"invalid YAML: {reason}", Pos(line, column)) from None
+    except RecursionError:  # not expected after the limits above; never a traceback
+        raise YamlSyntaxError("the document nests too deeply", Pos(1, 1), "ERR_MANIFEST_LIMIT") from None
     finally:
         loader.dispose()
     return docs
+
+
+def _char_position(text: str, offset: int) -> tuple[int, int]:
+    offset = max(0, min(offset, len(text)))
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1

@@ -45,6 +45,7 @@ import anyio.to_thread
 import jsonschema  # type: ignore[import-untyped]
 import pydantic
 
+from .._schema_loops import schema_hazard
 from ..errors import ConfigError, PolicyError, ToolError
 from ..tools import ToolResult, ToolSpec
 from ._canonical import canonical_json
@@ -113,6 +114,9 @@ class _Schema:
             self.json_schema: dict[str, Any] = schema.model_json_schema()
         elif isinstance(schema, Mapping):
             self.json_schema = dict(schema)
+            hazard = schema_hazard(self.json_schema)
+            if hazard is not None:
+                raise ConfigError(f"{where} is not a usable JSON Schema: it {hazard}")
             cls = jsonschema.validators.validator_for(
                 self.json_schema, default=jsonschema.Draft202012Validator
             )

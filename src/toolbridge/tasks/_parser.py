@@ -34,6 +34,7 @@ import jsonschema.validators  # type: ignore[import-untyped]
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from .._schema_loops import schema_hazard
 from ..errors import ConfigError, bounded
 from ..tools import ToolSpec
 from ._compat import TaskWarning, check_legacy, normalize_tools
@@ -349,6 +350,9 @@ def _field_by_name(model: type[BaseModel], key: str) -> FieldInfo | None:
 
 def _check_schema(schema: Mapping[str, Any], path: str, *, must_be_object: bool) -> list[_Problem]:
     problems: list[_Problem] = []
+    hazard = schema_hazard(schema)
+    if hazard is not None:
+        return [_Problem("ERR_TASK_SCHEMA", path, f"invalid JSON Schema: it {hazard}")]
     try:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)

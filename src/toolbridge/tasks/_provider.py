@@ -15,12 +15,12 @@ gives the `TaskOutcome` itself, which is what the MCP server (`toolbridge serve-
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
 from ..content import TextPart
 from ..errors import ConfigError, ToolError
 from ..tools import ToolResult, ToolSpec
@@ -44,22 +44,13 @@ def read_tools_file(path: str | Path) -> Any:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"task tool file {str(p)!r} is not UTF-8 text", code="ERR_TASK_FILE") from None
-    except OSError as exc:
+        return loads_json(read_text_file(p, max_bytes=MAX_JSON_FILE_BYTES))
+    except InputLimitError as exc:
         raise ConfigError(
-            f"cannot read task tool file {str(p)!r}: {exc.strerror}", code="ERR_TASK_FILE"
+            f"{exc.where(str(p))}: the task tool file {exc.message}",
+            code="ERR_TASK_FILE",
+            details={"reason": exc.reason, "line": exc.line, "column": exc.column},
         ) from None
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = (
-            f": {exc.msg} at line {exc.lineno} column {exc.colno}"
-            if isinstance(exc, json.JSONDecodeError)
-            else ""
-        )
-        raise ConfigError(f"task tool file {str(p)!r} is not JSON{where}", code="ERR_TASK_FILE") from None
 
 
 def load_mcp_servers(data: Any) -> dict[str, McpServerConfig]:
