@@ -359,7 +359,7 @@ async def listing_section(report: Report, cfg: Config) -> None:
                 start = time.perf_counter()
                 await raw.list_tools()
                 raw_times.append(time.perf_counter() - start)
-                client._tools = None  # bench only: clear the list cache so the server is asked again
+                client._cache = None  # bench only: clear the list cache so the server is asked again
                 start = time.perf_counter()
                 specs = await provider.list_tools()
                 tb_times.append(time.perf_counter() - start)
