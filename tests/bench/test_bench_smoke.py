@@ -63,8 +63,24 @@ def test_every_section_runs_with_tiny_counts() -> None:
     names = {row.name for row in report.rows}
     assert "toolbridge McpToolProvider" in names
     assert "toolbridge governed call (structured tool)" in names
+    assert "toolbridge session.call_tool (structured tool)" in names
     assert "4 concurrent" in names
     assert "toolbridge list_tools + ToolSpec conversion" in names
     assert "governed runtime.run step" in names
     assert "agent_governed_outcome" not in report.raw, report.raw.get("agent_governed_outcome")
     assert "| per-call latency, stdio |" in table and "nproc" in table
+
+
+def test_the_call_count_bench_runs() -> None:
+    import subprocess
+
+    command = [sys.executable, str(BENCH / "bench_calls.py")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| raw SDK mcp.Client.call_tool",
+        "| toolbridge StdioClient.call_tool",
+        "| session.call_tool",
+        "| agent step under runtime.run",
+    ]

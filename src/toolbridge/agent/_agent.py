@@ -614,6 +614,21 @@ class Agent:
             # can yield each finished call as it happens without holding a cancel scope open
             # across a yield. The `finally` cancels and awaits the batch if the run is cancelled
             # or the stream closed early.
+            if not streaming and len(planned) == 1 and not final_records:
+                # `run` with one call: nothing to report while it runs, so it runs right here
+                # (no batch task); `_run_one` holds no cancel scope across the yields below.
+                for record in call_records:
+                    yield ToolCallStartedEvent(step=step, call=record)
+                failures: dict[int, BaseException] = {}
+                only = await self._run_one(ctx, hook, planned[0], 0, failures)
+                if only is None:
+                    raise failures[0]
+                yield ToolCallFinishedEvent(step=step, result=only)
+                results = (only,)
+                messages.append(_tool_message(only, supports_images, supports_audio))
+                steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
+                yield StepFinishedEvent(step=step, record=steps[-1])
+                continue
             runner, finished = self._start_tools(ctx, hook, planned)
             try:
                 for record in call_records:

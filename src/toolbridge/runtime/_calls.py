@@ -32,6 +32,7 @@ cost the binding's `cost_micros` (default 0) and time out after its `timeout_ms`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -101,15 +102,22 @@ def rt_settle(budget: Budget, reservation: Reservation | None, actual: int | Non
 def ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 3)
 
+_NO_DEADLINE: Final = float("inf")
+
+
+def _now() -> float:
+    """The event loop's clock (what cancel-scope deadlines use), without anyio's lookups."""
+    return asyncio.get_running_loop().time()
+
 
 class CallRules(SessionCore):
     """The per-call rules of a run or session (see the module docs)."""
 
-    _deadline: float = float("inf")
+    _deadline: float = _NO_DEADLINE
     """The session's deadline (anyio time); a run's own deadline is enforced around the run."""
 
     def _check_deadline(self) -> None:
-        if anyio.current_time() >= self._deadline:
+        if self._deadline != _NO_DEADLINE and anyio.current_time() >= self._deadline:
             raise self._fail("TIMEOUT", "max_duration_ms")
 
     def _needs(self, call: PlannedToolCall) -> tuple[ToolGrantNeeds, str, str | None, DeclaredTool | None]:
@@ -295,7 +303,7 @@ class CallRules(SessionCore):
             try:
                 # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
                 # manager); only its deadline can cancel it, so a caught cancellation is a timeout.
-                deadline = min(anyio.current_time() + plan.timeout_ms / 1000, self._deadline)
+                deadline = min(_now() + plan.timeout_ms / 1000, self._deadline)
                 with anyio.CancelScope(deadline=deadline) as limit:
                     if plan.tool is not None:
                         raw = await plan.tool.send(plan.validated, tctx)

@@ -95,12 +95,19 @@ class ToolContext:
     run_id: str
     call_id: str
     tool_id: str
-    signal: threading.Event = field(default_factory=threading.Event)
+    _signal: threading.Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def signal(self) -> threading.Event:
+        """Set when the call is cancelled or times out (made on first use)."""
+        if self._signal is None:
+            self._signal = threading.Event()
+        return self._signal
 
     @property
     def cancelled(self) -> bool:
         """True once the call was cancelled or timed out."""
-        return self.signal.is_set()
+        return self._signal is not None and self._signal.is_set()
 
 
 class _Schema:
@@ -140,6 +147,8 @@ class _Schema:
                     f"{exc.error_count()} validation error(s): {_pydantic_summary(exc)}"
                 ) from None
         assert self.validator is not None
+        if self.validator.is_valid(value):  # the common case, without collecting errors
+            return value
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
@@ -381,12 +390,13 @@ class PythonTool(DeclaredTool):
             except BaseException:
                 ctx.signal.set()
                 raise
+        signal = ctx.signal  # made here, before the thread can look at it
         try:
             result = await anyio.to_thread.run_sync(
                 functools.partial(fn, validated, ctx), abandon_on_cancel=True
             )
         except BaseException:
-            ctx.signal.set()  # a sync execute still running in its thread sees `cancelled`
+            signal.set()  # a sync execute still running in its thread sees `cancelled`
             raise
         if inspect.isawaitable(result):
             return await result

@@ -75,10 +75,12 @@ class EventBus:
 
         return unsubscribe
 
-    def emit(self, run_id: str, type_: str, data: Mapping[str, Any]) -> Event:
-        """Number and deliver one event."""
+    def emit(self, run_id: str, type_: str, data: Mapping[str, Any]) -> Event | None:
+        """Number and deliver one event (`None`, and nothing built, with no subscriber)."""
         seq = self._sequence.get(run_id, 0) + 1
         self._sequence[run_id] = seq
+        if not self._subscribers:
+            return None
         event = Event(run_id, seq, time.time(), type_, redact_metadata(data))  # secrets scrubbed
         for callback in list(self._subscribers):
             try:

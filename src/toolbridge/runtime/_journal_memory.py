@@ -1,5 +1,8 @@
 """The in-memory journal backend (`ephemeral` profile): the same evidence, in plain objects.
 
+Like the SQLite backend, it stores free text (agent label, principal, tool ids and versions)
+with registered secrets scrubbed (`toolbridge.redact`).
+
 Nothing survives the process; nothing can fail to be written. Records are kept per run; a
 reader gets copies, so what it holds never changes under it.
 """
@@ -10,6 +13,7 @@ import copy
 import time
 from collections.abc import Sequence
 
+from ..redact import redact_value
 from ._journal import CallEnd, CallRecord, JournalBackend, RunRecord, Writer, read_back
 
 __all__ = ["MemoryJournal"]
@@ -32,7 +36,7 @@ class MemoryJournal(JournalBackend):
     ) -> None:
         self._runs[run_id] = RunRecord(
             run_id=run_id,
-            agent=agent,
+            agent=redact_value(agent),  # free text: registered secrets are never stored
             profile=profile,
             outcome="running",
             error_code=None,
@@ -41,7 +45,7 @@ class MemoryJournal(JournalBackend):
             cost_micros=0,
             usage={"input_tokens": 0, "output_tokens": 0, "model_calls": 0},
             pid=self.writer.pid,
-            principal=principal,
+            principal=redact_value(principal),
         )
 
     def end_run(
@@ -82,8 +86,8 @@ class MemoryJournal(JournalBackend):
             run_id=run_id,
             call_id=call_id,
             step=step,
-            tool_id=tool_id,
-            tool_version=tool_version,
+            tool_id=redact_value(tool_id),
+            tool_version=redact_value(tool_version),
             kind=kind,
             effects=effects,
             args_sha256=args_sha256,

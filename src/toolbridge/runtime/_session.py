@@ -106,6 +106,7 @@ class GovernedSession(CallRules, RunRules):
             bindings = tuple(ToolBinding.coerce(b) for b in tool_providers)
             catalog = ToolCatalog(bindings, check_declared(tools, "session"))
         self.rt = runtime
+        self._journal = runtime._journal
         self.run_id = run_id or new_run_id()
         self.principal = principal
         self.state = RunState(run_id=self.run_id, budget=Budget(runtime.limits.max_cost_micros))

@@ -78,10 +78,7 @@ class SessionCore:
 
     rt: Runtime
     state: RunState
-
-    @property
-    def _journal(self) -> JournalBackend:
-        return self.rt._journal
+    _journal: JournalBackend
 
     def _emit(self, type_: str, data: dict[str, Any]) -> None:
         self.rt._bus.emit(self.state.run_id, type_, data)

@@ -1,0 +1,102 @@
+"""Python function calls per tool call, governed and not: a figure the machine's load cannot move.
+
+    .venv/bin/python bench/bench_calls.py
+
+Counts every Python function call (`sys.setprofile`) made while calling server-everything's
+`get-structured-content` over stdio 10 times through: the raw SDK (`mcp.Client`), toolbridge's
+`StdioClient`, a declared MCP tool through `runtime.session(...).call_tool`, and the same tool
+through an agent step under `runtime.run` (a `ScriptedModel` turn per call). The governed
+figures include the session's or run's own setup (10 calls per session or run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from toolbridge import Agent, ScriptedModel, create_runtime, define_mcp_tool
+from toolbridge.clients import StdioClient
+
+EVERYTHING = str(
+    Path(__file__).resolve().parent.parent
+    / "tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+TOOL, ARGS, N = "get-structured-content", {"location": "New York"}, 10
+
+
+async def _count(run: Callable[[], Awaitable[None]]) -> float:
+    await run()  # warm-up
+    calls = 0
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        await run()
+    finally:
+        sys.setprofile(None)
+    return calls / N
+
+
+async def main() -> None:
+    params = StdioServerParameters(command="node", args=[EVERYTHING, "stdio"])
+    async with Client(params) as sdk, StdioClient("node", [EVERYTHING, "stdio"]) as client:
+        tool = define_mcp_tool(
+            id="bench.echo", version="1", description="The tool under test.", remote_name=TOOL,
+            input={"type": "object", "additionalProperties": True}, output={"type": "object"},
+            effects="read", capabilities=[], client=client,
+        )  # fmt: skip
+
+        async def raw() -> None:
+            for _ in range(N):
+                await sdk.call_tool(TOOL, ARGS)
+
+        async def plain() -> None:
+            for _ in range(N):
+                await client.call_tool(TOOL, ARGS)
+
+        async def session() -> None:
+            runtime = create_runtime(permissions={"allow": ["tool:bench.echo", "effect:read"]})
+            async with runtime.session(tools=[tool]) as s:
+                for _ in range(N):
+                    await s.call_tool("bench_echo", ARGS)
+
+        async def agent() -> None:
+            runtime = create_runtime(
+                permissions={"allow": ["model:scripted", "tool:bench.echo", "effect:read"]},
+                limits={"max_steps": N + 2, "max_model_calls": N + 2},
+            )
+            turns: list[dict[str, Any]] = [
+                {"tool_calls": [{"name": "bench_echo", "arguments": ARGS}]} for _ in range(N)
+            ]
+            result = await runtime.run(
+                Agent(ScriptedModel([*turns, {"text": "done"}]), tools=[tool], max_steps=N + 2), "go"
+            )
+            if not result.ok:
+                raise RuntimeError(f"the governed run ended {result.outcome} {result.error_code}")
+
+        rows = [
+            ("raw SDK mcp.Client.call_tool", raw),
+            ("toolbridge StdioClient.call_tool", plain),
+            ("session.call_tool", session),
+            ("agent step under runtime.run", agent),
+        ]
+        base = None
+        print("| path, same tool, stdio | Python calls per call | vs raw SDK |\n|---|---|---|")
+        for label, run in rows:
+            per_call = await _count(run)
+            base = base or per_call
+            print(f"| {label} | {per_call:,.0f} | {per_call / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
