@@ -149,9 +149,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("governed", [True, False], ids=["runtime", "plain"])
+@pytest.mark.parametrize("mode", ["runtime", "plain", "stream"])
 def test_ctrl_c_cancels_cleanly(
-    tmp_path: Path, everything_js: str, node: str, governed: bool, request: pytest.FixtureRequest
+    tmp_path: Path, everything_js: str, node: str, mode: str, request: pytest.FixtureRequest
 ) -> None:
     """SIGINT mid-tool-call: exit 130, no server left behind, the journal (if any) says cancelled."""
     import selectors
@@ -189,8 +189,11 @@ metadata: {{ name: Slow }}
 model: !ref Scripted
 toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
 """
+    governed = mode == "runtime"
     if not governed:
         text = text.split("---\n", 1)[1]  # drop the Runtime document
+    if mode == "stream":
+        text = text.replace("kind: Ai.Agent\n", "kind: Ai.AgentStream\n")
     manifest.write_text(text)
     proc = subprocess.Popen(
         [*TOOLBRIDGE, "run", str(manifest), "--input", "go"],

@@ -723,3 +723,25 @@ def test_long_and_nested_expressions_are_refused() -> None:
         variables_of("a" * 3000)
     with pytest.raises(CelError, match="comprehension"):
         variables_of("x.map(a, x.map(b, x.map(c, a * b * c)))")
+
+
+def test_only_agents_run_under_a_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(
+        tmp_path,
+        """\
+kind: Runtime
+metadata: { name: Policy }
+permissions: { allow: ["model:scripted"] }
+---
+kind: Ai.ScriptedModel
+metadata: { name: M }
+turns: [ { text: hi } ]
+---
+kind: Ai.AgentStream
+metadata: { name: Streamer }
+model: !ref M
+""",
+    )
+    assert main(["run", str(path), "--input", "go"]) == 1
+    err = capsys.readouterr().err
+    assert "ERR_MANIFEST_TARGET" in err and "outside the manifest's Runtime Policy" in err

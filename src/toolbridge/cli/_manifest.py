@@ -163,6 +163,12 @@ def _run(args: argparse.Namespace) -> int:
     prompt = _read_input(args) if (args.input is not None or args.input_file is not None) else None
     inputs = merged_inputs(target, prompt, args.inputs)
     if target.kind != "Ai.Agent":
+        if manifest.runtime_doc is not None:
+            raise ConfigError(
+                f"{target.kind} {target.document} would run outside the manifest's Runtime "
+                f"{manifest.runtime_doc.name}: under a Runtime only Ai.Agent targets run (governed)",
+                code="ERR_MANIFEST_TARGET",
+            )
         return run_target(manifest, target, inputs, args.json, _LiveView(sys.stderr))
     given, system, options = model_inputs(f"Ai.Agent {target.document}", inputs)
     view = None if args.json else _LiveView(sys.stderr)
