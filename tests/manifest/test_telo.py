@@ -745,3 +745,30 @@ model: !ref M
     assert main(["run", str(path), "--input", "go"]) == 1
     err = capsys.readouterr().err
     assert "ERR_MANIFEST_TARGET" in err and "outside the manifest's Runtime Policy" in err
+
+
+def test_inline_expression_form_is_cel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Telo's `"${{ expr }}"` (the whole string) is the same CEL as `!cel "expr"`."""
+    monkeypatch.setenv("TB_TEST_INLINE", "sk-inline-4242")
+    path = write(
+        tmp_path,
+        """\
+kind: Telo.Application
+metadata: { name: a }
+secrets:
+  key: { env: TB_TEST_INLINE }
+variables:
+  modelId: { type: string, default: gpt-4o-mini }
+---
+kind: AiOpenai.OpenaiModel
+metadata: { name: M }
+model: "${{ variables.modelId }}"
+apiKey: "${{ 'Bearer ' + secrets.key }}"
+baseUrl: "${{ resources.Env.url }}"
+""",
+    )
+    assert findings(path) == [("ERR_MANIFEST_EXPRESSION", 12, 10)]
+    fixed = write(tmp_path, path.read_text().replace('baseUrl: "${{ resources.Env.url }}"\n', ""), "ok.yaml")
+    model = load_manifest(fixed).analysis.docs["M"].model
+    assert model.model == "gpt-4o-mini"  # type: ignore[attr-defined]
+    assert str(model.api_key) == "***" and model.api_key.reveal() == "Bearer sk-inline-4242"  # type: ignore[attr-defined]

@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
 
     run = subparsers.add_parser(
         "run",
-        help="check a manifest, then run one of its agents",
+        help="check a manifest, then run one of its agents or targets",
         description="Check the manifest, build it, and run an agent on the input.",
     )
     run.add_argument("file", metavar="FILE", help="the manifest")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -276,6 +277,10 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+_WHOLE_EXPRESSION = re.compile(r"^\s*\$\{\{\s*((?:(?!\}\}).)+?)\s*\}\}\s*$", re.S)
+_TOOLBRIDGE_EXPRESSION = re.compile(r"^(?:manifestDir|secrets\.[A-Za-z_][A-Za-z0-9_-]*)$")
+
+
 class _FileAnalysis(TeloPasses, ToolPasses):
     def __init__(
         self,
@@ -431,6 +436,10 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         def walk(value: Any, path: Path) -> Any:
             if isinstance(value, Cel):
                 return self.cel_value(doc, kind, path, value)
+            whole = _WHOLE_EXPRESSION.match(value) if isinstance(value, str) else None
+            if whole and not _TOOLBRIDGE_EXPRESSION.match(whole.group(1)):
+                # Telo's inline form of a CEL expression: the whole string is one `${{ … }}`.
+                return self.cel_value(doc, kind, path, Cel(whole.group(1), doc.value_pos(path)))
             if isinstance(value, str) and "${{" in value:
                 expanded, problems = expand(value, sources, manifest_dir)
                 for problem in problems:
