@@ -330,7 +330,7 @@ def test_agent_stream_with_telo_tools(
     text = TOOLS.format(js=everything_js).replace("name: add, arguments", "name: add_numbers, arguments")
     path = write(tmp_path, text)
     assert findings(path) == []
-    assert main(["run", str(path), "--json"]) == 0
+    assert main(["run", str(path), "--json"]) == 3  # finished, but one tool call failed
     parts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [p["type"] for p in parts[:4]] == ["tool-call"] * 4
     results = {p["toolCallId"]: p for p in parts if p["type"] == "tool-result"}

@@ -10,7 +10,8 @@ merged over them, then `--input` / `--input-file` as `prompt` (which replaces `m
 - `McpClient.ToolsCall`: the result's text; with `--json`, `{content, structuredContent?, isError}`;
 - `McpClient.ToolsList`: `name: description` lines; with `--json`, `{tools: [...]}`.
 
-Exit 1 when the run fails, a stream ends with an `error` part, or a tool answers `isError`.
+Exit 1 when the run fails, a stream ends with an `error` part, or a tool answers `isError`;
+exit 3 when an `Ai.AgentStream` run finished but one of its tool calls failed (as for `Ai.Agent`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ async def _invoke(manifest: Any, target: Any, inputs: Mapping[str, Any]) -> dict
 async def _stream(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: bool, view: Any) -> int:
     failed = False
     wrote_text = False
+    tool_failures = 0
     async with manifest.open() as live:
         runnable = await live.runnable(target.document)
         async with aclosing(runnable.stream(inputs)) as parts:
@@ -112,10 +114,18 @@ async def _stream(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json
                     view.tool_finished(
                         0, part["toolCallId"], part["name"], part["error"], part.get("errorCode")
                     )
+                if kind == "tool-result" and part["error"]:
+                    tool_failures += 1
                 if kind == "error":
                     failed = True
                     if not as_json:
                         print(f"toolbridge: run failed: {part['code']}: {part['message']}", file=sys.stderr)
     if wrote_text:
         emit("")
-    return 1 if failed else 0
+    if failed:
+        return 1
+    if tool_failures:
+        if not as_json:
+            print(f"toolbridge: the run finished, but {tool_failures} tool call(s) failed", file=sys.stderr)
+        return 3
+    return 0
