@@ -1,0 +1,201 @@
+"""OpenAI Agents SDK: toolbridge tools as Agents SDK `FunctionTool`s, governed by a session.
+
+```python
+async with files, runtime.session(tool_providers=[binding]) as session:
+    agent = agents.Agent(name="assistant", model=model, tools=await as_tools(session))
+    result = await agents.Runner.run(agent, "...", hooks=run_hooks(session))
+```
+
+- `await as_tools(source)`: one `FunctionTool` per tool of a `GovernedSession` (governed), a
+  `ToolProvider` or a list of declared tools (not governed), with the tool's JSON Schema as
+  `params_json_schema`. With `strict=True` each schema is converted to the SDK's strict form on a
+  copy (`ensure_strict_json_schema`); a schema that cannot be made strict stays non-strict (logged
+  at INFO), as the SDK does for MCP tools. Under a strict schema the model sends `null` for a
+  property the tool marked optional: those are dropped before the call.
+- Results: text stays text; images become `ToolOutputImage` (a data URL) beside
+  `ToolOutputText`; audio becomes its placeholder text; structured content is compact JSON.
+- Failures: under a session, a refusal or failure raises `GovernedRunError` (a `PolicyError`
+  and an `AgentsException`: the runtime's code and generic message), which the `Runner` lets end
+  the run: the model never sees it. Not governed, a tool failure is returned to the model as
+  text (the SDK's convention for errors the model may act on), the text an ungoverned toolbridge
+  `Agent` shows. Arguments that are not a JSON object are answered the same way, and never sent.
+  Cancellation passes through.
+- `run_hooks(session)`: `RunHooks` that govern every model call of the run through the session
+  (`model:<id>` grant, `max_model_calls`, `max_context_bytes`, the budget at `prices`). `<id>` is
+  the agent's model name when it is a string (e.g. `gpt-4o`), else `model_id=`.
+
+Needs the `openai-agents` extra (`pip install "toolbridge[openai-agents]"`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+try:
+    from agents import FunctionTool, RunHooks, ToolOutputImage, ToolOutputText
+    from agents.exceptions import AgentsException
+    from agents.strict_schema import ensure_strict_json_schema
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        "toolbridge.integrations.openai_agents needs the OpenAI Agents SDK: "
+        'pip install "toolbridge[openai-agents]"'
+    ) from exc
+
+from ..content import ImagePart, TextPart, media_placeholder
+from ..errors import ConfigError, PolicyError, bounded
+from ..runtime._session import GovernedSession
+from ..tools import ToolResult, ToolSpec
+from ._core import ToolSource, as_source, classify, copy_schema, log, model_parts, usable
+
+__all__ = ["GovernedRunError", "GovernedRunHooks", "as_tools", "run_hooks"]
+
+
+class GovernedRunError(PolicyError, AgentsException):
+    """A governed refusal or failure (of a tool call or, with `run_hooks`, a model call), raised
+    out of `Runner.run` with the runtime's code and generic message. It is a `PolicyError`
+    (`.code`, `.outcome`) and an Agents SDK `AgentsException`, which the `Runner` re-raises as is."""
+
+    def __init__(self, error: PolicyError):
+        PolicyError.__init__(self, error.message, code=error.code, outcome=error.outcome)
+        self.run_data = None
+
+
+def _to_agents(result: ToolResult) -> Any:
+    parts = model_parts(result)
+    if all(isinstance(p, TextPart) for p in parts):
+        return "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    out: list[Any] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append(ToolOutputText(text=part.text))
+        elif isinstance(part, ImagePart):
+            out.append(ToolOutputImage(image_url=f"data:{part.media_type};base64,{part.data}"))
+        else:
+            out.append(ToolOutputText(text=media_placeholder(part)))
+    return out
+
+
+def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict: bool) -> FunctionTool:
+    name = spec.name
+    optional = set(parameters.get("properties", {})) - set(parameters.get("required", []))
+    schema, is_strict = parameters, False
+    if strict:
+        try:
+            schema = ensure_strict_json_schema(copy_schema(parameters))
+            is_strict = True
+        except Exception as exc:
+            log.info("openai_agents.as_tools: tool %r stays non-strict: %s", name, bounded(str(exc), 200))
+            schema = parameters
+
+    async def invoke(ctx: Any, input_json: str) -> Any:
+        try:
+            args = json.loads(input_json) if input_json else {}
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            return "Error: the arguments are not a JSON object; the tool was not called."
+        if is_strict:
+            args = {k: v for k, v in args.items() if not (v is None and k in optional)}
+        try:
+            result = await source.call_tool(name, args)
+        except Exception as exc:
+            failure = classify(exc)
+            if failure.kind == "stop":
+                assert isinstance(failure.error, PolicyError)
+                raise GovernedRunError(failure.error) from None
+            return failure.text
+        return _to_agents(result)
+
+    return FunctionTool(
+        name=name,
+        description=spec.description or "",
+        params_json_schema=schema,
+        on_invoke_tool=invoke,
+        strict_json_schema=is_strict,
+    )
+
+
+async def as_tools(source: Any, *, strict: bool = False) -> list[FunctionTool]:
+    """Agents SDK `FunctionTool`s for `source` (a `GovernedSession`, a `ToolProvider`, or
+    declared tools).
+
+    Lists the tools now (enter the session first). A tool whose name or schema cannot be taken
+    is left out, with one warning on the `toolbridge.integrations` logger.
+
+    Args:
+        source: only a `GovernedSession` is governed.
+        strict: convert each schema to the SDK's strict form (on a copy) where it can be.
+
+    Raises:
+        ConfigError: `ERR_CONFIG` for a `source` of another kind.
+        PolicyError: governed, when the session cannot list its tools (it has ended).
+    """
+    tool_source = as_source(source, "openai_agents.as_tools")
+    specs = await tool_source.list_tools()
+    return usable(
+        specs, "openai_agents.as_tools", lambda spec, params: _tool(tool_source, spec, params, strict)
+    )
+
+
+class GovernedRunHooks(RunHooks[Any]):
+    """Run hooks that govern every model call of a run through a session. Use `run_hooks()`."""
+
+    def __init__(self, session: GovernedSession, *, model_id: str | None = None, prices: Any = None):
+        self.session = session
+        self.model_id = model_id
+        self.prices = prices
+
+    def _model_id(self, agent: Any) -> str:
+        if self.model_id:
+            return self.model_id
+        model = getattr(agent, "model", None)
+        if isinstance(model, str) and model:
+            return model
+        name = getattr(model, "model", None)
+        if isinstance(name, str) and name:
+            return name
+        return type(model).__name__ if model is not None else "unknown"
+
+    async def on_llm_start(
+        self, context: Any, agent: Any, system_prompt: str | None, input_items: list[Any]
+    ) -> None:
+        size = len(system_prompt or "") + len(json.dumps(input_items, default=str))
+        settings = getattr(agent, "model_settings", None)
+        try:
+            await self.session.before_model_call(
+                self._model_id(agent),
+                context_bytes=size,
+                max_output_tokens=getattr(settings, "max_tokens", None),
+                prices=self.prices,
+            )
+        except PolicyError as exc:
+            raise GovernedRunError(exc) from None
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        usage = response.usage
+        calls = sum(1 for item in response.output if getattr(item, "type", None) == "function_call")
+        try:
+            await self.session.after_model_call(
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, tool_calls=calls
+            )
+        except PolicyError as exc:
+            raise GovernedRunError(exc) from None
+
+
+def run_hooks(
+    session: GovernedSession, *, model_id: str | None = None, prices: Any = None
+) -> GovernedRunHooks:
+    """`RunHooks` governing every model call of a run through `session` (`Runner.run(..., hooks=)`).
+
+    Args:
+        session: the `GovernedSession` (entered).
+        model_id: the id for the `model:<id>` grant (default: the agent's model name).
+        prices: the model's `ModelPrices`, for the budget (default: the model costs nothing).
+
+    Raises:
+        ConfigError: `ERR_CONFIG` when `session` is not a `GovernedSession`.
+    """
+    if not isinstance(session, GovernedSession):
+        raise ConfigError("openai_agents.run_hooks: session must be a GovernedSession", code="ERR_CONFIG")
+    return GovernedRunHooks(session, model_id=model_id, prices=prices)
