@@ -53,6 +53,7 @@ _COMMAND_MODULES = (
     "toolbridge.cli._tasks",  # serve-tasks
     "toolbridge.cli._runs",  # runs
     "toolbridge.cli._lock",  # lock
+    "toolbridge.cli._batch",  # batch, journal
 )
 
 

@@ -1,0 +1,283 @@
+"""Batch and journal benchmarks (issue 13): local vs Ray batches, and the governed call per journal.
+
+```
+.venv/bin/python bench/bench_batch.py                 # 1,000 runs x 3 tool calls; ~3-6 min on 2 cores
+.venv/bin/python bench/bench_batch.py --runs 100 --calls 50
+```
+
+1. **Batch throughput.** One manifest: a scripted agent whose every run makes three tool calls
+   (`echo`) to a real stdio MCP server (`tests/batch/batch_server.py`, official SDK), governed,
+   with a durable journal. The same input file runs in local mode (one process, `--concurrency`
+   runs in flight) and in Ray mode with two actors (each its own server, the same concurrency
+   each), on a local Ray cluster started before the timing (its start-up is reported apart).
+   Runs/s are over the batch's whole elapsed time (servers and actors start inside it). The
+   per-run overhead of Ray is `(T(Ray, 1 actor) - T(local)) / runs`: what sending a run to an
+   actor and its result back costs beyond running it in the driver.
+2. **Governed call per journal.** A scripted agent calling a declared Python tool under
+   `create_runtime`, `--calls` calls per run: memory (ephemeral), SQLite (durable, WAL,
+   `synchronous=FULL`), PostgreSQL (the URL in `TOOLBRIDGE_TEST_POSTGRES_URL`, or a throwaway
+   server started with `.ci/pg.sh`). Medians of interleaved rounds.
+
+Targets: Ray >= 1.6x local runs/s; PostgreSQL <= 2x SQLite per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = ROOT / "tests" / "batch" / "batch_server.py"
+
+
+def manifest(folder: Path) -> Path:
+    calls = [{"name": "t_echo", "arguments": {"text": f"call {i}"}} for i in range(3)]
+    text = "\n---\n".join(
+        json.dumps(d)
+        for d in (
+            {
+                "kind": "Runtime",
+                "metadata": {"name": "Policy"},
+                "permissions": {"allow": ["model:scripted", "tool:t_echo", "effect:read"]},
+            },
+            {
+                "kind": "Ai.ScriptedModel",
+                "metadata": {"name": "Scripted"},
+                "turns": [{"toolCalls": calls}, {"text": "ok"}],
+            },
+            {
+                "kind": "Mcp.StdioClient",
+                "metadata": {"name": "Server"},
+                "command": sys.executable,
+                "args": [str(SERVER)],
+            },
+            {"kind": "AiMcp.ToolProvider", "metadata": {"name": "Tools"}, "client": "!ref Server"},
+            {
+                "kind": "Ai.Agent",
+                "metadata": {"name": "Bench"},
+                "model": "!ref Scripted",
+                "toolProviders": [{"provider": "!ref Tools", "prefix": "t_", "effects": "read"}],
+            },
+        )
+    )
+    path = folder / "bench.yaml"
+    path.write_text(
+        text.replace('"!ref Server"', "!ref Server")
+        .replace('"!ref Tools"', "!ref Tools")
+        .replace('"!ref Scripted"', "!ref Scripted")
+    )
+    return path
+
+
+async def batch_once(
+    folder: Path, tag: str, runs: int, *, ray: bool, actors: int, concurrency: int, journal: str
+) -> float:
+    from toolbridge.batch import run_batch
+
+    inputs = folder / f"{tag}.in.jsonl"
+    inputs.write_text("".join(json.dumps({"id": i, "input": f"q{i}"}) + "\n" for i in range(runs)))
+    started = time.perf_counter()
+    summary = await run_batch(
+        manifest(folder),
+        inputs=inputs,
+        out=folder / f"{tag}.out.jsonl",
+        journal=journal,
+        ray=ray or None,
+        actors=actors,
+        concurrency=concurrency,
+        progress=False,
+    )
+    took = time.perf_counter() - started
+    if summary.succeeded != runs:
+        raise SystemExit(f"{tag}: {summary.to_dict()}")
+    return took
+
+
+def governed_call(journal: str | None, calls: int, rounds: int) -> list[float]:
+    """Seconds per governed call, one value per round."""
+    import pydantic
+
+    from toolbridge.agent import Agent
+    from toolbridge.agent.models import ScriptedModel
+    from toolbridge.runtime import create_runtime, define_tool
+
+    class Empty(pydantic.BaseModel):
+        pass
+
+    class Out(pydantic.BaseModel):
+        content: str
+
+    async def execute(inp: Empty, ctx: Any) -> Out:
+        return Out(content="ok")
+
+    tool = define_tool("t", "1", "t", Empty, Out, "write", [], execute=execute)
+    allow = {"allow": ["model:scripted", "tool:t", "effect:write"]}
+    rt = create_runtime("durable", allow, journal=journal) if journal else create_runtime(permissions=allow)
+    turns: list[Any] = [{"tool_calls": [{"name": "t", "arguments": {}}]} for _ in range(calls)] + ["done"]
+
+    async def one() -> float:
+        agent = Agent(ScriptedModel(turns), tools=[tool], max_steps=calls + 2)
+        began = time.perf_counter()
+        result = await rt.run(agent, "go")
+        assert result.outcome == "succeeded", result
+        return (time.perf_counter() - began) / calls
+
+    out = [anyio.run(one) for _ in range(rounds)]
+    rt.close()
+    return out
+
+
+def pg_url(tmp: Path) -> tuple[str, Path | None]:
+    url = os.environ.get("TOOLBRIDGE_TEST_POSTGRES_URL")
+    if url:
+        return url, None
+    folder = tmp / "pg"
+    url = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "pg.sh"), "start", str(folder)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return url, folder
+
+
+def fresh_db(url: str, name: str) -> str:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    p = conninfo_to_dict(url)
+    auth = f"{p.get('user', 'postgres')}" + (f":{p['password']}" if p.get("password") else "")
+    return f"postgresql://{auth}@{p.get('host', '127.0.0.1')}:{p.get('port', 5432)}/{name}"
+
+
+def batch_section(
+    tmp: Path,
+    url: str,
+    kind: str,
+    args: argparse.Namespace,
+    rows: list[tuple[str, ...]],
+    results: dict[str, Any],
+) -> None:
+    """Local, Ray with 2 actors and Ray with 1 actor, on one journal kind."""
+    from toolbridge.batch._ray import start_local_cluster
+
+    def timed(tag: str, *, ray: bool, actors: int) -> float:
+        journal = str(tmp / f"{tag}.sqlite") if kind == "sqlite" else fresh_db(url, f"tb_bench_{tag}")
+        run = functools.partial(
+            batch_once,
+            tmp,
+            tag,
+            args.runs,
+            ray=ray,
+            actors=actors,
+            concurrency=args.concurrency,
+            journal=journal,
+        )
+        return anyio.run(run)
+
+    local = timed(f"local_{kind}", ray=False, actors=1)
+    if "ray_start_s" not in results:
+        began = time.perf_counter()
+        start_local_cluster(num_cpus=2)
+        results["ray_start_s"] = time.perf_counter() - began
+    ray2 = timed(f"ray2_{kind}", ray=True, actors=2)
+    ray1 = timed(f"ray1_{kind}", ray=True, actors=1)
+    n = args.runs
+    section = f"batch, {n} runs x 3 tool calls, stdio server, {kind} journal"
+    speed = local / ray2
+    overhead_ms = (ray1 - local) / n * 1000
+    results[f"batch_{kind}"] = {
+        "local_runs_per_s": n / local,
+        "ray2_runs_per_s": n / ray2,
+        "ray1_runs_per_s": n / ray1,
+        "ray_speedup": speed,
+        "ray_overhead_ms_per_run": overhead_ms,
+    }
+    met = "yes" if speed >= 1.6 else "**no**"
+    rows.append(
+        (section, f"local (1 process, {args.concurrency} in flight)", f"{n / local:.1f} runs/s", "1.00x", "")
+    )
+    rows.append((section, "Ray, 1 actor", f"{n / ray1:.1f} runs/s", f"{local / ray1:.2f}x", ""))
+    rows.append(
+        (section, "Ray, 2 actors", f"{n / ray2:.1f} runs/s", f"{speed:.2f}x", f">= 1.60x local {met}")
+    )
+    rows.append((section, "Ray per-run overhead (1 actor vs local)", f"{overhead_ms:.2f} ms", "", ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--calls", type=int, default=200, help="governed calls per round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+    rows: list[tuple[str, ...]] = []
+    results: dict[str, Any] = {"runs": args.runs, "concurrency": args.concurrency}
+    with tempfile.TemporaryDirectory(prefix="tb-bench-batch-") as tmpdir:
+        tmp = Path(tmpdir)
+        url, pg_folder = pg_url(tmp)
+        try:
+            # -- 2. governed call per journal (first: before Ray takes the CPUs) ------------------
+            per: dict[str, list[float]] = {"memory": [], "sqlite": [], "postgresql": []}
+            pg_journal = fresh_db(url, "tb_bench_call")
+            for r in range(args.rounds):
+                per["memory"] += governed_call(None, args.calls, 1)
+                per["sqlite"] += governed_call(str(tmp / f"call{r}.sqlite"), args.calls, 1)
+                per["postgresql"] += governed_call(pg_journal, args.calls, 1)
+            med = {k: statistics.median(v) * 1e6 for k, v in per.items()}
+            results["governed_call_us"] = med
+            for k in ("memory", "sqlite", "postgresql"):
+                ratio = med[k] / med["sqlite"]
+                target = "<= 2.00x SQLite" if k == "postgresql" else ""
+                met = ("yes" if ratio <= 2.0 else "**no**") if k == "postgresql" else ""
+                rows.append(
+                    (
+                        "governed call, per journal",
+                        k,
+                        f"{med[k]:,.0f} µs",
+                        f"{ratio:.2f}x",
+                        target + " " + met,
+                    )
+                )
+
+            # -- 1. batch throughput -----------------------------------------------------------
+
+            for kind in ("sqlite", "postgresql"):
+                batch_section(tmp, url, kind, args, rows, results)
+            rows.append(("Ray", "local cluster start-up (2 CPUs)", f"{results['ray_start_s']:.1f} s", "", ""))
+        finally:
+            try:
+                import ray
+
+                ray.shutdown()
+            except ModuleNotFoundError:
+                pass
+            if pg_folder is not None:
+                subprocess.run(["bash", str(ROOT / ".ci" / "pg.sh"), "stop", str(pg_folder)], check=False)
+    load = os.getloadavg()
+    print("| section | measurement | value | ratio | target |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(f"\nnproc {os.cpu_count()}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

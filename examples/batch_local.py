@@ -1,0 +1,35 @@
+"""A resumable batch in local mode: three inputs, one bad line, then the same batch again.
+
+python examples/batch_local.py [FOLDER]
+"""
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+
+from toolbridge.batch import run_batch
+
+MANIFEST = Path(__file__).parent / "manifests" / "batch-notes.yaml"
+
+
+async def main(folder: Path) -> None:
+    inputs = folder / "in.jsonl"
+    inputs.write_text(
+        '{"id": "a", "input": "Summarise"}\n"What is on the list?"\nnot json\n{"id": 7, "input": "x"}\n'
+    )
+    out = folder / "out.jsonl"
+    summary = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo", concurrency=2)
+    print(f"ran {summary.ran}: {summary.succeeded} succeeded, {summary.input_errors} input error")
+    for line in sorted(out.read_text().splitlines()):
+        item = json.loads(line)
+        print(item["id"], item["outcome"], item["errorCode"] or item["text"])
+    again = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo")
+    print(f"resumed: ran {again.ran}, still {again.succeeded} succeeded")
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(main, Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp))

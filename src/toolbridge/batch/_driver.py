@@ -1,0 +1,543 @@
+"""The batch driver: inputs in, one output line per item out, resumable, on one process or on Ray.
+
+See `toolbridge.batch` for the rules; this module holds `run_batch` and `batch_status`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from ..errors import ConfigError
+from ..runtime._journal import JournalBackend, read_back
+from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
+from ..runtime._journal_sqlite import Journal
+from ._inputs import DEFAULT_MAX_LINE_BYTES, InputError, read_inputs
+from ._store import BatchStore, Item, StoredItem, open_store
+
+__all__ = ["BatchSummary", "WorkerLost", "batch_status", "open_journal", "run_batch"]
+
+_BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class WorkerLost(Exception):
+    """The process running an item died (a Ray actor was killed): its run's writer is gone.
+
+    `dead=False`: the worker could not be reached, and may still be running the item.
+    """
+
+    def __init__(self, message: str, *, dead: bool = True) -> None:
+        super().__init__(message)
+        self.dead = dead
+
+
+@dataclass
+class BatchSummary:
+    """What a batch did (the `--json` summary).
+
+    Attributes:
+        batch_id: the batch (rerun with it to resume).
+        items: valid input items; input_errors: lines that could not run.
+        succeeded / failed / unknown / skipped / in_doubt: items by state after this run
+            (`failed` counts every ended item that did not succeed; `skipped`: no room in the
+            batch budget; `in_doubt`: claimed by a run whose writer is still alive elsewhere).
+        ran: runs started by this invocation; elapsed_s and runs_per_s for them.
+        cost_micros: what the batch's ended runs cost.
+        unknown_items: `{id, line, runId}` of every `outcome_unknown` item, for reconciliation.
+        out / journal: where the output and the evidence are (the journal without a password).
+        mode: `local` or `ray`.
+    """
+
+    batch_id: str
+    items: int = 0
+    input_errors: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    unknown: int = 0
+    skipped: int = 0
+    in_doubt: int = 0
+    ran: int = 0
+    elapsed_s: float = 0.0
+    runs_per_s: float = 0.0
+    cost_micros: int = 0
+    unknown_items: list[dict[str, Any]] = field(default_factory=list)
+    out: str = ""
+    journal: str = ""
+    mode: str = "local"
+
+    def to_dict(self) -> dict[str, Any]:
+        """camelCase keys, as the CLI's `--json`."""
+        return {
+            "batchId": self.batch_id,
+            "items": self.items,
+            "inputErrors": self.input_errors,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "unknown": self.unknown,
+            "skipped": self.skipped,
+            "inDoubt": self.in_doubt,
+            "ran": self.ran,
+            "elapsedS": round(self.elapsed_s, 3),
+            "runsPerS": round(self.runs_per_s, 2),
+            "costMicros": self.cost_micros,
+            "unknownItems": self.unknown_items,
+            "out": self.out,
+            "journal": self.journal,
+            "mode": self.mode,
+        }
+
+
+def open_journal(spec: str, *, reader: bool = False) -> JournalBackend:
+    """The batch journal: a PostgreSQL URL or an SQLite file (a writer migrates/creates it)."""
+    if is_postgres_url(spec):
+        return PostgresJournal.open_existing(spec) if reader else PostgresJournal(spec)
+    return Journal.open_existing(spec) if reader else Journal(spec, durable=True)
+
+
+def _journal_spec(manifest: Any, journal: str | os.PathLike[str] | None, out: Path) -> str:
+    if journal is not None:
+        return str(journal)
+    doc = manifest.runtime_doc
+    if doc is not None and doc.profile == "durable" and doc.journal is not None:
+        from ..manifest._build import _reveal
+
+        given = str(_reveal(doc.journal))
+        return given if is_postgres_url(given) else str(manifest.analysis.base_dir / given)
+    return str(out) + ".journal.sqlite"
+
+
+def _run_id(batch_id: str, key: str, attempt: int) -> str:
+    return f"{batch_id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}-{attempt}"
+
+
+def reconcile(
+    store: BatchStore, journal: JournalBackend, batch_id: str, stored: StoredItem, *, writer_dead: bool
+) -> str:
+    """Decide a claimed item whose run did not report back: `pending`, `ended`, `unknown` or `claimed`.
+
+    A run never started, or that sent no request, or that was interrupted after sending only
+    requests without effects, is run again; an interrupted run with a request with effects sent
+    is `outcome_unknown` and never run again; a run that ended (the driver died before storing
+    its line) keeps its outcome (`recovered`, without its text).
+    """
+    record = journal.get_run(stored.run_id) if stored.run_id else None
+    if record is None:
+        store.release(batch_id, stored.key)
+        return "pending"
+    if record.outcome == "running":
+        if not writer_dead:
+            return "claimed"
+        read_back(record, alive=False)
+    sent = any(c.request_sent for c in record.calls)
+    rerun = (not sent and (record.interrupted or record.outcome == "cancelled")) or (
+        record.interrupted and record.outcome != "outcome_unknown"
+    )
+    if rerun:
+        store.release(batch_id, stored.key)
+        return "pending"
+    unknown = record.outcome == "outcome_unknown"
+    line = {
+        "id": json.loads(stored.key),
+        "line": stored.line,
+        "outcome": record.outcome,
+        "text": None,
+        "output": None,
+        "errorCode": record.error_code,
+        "error": "the run's process died; its outcome comes from the journal" if record.interrupted else None,
+        "usage": dict(record.usage),
+        "costMicros": record.cost_micros,
+        "runId": stored.run_id,
+        "recovered": True,
+    }
+    cost = max(record.cost_micros, stored.reserved) if unknown else record.cost_micros
+    state = "unknown" if unknown else "ended"
+    store.finish(batch_id, stored.key, state, line, cost)
+    return state
+
+
+class _Out:
+    """The output file: rebuilt from the store at start (exactly one line per ended item), then appended."""
+
+    def __init__(self, path: Path, lines: list[dict[str, Any]]) -> None:
+        from ..cli._output import json_text
+
+        self._json = json_text
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for line in sorted(lines, key=lambda x: x.get("line") or 0):
+                f.write(self._json(line, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+        self._f: TextIO = path.open("a", encoding="utf-8")
+
+    def write(self, line: dict[str, Any]) -> None:
+        self._f.write(self._json(line, sort_keys=True) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+Runner = Callable[[Item, str], Awaitable[dict[str, Any]]]
+
+
+class _Progress:
+    """Done / failed / unknown / runs per second / cost on a terminal (rich, when installed)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = total
+        self.counts = {"succeeded": 0, "failed": 0, "unknown": 0, "cost": 0}
+        self.started = time.monotonic()
+        self._bar: Any = None
+        if enabled:
+            try:
+                from rich.console import Console
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                )
+            except ModuleNotFoundError:
+                return
+            self._bar = Progress(
+                TextColumn("batch"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                console=Console(file=sys.stderr),
+                transient=False,
+            )
+            self._task = self._bar.add_task("batch", total=total, status="")
+            self._bar.start()
+
+    def done(self, line: dict[str, Any]) -> None:
+        outcome = line.get("outcome")
+        key = (
+            "succeeded" if outcome == "succeeded" else "unknown" if outcome == "outcome_unknown" else "failed"
+        )
+        self.counts[key] += 1
+        self.counts["cost"] += int(line.get("costMicros") or 0)
+        if self._bar is not None:
+            n = self.counts["succeeded"] + self.counts["failed"] + self.counts["unknown"]
+            rate = n / max(1e-6, time.monotonic() - self.started)
+            status = (
+                f"ok {self.counts['succeeded']}  failed {self.counts['failed']}"
+                f"  unknown {self.counts['unknown']}"
+                f"  {rate:.1f} runs/s  cost {self.counts['cost']} µUSD"
+            )
+            self._bar.update(self._task, completed=n, status=status)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+async def run_batch(
+    manifest: str | os.PathLike[str],
+    *,
+    inputs: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    agent: str | None = None,
+    concurrency: int = 8,
+    ray: bool | str | None = None,
+    batch_id: str | None = None,
+    journal: str | os.PathLike[str] | None = None,
+    budget_micros: int | None = None,
+    server_limits: Mapping[str, int] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    actors: int = 2,
+    progress: bool | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    on_batch_id: Callable[[str], None] | None = None,
+) -> BatchSummary:
+    """Run a manifest's agent once per input line; write one output line per item.
+
+    Args:
+        manifest: the manifest (it needs a `Runtime` document: batches run governed).
+        inputs: a JSON Lines file (see `toolbridge.batch`).
+        out: the output JSON Lines file (rewritten from the batch's store, then appended).
+        agent: the agent's name (default: the manifest's only agent).
+        concurrency: runs in flight at once (per actor in Ray mode).
+        ray: `None`/`False` local mode; `True` starts a local Ray cluster; a string is the
+            address of a running one (`ray start --head`).
+        batch_id: resume this batch (default: a new id, given to `on_batch_id` first).
+        journal: an SQLite file or a PostgreSQL URL (default: the manifest's durable journal,
+            else `OUT.journal.sqlite`). Ray mode on several machines needs PostgreSQL.
+        budget_micros: a batch-wide budget: each run reserves its runtime's `max_cost_micros`
+            from it before it starts, and settles what it spent.
+        server_limits: client document name -> calls in flight at most, across the batch.
+        secrets: explicit secret values for the manifest.
+        actors: Ray actors (Ray mode).
+        progress: a progress bar on stderr (default: when stderr is a terminal).
+        max_line_bytes: longest input line.
+        on_batch_id: told the batch id before anything runs.
+
+    Raises:
+        ConfigError: a bad manifest, option, input file or journal (`ERR_BATCH_CONFIG`,
+            `ERR_INVALID_INPUT`, `ERR_CONFIG`, the manifest's codes).
+    """
+    from ..manifest import load_manifest
+
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 10_000:
+        raise ConfigError("--concurrency must be an integer from 1 to 10000", code="ERR_BATCH_CONFIG")
+    if isinstance(actors, bool) or not isinstance(actors, int) or not 1 <= actors <= 1024:
+        raise ConfigError("actors must be an integer from 1 to 1024", code="ERR_BATCH_CONFIG")
+    if budget_micros is not None and (
+        isinstance(budget_micros, bool) or not isinstance(budget_micros, int) or budget_micros < 0
+    ):
+        raise ConfigError("--budget-micros must be a non-negative integer", code="ERR_BATCH_CONFIG")
+    limits = dict(server_limits or {})
+    for name, cap in limits.items():
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ConfigError(
+                f"--server-limit {name}: the cap must be a positive integer", code="ERR_BATCH_CONFIG"
+            )
+    if batch_id is None:
+        batch_id = f"b{time.strftime('%Y%m%d')}-{uuid.uuid4().hex[:10]}"
+    elif not isinstance(batch_id, str) or not _BATCH_ID.match(batch_id):
+        raise ConfigError(
+            "--batch-id: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+            code="ERR_BATCH_CONFIG",
+        )
+    loaded = load_manifest(manifest, secrets=secrets)
+    agent_name = loaded.pick_agent(agent)
+    if loaded.runtime_doc is None:
+        raise ConfigError(
+            f"{manifest}: a batch runs governed: the manifest needs a Runtime document",
+            code="ERR_BATCH_CONFIG",
+        )
+    doc_limits = loaded.runtime_doc.limits
+    ceiling = (doc_limits.max_cost_micros or 0) if doc_limits is not None else 0
+    out_path = Path(out)
+    items, errors = read_inputs(inputs, max_line_bytes=max_line_bytes)
+    spec = _journal_spec(loaded, journal, out_path)
+    if on_batch_id is not None:
+        on_batch_id(batch_id)
+    backend = open_journal(spec)
+    store = open_store(backend)
+    summary = BatchSummary(
+        batch_id=batch_id, journal=backend.path, out=str(out_path), mode="ray" if ray else "local"
+    )
+    try:
+        store.open_budget(batch_id, budget_micros)
+        changed = set(store.add_items(batch_id, items))
+        for it in items:
+            if it.key in changed:
+                errors.append(
+                    InputError(
+                        it.line,
+                        it.id,
+                        "ERR_BATCH_INPUT_CHANGED",
+                        f"line {it.line}: this id had another input",
+                    )
+                )
+        runnable = {it.key: it for it in items if it.key not in changed}
+        for stored in store.items(batch_id, "claimed"):
+            reconcile(store, backend, batch_id, stored, writer_dead=False)
+        ended = [s.result for s in store.items(batch_id) if s.state in ("ended", "unknown") and s.result]
+        writer = _Out(out_path, [e.to_line() for e in errors] + ended)
+        todo = [
+            (runnable[s.key], s.attempt)
+            for s in store.items(batch_id)
+            if s.state in ("pending", "skipped") and s.key in runnable
+        ]
+        bar = _Progress(len(todo), sys.stderr.isatty() if progress is None else progress)
+        started = time.monotonic()
+        try:
+            if ray:
+                from ._ray import run_on_ray
+
+                summary.ran = await run_on_ray(
+                    ray,
+                    manifest=str(manifest),
+                    agent=agent_name,
+                    journal=spec,
+                    secrets=_needed(loaded, secrets),
+                    server_limits=limits,
+                    actors=actors,
+                    concurrency=concurrency,
+                    dispatch=lambda runner: _dispatch(
+                        todo,
+                        runner,
+                        store,
+                        backend,
+                        batch_id,
+                        writer,
+                        bar,
+                        workers=actors * concurrency,
+                        ceiling=ceiling,
+                    ),
+                )
+            else:
+                from ._worker import Worker
+
+                async with Worker(
+                    str(manifest), agent=agent_name, journal=spec, secrets=secrets, server_limits=limits
+                ).open() as worker:
+                    summary.ran = await _dispatch(
+                        todo,
+                        lambda it, rid: worker.run(it.id, it.line, it.input, rid),
+                        store,
+                        backend,
+                        batch_id,
+                        writer,
+                        bar,
+                        workers=concurrency,
+                        ceiling=ceiling,
+                    )
+        finally:
+            bar.close()
+            summary.elapsed_s = time.monotonic() - started
+            for s in store.items(batch_id, "skipped"):
+                if s.key in runnable:
+                    writer.write(_skipped_line(runnable[s.key], s))
+            writer.close()
+        summary.runs_per_s = summary.ran / summary.elapsed_s if summary.elapsed_s > 0 else 0.0
+        _fill(summary, store, batch_id, len(items), len(errors))
+    finally:
+        store.close()
+        backend.close()
+    return summary
+
+
+def _needed(loaded: Any, secrets: Mapping[str, str] | None) -> dict[str, str]:
+    from ._worker import secrets_needed
+
+    return secrets_needed(loaded, secrets)
+
+
+def _skipped_line(item: Item, stored: StoredItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "line": item.line,
+        "outcome": "blocked",
+        "text": None,
+        "output": None,
+        "errorCode": "BATCH_BUDGET_EXCEEDED",
+        "error": "the batch budget had no room for this run; resume with a larger --budget-micros",
+        "usage": None,
+        "costMicros": 0,
+        "runId": None,
+    }
+
+
+async def _dispatch(
+    todo: list[tuple[Item, int]],
+    runner: Runner,
+    store: BatchStore,
+    journal: JournalBackend,
+    batch_id: str,
+    writer: _Out,
+    bar: _Progress,
+    *,
+    workers: int,
+    ceiling: int,
+) -> int:
+    """Claim and run every item of `todo` with `workers` in flight; returns how many runs started.
+
+    A run whose worker died (`WorkerLost`) is reconciled at once: run again (up to 3 times) when
+    it sent nothing with effects, else its outcome comes from the journal.
+    """
+    send, receive = anyio.create_memory_object_stream[tuple[Item, int]](len(todo) + 1)
+    for entry in todo:
+        send.send_nowait(entry)
+    send.close()
+    ran = 0
+
+    def ended(line: dict[str, Any]) -> None:
+        writer.write(line)
+        bar.done(line)
+
+    async def handle(item: Item, attempt: int) -> None:
+        nonlocal ran
+        for _ in range(3):
+            attempt += 1
+            run_id = _run_id(batch_id, item.key, attempt)
+            if store.claim(batch_id, item.key, run_id, attempt, ceiling) != "claimed":
+                return  # no room in the budget (skipped), or another driver has it
+            ran += 1
+            try:
+                line = await runner(item, run_id)
+            except WorkerLost as lost:
+                (stored,) = [s for s in store.items(batch_id, "claimed") if s.key == item.key]
+                state = reconcile(store, journal, batch_id, stored, writer_dead=lost.dead)
+                if state == "pending":
+                    continue
+                if state == "claimed":
+                    return  # still running somewhere: left in doubt (`batch status`)
+                (done,) = [s for s in store.items(batch_id) if s.key == item.key]
+                ended(done.result or {})
+                return
+            state = "unknown" if line.get("outcome") == "outcome_unknown" else "ended"
+            store.finish(batch_id, item.key, state, line, int(line.get("costMicros") or 0))
+            ended(line)
+            return
+
+    async def consume() -> None:
+        async with receive.clone() as queue:
+            async for item, attempt in queue:
+                await handle(item, attempt)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(max(1, min(workers, len(todo)))):
+            tg.start_soon(consume)
+    receive.close()
+    return ran
+
+
+def _fill(summary: BatchSummary, store: BatchStore, batch_id: str, items: int, input_errors: int) -> None:
+    summary.items = items
+    summary.input_errors = input_errors
+    for s in store.items(batch_id):
+        if s.state == "ended":
+            if s.result and s.result.get("outcome") == "succeeded":
+                summary.succeeded += 1
+            else:
+                summary.failed += 1
+            summary.cost_micros += int((s.result or {}).get("costMicros") or 0)
+        elif s.state == "unknown":
+            summary.unknown += 1
+            summary.cost_micros += int((s.result or {}).get("costMicros") or 0)
+            summary.unknown_items.append({"id": json.loads(s.key), "line": s.line, "runId": s.run_id})
+        elif s.state == "skipped":
+            summary.skipped += 1
+        elif s.state == "claimed":
+            summary.in_doubt += 1
+
+
+def batch_status(batch_id: str, *, journal: str) -> BatchSummary:
+    """A batch's state from its journal (read-only on PostgreSQL): counts and `outcome_unknown` items.
+
+    Raises:
+        ConfigError: the journal cannot be read, or has no such batch (`ERR_BATCH_CONFIG`).
+    """
+    backend = open_journal(str(journal), reader=True)
+    try:
+        store = open_store(backend, reader=True)
+        try:
+            if not store.has_batch(batch_id):
+                raise ConfigError(
+                    f"no batch {batch_id!r} in the journal {backend.path}", code="ERR_BATCH_CONFIG"
+                )
+            summary = BatchSummary(batch_id=batch_id, journal=backend.path)
+            stored = store.items(batch_id)
+            _fill(summary, store, batch_id, len(stored), 0)
+            return summary
+        finally:
+            store.close()
+    finally:
+        backend.close()

@@ -1,0 +1,260 @@
+"""Ray mode: batch runs spread over Ray actors, each with the manifest's servers started once.
+
+- `ray=True` starts a local Ray cluster (or uses the one this process already joined with
+  `ray.init`); a string connects to that address (`ray start --head` on a real cluster).
+- A local cluster is started with a scrubbed environment (`WORKER_ENV`: paths, locale, `RAY_*`),
+  so Ray workers do not inherit the driver's secrets; the manifest's own secrets are resolved by
+  the driver and handed to each actor explicitly (only those the manifest uses).
+- Each `_BatchActor` opens the manifest once (one `Worker`) in a long-lived task, and serves up
+  to `concurrency` runs at once over the same MCP sessions; it is restarted (once more than the
+  number of actors) if its process dies, and calls that were in flight fail as `WorkerLost`,
+  which the driver reconciles from the journal.
+- `server_limits` go through one `_Gate` actor: a batch-wide semaphore per server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from ..errors import ConfigError
+from ._driver import WorkerLost
+from ._store import Item
+
+__all__ = ["WORKER_ENV", "run_on_ray", "start_local_cluster"]
+
+WORKER_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+)
+"""The environment variables a local Ray cluster keeps (besides `RAY_*`); everything else is dropped."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ModuleNotFoundError as exc:
+        raise ConfigError("--ray needs Ray (install toolbridge[ray])", code="ERR_BATCH_CONFIG") from exc
+    return ray
+
+
+def start_local_cluster(num_cpus: int | None = None, **options: Any) -> Any:
+    """Start a local Ray cluster whose workers see only `WORKER_ENV` (and `RAY_*`) of this process.
+
+    It listens on the loopback address only (`node_ip_address`, default 127.0.0.1) and keeps
+    Ray's token authentication (the token in `~/.ray/auth_token`; `RAY_AUTH_MODE=token` stays
+    set in this process so that drivers it starts can join).
+
+    Returns what `ray.init` returns (its `address_info["address"]` lets other drivers join).
+    """
+    ray = _ray()
+    saved = dict(os.environ)
+    kept = {k: v for k, v in saved.items() if k in WORKER_ENV or k.startswith("RAY_")}
+    os.environ.clear()
+    os.environ.update(kept)
+    try:
+        return ray.init(
+            num_cpus=num_cpus,
+            _node_ip_address=options.pop("node_ip_address", "127.0.0.1"),
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+            object_store_memory=options.pop("object_store_memory", 256 * 1024 * 1024),
+            **options,
+        )
+    finally:
+        added = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}  # e.g. RAY_AUTH_MODE=token
+        os.environ.clear()
+        os.environ.update(saved)
+        os.environ.update(added)
+
+
+class _Gate:
+    """A semaphore per server, shared by every actor of a batch."""
+
+    def __init__(self, limits: Mapping[str, int]) -> None:
+        self._sems = {name: asyncio.Semaphore(cap) for name, cap in limits.items()}
+
+    async def acquire(self, name: str) -> None:
+        await self._sems[name].acquire()
+
+    async def release(self, name: str) -> None:
+        self._sems[name].release()
+
+
+class _BatchActor:
+    """One manifest, opened once; serves runs concurrently (see the module docs)."""
+
+    def __init__(
+        self,
+        manifest: str,
+        agent: str,
+        journal: str,
+        secrets: Mapping[str, str],
+        server_limits: Mapping[str, int],
+        gate: Any,
+    ) -> None:
+        self._args = (manifest, agent, journal, dict(secrets), dict(server_limits), gate)
+        self._worker: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Event | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+
+    async def _host(self) -> None:
+        from ._worker import Worker
+
+        manifest, agent, journal, secrets, limits, gate_handle = self._args
+        gate = None
+        if gate_handle is not None:
+
+            async def gate_fn(name: str) -> Any:
+                @contextlib.asynccontextmanager
+                async def slot() -> AsyncIterator[None]:
+                    await gate_handle.acquire.remote(name)
+                    try:
+                        yield
+                    finally:
+                        await gate_handle.release.remote(name)
+
+                return slot()
+
+            gate = gate_fn
+        assert self._ready is not None and self._stop is not None
+        try:
+            worker = Worker(
+                manifest,
+                agent=agent,
+                journal=journal,
+                secrets=secrets,
+                env={},
+                server_limits=limits,
+                gate=gate,
+            )
+            async with worker.open() as opened:
+                self._worker = opened
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            raise
+
+    async def start(self) -> int:
+        """Open the manifest (once); returns this actor's pid."""
+        if self._task is None:
+            self._ready, self._stop = asyncio.Event(), asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._host())
+        assert self._ready is not None
+        await self._ready.wait()
+        if self._error is not None:
+            raise ConfigError(
+                f"a Ray actor could not open the manifest: {self._error}", code="ERR_BATCH_CONFIG"
+            )
+        return os.getpid()
+
+    async def run(self, item_id: Any, line: int, text: str, run_id: str) -> dict[str, Any]:
+        await self.start()
+        result: dict[str, Any] = await self._worker.run(item_id, line, text, run_id)
+        return result
+
+    async def stop(self) -> None:
+        if self._task is not None and self._stop is not None:
+            self._stop.set()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._task, timeout=30)
+
+
+async def run_on_ray(
+    address: bool | str,
+    *,
+    manifest: str,
+    agent: str,
+    journal: str,
+    secrets: Mapping[str, str],
+    server_limits: Mapping[str, int],
+    actors: int,
+    concurrency: int,
+    dispatch: Callable[[Callable[[Item, str], Awaitable[dict[str, Any]]]], Awaitable[int]],
+) -> int:
+    """Run `dispatch(runner)` with a runner that sends each item to the least busy actor."""
+    ray = _ray()
+    started_here = False
+    if not ray.is_initialized():
+        try:
+            if address is True:
+                start_local_cluster()
+            else:
+                ray.init(address=str(address), configure_logging=False, log_to_driver=False)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"Ray cannot start or connect: {str(exc)[:200]}", code="ERR_BATCH_CONFIG"
+            ) from None
+        started_here = True
+    exceptions = ray.exceptions
+    handles: list[Any] = []
+    gate = None
+    try:
+        if server_limits:
+            gate = ray.remote(num_cpus=0, max_concurrency=10_000)(_Gate).remote(dict(server_limits))
+        actor_cls = ray.remote(
+            num_cpus=0, max_restarts=actors + 1, max_task_retries=0, max_concurrency=concurrency + 2
+        )(_BatchActor)
+        manifest = os.path.abspath(manifest)  # noqa: ASYNC240 - no I/O: a path join
+        handles = [
+            actor_cls.remote(manifest, agent, journal, dict(secrets), dict(server_limits), gate)
+            for _ in range(actors)
+        ]
+        try:
+            await asyncio.gather(*(h.start.remote() for h in handles))
+        except exceptions.RayTaskError as exc:
+            cause = exc.as_instanceof_cause()
+            if isinstance(cause, ConfigError):
+                raise ConfigError(str(cause).split(": ", 1)[-1], code=cause.code) from None
+            raise
+        busy = [0] * len(handles)
+        lost = [0] * len(handles)
+
+        async def runner(item: Item, run_id: str) -> dict[str, Any]:
+            usable = [i for i in range(len(handles)) if lost[i] <= actors + 1] or list(range(len(handles)))
+            i = min(usable, key=lambda k: busy[k])
+            busy[i] += 1
+            try:
+                result: dict[str, Any] = await handles[i].run.remote(item.id, item.line, item.input, run_id)
+                return result
+            except exceptions.ActorUnavailableError as exc:
+                # the actor may still be running it: never run it again on a guess
+                raise WorkerLost(str(exc)[:200], dead=False) from None
+            except exceptions.RayActorError as exc:  # the actor's process died
+                lost[i] += 1
+                raise WorkerLost(str(exc)[:200]) from None
+            finally:
+                busy[i] -= 1
+
+        return await dispatch(runner)
+    finally:
+        for h in handles:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(h.stop.remote(), timeout=40)
+            with contextlib.suppress(Exception):
+                ray.kill(h)
+        if gate is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(gate)
+        if started_here:
+            ray.shutdown()

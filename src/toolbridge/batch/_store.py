@@ -1,0 +1,336 @@
+"""Where a batch keeps its items and its budget: beside the journal, in the same database.
+
+One row per input item: `pending` (not run, or to be run again), `claimed` (a run was started
+for it: `run_id`, `attempt`, the budget `reserved` for it), `ended` (its output line is stored in
+`result`), `unknown` (its run is `outcome_unknown`: never run again; listed by `batch status`),
+`skipped` (the batch budget had no room for it: run again on the next resume).
+
+The batch budget is the shared budget `batch:<id>` (`toolbridge_budgets` on PostgreSQL, a
+`budgets` table in the SQLite file): reserved with one atomic `UPDATE ... WHERE room >= n`, so
+two workers never spend the same micro-unit.
+
+The SQLite store opens its own connection to the journal's file (WAL; several processes on one
+machine may share it). The PostgreSQL store uses the journal's connection pool (migration 2 made
+its table).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..runtime._journal import JournalBackend
+from ..runtime._journal_postgres import PostgresJournal
+
+__all__ = ["BatchStore", "Item", "StoredItem", "open_store"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One valid input line."""
+
+    key: str  # the id as JSON text: the key in the store
+    id: Any  # the id as given (a string or an integer; the line number for bare strings)
+    line: int
+    input: str
+    sha256: str
+
+
+@dataclass
+class StoredItem:
+    key: str
+    line: int
+    state: str
+    run_id: str | None
+    attempt: int
+    reserved: int
+    result: dict[str, Any] | None
+    input_sha256: str
+
+
+_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch_items (
+    batch_id TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    input_sha256 TEXT NOT NULL,
+    state TEXT NOT NULL,
+    run_id TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    reserved_micros INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (batch_id, item_id)
+);
+CREATE TABLE IF NOT EXISTS budgets (
+    budget_id TEXT PRIMARY KEY,
+    max_micros INTEGER NOT NULL,
+    spent_micros INTEGER NOT NULL DEFAULT 0,
+    reserved_micros INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+class BatchStore:
+    """The items of batches, in SQL; `ph` is the parameter placeholder of the database."""
+
+    ph = "?"
+    items_table = "batch_items"
+    budgets_table = "budgets"
+
+    # -- the SQL seam: each returns rows (or None) and commits at once ----------------------------
+
+    def _exec(
+        self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
+    ) -> list[Any]:
+        raise NotImplementedError
+
+    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        """Run statements in one transaction; returns each one's rows."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _q(self, sql: str) -> str:
+        return (
+            sql.replace("?", self.ph)
+            .replace("ITEMS", self.items_table)
+            .replace("BUDGETS", self.budgets_table)
+        )
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def add_items(self, batch_id: str, items: list[Item]) -> list[str]:
+        """Register items not yet known; return the keys of known items whose input changed."""
+        now = time.time()
+        rows = [(batch_id, it.key, it.line, it.sha256, "pending", now) for it in items]
+        for start in range(0, len(rows), 500):
+            self._exec(
+                self._q(
+                    "INSERT INTO ITEMS (batch_id, item_id, line, input_sha256, state, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (batch_id, item_id) DO NOTHING"
+                ),
+                (),
+                many=rows[start : start + 500],
+            )
+        known = {s.key: s.input_sha256 for s in self.items(batch_id)}
+        return [it.key for it in items if known.get(it.key, it.sha256) != it.sha256]
+
+    def items(self, batch_id: str, state: str | None = None) -> list[StoredItem]:
+        sql = (
+            "SELECT item_id, line, state, run_id, attempt, reserved_micros, result, input_sha256 "
+            "FROM ITEMS WHERE batch_id = ?"
+        )
+        params: tuple[Any, ...] = (batch_id,)
+        if state is not None:
+            sql += " AND state = ?"
+            params += (state,)
+        rows = self._exec(self._q(sql + " ORDER BY line"), params)
+        return [
+            StoredItem(
+                key=str(r[0]),
+                line=int(r[1]),
+                state=str(r[2]),
+                run_id=r[3],
+                attempt=int(r[4]),
+                reserved=int(r[5]),
+                result=json.loads(r[6]) if r[6] else None,
+                input_sha256=str(r[7]),
+            )
+            for r in rows
+        ]
+
+    def has_batch(self, batch_id: str) -> bool:
+        return bool(self._exec(self._q("SELECT 1 FROM ITEMS WHERE batch_id = ? LIMIT 1"), (batch_id,)))
+
+    def claim(self, batch_id: str, key: str, run_id: str, attempt: int, reserve: int) -> str:
+        """Claim a pending (or skipped) item for `run_id`, reserving `reserve` of the batch budget.
+
+        Returns `claimed`, `budget` (no room: the item is marked `skipped`) or `taken` (another
+        driver holds it, or it ended).
+        """
+        budget = _budget_id(batch_id)
+        rows = self._tx(
+            [
+                (
+                    self._q(
+                        "UPDATE BUDGETS SET reserved_micros = reserved_micros + ? "
+                        "WHERE budget_id = ? AND max_micros - spent_micros - reserved_micros >= ? "
+                        "RETURNING 1"
+                    ),
+                    (reserve, budget, reserve),
+                ),
+            ]
+        )
+        has_budget = self._exec(self._q("SELECT 1 FROM BUDGETS WHERE budget_id = ?"), (budget,))
+        if has_budget and not rows[0]:
+            self._exec(
+                self._q("UPDATE ITEMS SET state='skipped', updated_at=? WHERE batch_id=? AND item_id=?"),
+                (time.time(), batch_id, key),
+            )
+            return "budget"
+        reserved = reserve if has_budget else 0
+        got = self._exec(
+            self._q(
+                "UPDATE ITEMS SET state='claimed', run_id=?, attempt=?, reserved_micros=?, updated_at=? "
+                "WHERE batch_id=? AND item_id=? AND state IN ('pending', 'skipped') RETURNING 1"
+            ),
+            (run_id, attempt, reserved, time.time(), batch_id, key),
+        )
+        if not got:
+            if reserved:
+                self._settle(budget, reserved, 0)
+            return "taken"
+        return "claimed"
+
+    def finish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
+        """End a claimed item with its output line; settle its reservation against `cost`."""
+        rows = self._exec(
+            self._q("SELECT reserved_micros FROM ITEMS WHERE batch_id=? AND item_id=?"), (batch_id, key)
+        )
+        reserved = int(rows[0][0]) if rows else 0
+        self._exec(
+            self._q(
+                "UPDATE ITEMS SET state=?, result=?, reserved_micros=0, updated_at=? "
+                "WHERE batch_id=? AND item_id=?"
+            ),
+            (state, json.dumps(result, sort_keys=True), time.time(), batch_id, key),
+        )
+        self._settle(_budget_id(batch_id), reserved, cost)
+
+    def release(self, batch_id: str, key: str) -> None:
+        """Put a claimed item back to `pending` (its run never sent anything); free its reservation."""
+        rows = self._exec(
+            self._q("SELECT reserved_micros FROM ITEMS WHERE batch_id=? AND item_id=?"), (batch_id, key)
+        )
+        reserved = int(rows[0][0]) if rows else 0
+        self._exec(
+            self._q(
+                "UPDATE ITEMS SET state='pending', reserved_micros=0, updated_at=? "
+                "WHERE batch_id=? AND item_id=?"
+            ),
+            (time.time(), batch_id, key),
+        )
+        self._settle(_budget_id(batch_id), reserved, 0)
+
+    # -- the batch budget ------------------------------------------------------------------------
+
+    def open_budget(self, batch_id: str, max_micros: int | None) -> None:
+        if max_micros is None:
+            return
+        self._exec(
+            self._q(
+                "INSERT INTO BUDGETS (budget_id, max_micros) VALUES (?, ?) "
+                "ON CONFLICT (budget_id) DO UPDATE SET max_micros = excluded.max_micros"
+            ),
+            (_budget_id(batch_id), max_micros),
+        )
+
+    def budget(self, batch_id: str) -> dict[str, int] | None:
+        rows = self._exec(
+            self._q("SELECT max_micros, spent_micros, reserved_micros FROM BUDGETS WHERE budget_id = ?"),
+            (_budget_id(batch_id),),
+        )
+        if not rows:
+            return None
+        return {
+            "max_micros": int(rows[0][0]),
+            "spent_micros": int(rows[0][1]),
+            "reserved_micros": int(rows[0][2]),
+        }
+
+    def _settle(self, budget: str, reserved: int, actual: int) -> None:
+        self._exec(
+            self._q(
+                "UPDATE BUDGETS SET reserved_micros = CASE WHEN reserved_micros > ? THEN reserved_micros - ? "
+                "ELSE 0 END, spent_micros = spent_micros + ? WHERE budget_id = ?"
+            ),
+            (reserved, reserved, max(0, actual), budget),
+        )
+
+
+def _budget_id(batch_id: str) -> str:
+    return f"batch:{batch_id}"
+
+
+class SqliteBatchStore(BatchStore):
+    def __init__(self, path: str, *, reader: bool = False) -> None:
+        self.path = path
+        try:
+            if reader:
+                uri = Path(path).resolve().as_uri() + "?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if "batch_items" not in tables:
+                    self._db.close()
+                    raise ConfigError(f"the journal {path!r} holds no batch", code="ERR_BATCH_CONFIG")
+                return
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.executescript(_SQLITE_SCHEMA)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"the batch store in {path!r} cannot be opened: {exc}") from None
+
+    def _exec(
+        self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
+    ) -> list[Any]:
+        try:
+            if many is not None:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(sql, many)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                return []
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise ConfigError(f"the batch store in {self.path!r} failed: {exc}") from None
+
+    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        return [self._exec(sql, params) for sql, params in statements]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class PostgresBatchStore(BatchStore):
+    ph = "%s"
+    items_table = "toolbridge_batch_items"
+    budgets_table = "toolbridge_budgets"
+
+    def __init__(self, journal: PostgresJournal) -> None:
+        self.journal = journal
+
+    def _exec(
+        self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
+    ) -> list[Any]:
+        with self.journal._conn(write=True) as conn:
+            if many is not None:
+                with conn.cursor() as cur:
+                    cur.executemany(sql, many)
+                return []
+            cur = conn.execute(sql, params)
+            return list(cur.fetchall()) if cur.description else []
+
+    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        return [self._exec(sql, params) for sql, params in statements]
+
+    def close(self) -> None:
+        """The journal owns the pool."""
+
+
+def open_store(journal: JournalBackend, *, reader: bool = False) -> BatchStore:
+    """The batch store beside `journal` (an SQLite file or a PostgreSQL database)."""
+    if isinstance(journal, PostgresJournal):
+        return PostgresBatchStore(journal)
+    if journal.path in ("", ":memory:"):
+        raise ConfigError("a batch needs a durable journal (an SQLite file or a PostgreSQL URL)")
+    return SqliteBatchStore(journal.path, reader=reader)

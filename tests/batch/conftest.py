@@ -1,0 +1,129 @@
+"""Batch test helpers: a manifest around `batch_server.py`, input files, output readers."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SERVER = HERE / "batch_server.py"
+
+
+def manifest_text(tally: Path, *, turns: list[Any] | None = None, cost: int = 0, slow_s: float = 0.0) -> str:
+    """A governed manifest: a scripted agent that calls `echo` twice and the declared `ops.tally` once
+    (or `ops.slow` when `slow_s` > 0); each tally call costs `cost` micro-USD."""
+    if turns is None:
+        second = (
+            {"name": "ops_slow", "arguments": {"seconds": slow_s, "path": str(tally)}}
+            if slow_s
+            else {"name": "ops_tally", "arguments": {"path": str(tally)}}
+        )
+        turns = [
+            {
+                "toolCalls": [
+                    {"name": "t_echo", "arguments": {"text": "a"}},
+                    {"name": "t_echo", "arguments": {"text": "b"}},
+                ]
+            },
+            {"toolCalls": [second]},
+            {"text": "done"},
+        ]
+    docs: list[dict[str, Any]] = [
+        {
+            "kind": "Runtime",
+            "metadata": {"name": "Policy"},
+            "permissions": {
+                "allow": [
+                    "model:scripted",
+                    "tool:t_echo",
+                    "effect:read",
+                    "tool:ops.tally",
+                    "tool:ops.slow",
+                    "effect:write",
+                ]
+            },
+            "limits": {"maxCostMicros": max(cost, 0), "maxDurationMs": 120000},
+        },
+        {"kind": "Ai.ScriptedModel", "metadata": {"name": "Scripted"}, "turns": turns},
+        {
+            "kind": "Mcp.StdioClient",
+            "metadata": {"name": "Server"},
+            "command": sys.executable,
+            "args": [str(SERVER)],
+        },
+        {"kind": "AiMcp.ToolProvider", "metadata": {"name": "Tools"}, "client": "!ref Server"},
+    ]
+    for tool_id, remote, extra in (
+        ("ops.tally", "tally", {}),
+        ("ops.slow", "slow", {"seconds": {"type": "number"}}),
+    ):
+        docs.append(
+            {
+                "kind": "AiMcp.Tool",
+                "metadata": {"name": remote.capitalize()},
+                "id": tool_id,
+                "version": "1",
+                "description": f"{remote} on the test server",
+                "remoteName": remote,
+                "client": "!ref Server",
+                "input": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, **extra},
+                    "required": ["path", *extra],
+                },
+                "output": {
+                    "type": "object",
+                    "properties": {"content": {"type": "string"}},
+                    "required": ["content"],
+                },
+                "effects": "write",
+                "capabilities": [],
+                "costMicros": cost,
+                "timeoutMs": 60000,
+            }
+        )
+    docs.append(
+        {
+            "kind": "Ai.Agent",
+            "metadata": {"name": "Worker"},
+            "model": "!ref Scripted",
+            "toolProviders": [
+                {"provider": "!ref Tools", "prefix": "t_", "include": ["echo"], "effects": "read"}
+            ],
+            "tools": ["!ref Tally", "!ref Slow"],
+        }
+    )
+    text = "\n---\n".join(json.dumps(d) for d in docs)
+    return re.sub(r'"!ref (\w+)"', r"!ref \1", text)
+
+
+def write_manifest(folder: Path, **kw: Any) -> tuple[Path, Path]:
+    tally = folder / "tally.txt"
+    path = folder / "batch.yaml"
+    path.write_text(manifest_text(tally, **kw))
+    return path, tally
+
+
+def write_inputs(path: Path, n: int) -> Path:
+    path.write_text(
+        "".join(json.dumps({"id": f"item-{i}", "input": f"question {i}"}) + "\n" for i in range(n))
+    )
+    return path
+
+
+def read_out(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def tally_count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.fixture
+def batch_manifest(tmp_path: Path) -> tuple[Path, Path]:
+    return write_manifest(tmp_path)
