@@ -93,7 +93,7 @@ def manifest_text(tally: Path, *, turns: list[Any] | None = None, cost: int = 0,
             "metadata": {"name": "Worker"},
             "model": "!ref Scripted",
             "toolProviders": [
-                {"provider": "!ref Tools", "prefix": "t_", "include": ["echo"], "effects": "read"}
+                {"provider": "!ref Tools", "prefix": "t_", "include": ["echo"], "effects": "none"}
             ],
             "tools": ["!ref Tally", "!ref Slow"],
         }
@@ -118,6 +118,36 @@ def write_inputs(path: Path, n: int) -> Path:
 
 def read_out(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def slow_sends(journal_spec: str) -> dict[str, int]:
+    """Per item (its run ids without the attempt), how many `ops.slow` requests the journal says left."""
+    from toolbridge.batch._driver import open_journal
+
+    journal = open_journal(journal_spec, reader=True)
+    counts: dict[str, int] = {}
+    try:
+        for run in journal.list_runs(100_000):
+            record = journal.get_run(run.run_id)
+            assert record is not None
+            item = run.run_id.rsplit("-", 1)[0]
+            sent = sum(1 for c in record.calls if c.tool_id == "ops.slow" and c.request_sent)
+            counts[item] = counts.get(item, 0) + sent
+    finally:
+        journal.close()
+    return counts
+
+
+def check_no_effect_twice(lines: list[dict[str, Any]], journal_spec: str, tally: Path, n: int) -> None:
+    """Every item has one output line; no item's effectful call left twice; the server acted only then."""
+    assert sorted(x["id"] for x in lines) == sorted(f"item-{i}" for i in range(n))
+    sends = slow_sends(journal_spec)
+    assert max(sends.values()) == 1 and len(sends) == n  # one effectful request per item, at most
+    assert tally_count(tally) <= sum(sends.values())  # the server never acted without a journaled send
+    for x in lines:
+        assert x["outcome"] in ("succeeded", "outcome_unknown") or (
+            x["errorCode"] == "INTERRUPTED" and x.get("recovered")
+        ), x
 
 
 def tally_count(path: Path) -> int:

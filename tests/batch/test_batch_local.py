@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import read_out, tally_count, write_inputs, write_manifest
+from conftest import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 from toolbridge.batch import batch_status, run_batch
 from toolbridge.batch._driver import open_journal, reconcile
 from toolbridge.batch._store import Item, open_store
@@ -154,17 +154,14 @@ def test_the_driver_killed_and_the_batch_resumed(
             child.wait(timeout=10)
         if child.stderr:
             child.stderr.close()
-    started_before = _started(tally)
     assert main(["batch", str(manifest), "--inputs", str(inputs), "--out", str(out), "--batch-id", "bk",
                  "--journal", journal, "--json"]) == 1  # fmt: skip
     summary = json.loads(capsys.readouterr().out)
     lines = read_out(out)
-    assert sorted(x["id"] for x in lines) == [f"item-{i}" for i in range(8)]  # nothing lost, nothing twice
+    check_no_effect_twice(lines, journal, tally, 8)  # nothing lost, nothing twice
     unknown = [x for x in lines if x["outcome"] == "outcome_unknown"]
     assert len(unknown) >= 1 and summary["unknown"] == len(unknown)
-    assert summary["succeeded"] + summary["unknown"] == 8
-    # every slow call that started belongs to exactly one item: none ran twice
-    assert _started(tally) == 8 and started_before - len(unknown) >= 2
+    assert summary["ran"] >= 1  # items whose runs never sent the effectful call ran again
     assert {x["id"] for x in summary["unknownItems"]} == {x["id"] for x in unknown}
     assert main(["batch", "status", "bk", "--journal", journal]) == 0
     shown = capsys.readouterr().out

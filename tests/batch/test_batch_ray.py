@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import read_out, tally_count, write_inputs, write_manifest
+from conftest import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 from toolbridge.batch import run_batch
 from toolbridge.batch._ray import start_local_cluster
 
@@ -150,11 +150,9 @@ async def test_a_worker_killed_mid_batch(ray_cluster: str, tmp_path: Path) -> No
         )
     assert killed
     lines = read_out(out)
-    assert sorted(x["id"] for x in lines) == [f"item-{i}" for i in range(8)]  # nothing lost
+    check_no_effect_twice(lines, str(tmp_path / "j.db"), tally, 8)
     unknown = [x for x in lines if x["outcome"] == "outcome_unknown"]
-    assert 1 <= len(unknown) <= 2 and summary.unknown == len(unknown)
-    assert summary.succeeded + summary.unknown == 8
-    assert tally_count(tally) == 8  # each slow call started once: nothing ran twice
+    assert 1 <= len(unknown) <= 2 and summary.unknown == len(unknown)  # the killed actor's calls in flight
 
 
 def test_the_driver_killed_and_the_batch_resumed_on_ray(ray_cluster: str, tmp_path: Path) -> None:
@@ -193,15 +191,12 @@ def test_the_driver_killed_and_the_batch_resumed_on_ray(ray_cluster: str, tmp_pa
     while _actor_pids():  # Ray ends the dead driver's actors
         assert time.monotonic() < deadline, "the dead driver's actors lived on"
         time.sleep(0.2)
-    started = tally_count(tally)
-    print("BEFORE", tally.read_text())
     summary = anyio.run(
         lambda: run_batch(
             manifest, inputs=inputs, out=out, batch_id="rk", journal=journal, ray=True, concurrency=1
         )
     )
     lines = read_out(out)
-    assert sorted(x["id"] for x in lines) == [f"item-{i}" for i in range(8)]
+    check_no_effect_twice(lines, journal, tally, 8)
     unknown = [x for x in lines if x["outcome"] == "outcome_unknown"]
-    assert len(unknown) >= 1 and summary.succeeded + summary.unknown == 8
-    assert tally_count(tally) == 8 and summary.ran == 8 - started  # nothing ran twice
+    assert len(unknown) >= 1 and summary.unknown == len(unknown) and summary.ran >= 1

@@ -126,10 +126,11 @@ def reconcile(
 ) -> str:
     """Decide a claimed item whose run did not report back: `pending`, `ended`, `unknown` or `claimed`.
 
-    A run never started, or that sent no request, or that was interrupted after sending only
-    requests without effects, is run again; an interrupted run with a request with effects sent
-    is `outcome_unknown` and never run again; a run that ended (the driver died before storing
-    its line) keeps its outcome (`recovered`, without its text).
+    A run never started, or interrupted (or cancelled) before any request with effects left, is
+    run again. A run that sent a request with effects is never run again: interrupted with that
+    call in flight it is `outcome_unknown`; interrupted after it ended it keeps the read-back
+    outcome (`failed` / `INTERRUPTED`); a run that ended (the driver died before storing its
+    line) keeps its outcome. Such lines are marked `recovered` and have no text.
     """
     record = journal.get_run(stored.run_id) if stored.run_id else None
     if record is None:
@@ -139,10 +140,10 @@ def reconcile(
         if not writer_dead:
             return "claimed"
         read_back(record, alive=False)
-    sent = any(c.request_sent for c in record.calls)
-    rerun = (not sent and (record.interrupted or record.outcome == "cancelled")) or (
-        record.interrupted and record.outcome != "outcome_unknown"
-    )
+    # a request with effects that left (answered or not) may have acted: such a run is never
+    # run again; one that sent only effect-free requests, or none, is
+    acted = any(c.request_sent and c.effects != "none" for c in record.calls)
+    rerun = not acted and (record.interrupted or record.outcome == "cancelled")
     if rerun:
         store.release(batch_id, stored.key)
         return "pending"
