@@ -231,3 +231,21 @@ def test_two_processes_write_one_postgresql_journal_at_once(postgres_url: str, t
         record = r.get_run(run_id)
         assert record is not None and [c.outcome for c in record.calls] == ["succeeded", "succeeded"]
     r.close()
+
+
+def test_registered_secrets_are_never_stored(journal_spec: str) -> None:
+    from toolbridge.redact import register_secret
+    from toolbridge.runtime._journal_postgres import is_postgres_url
+
+    secret = "s3cret-token-in-a-name-91"
+    assert register_secret(secret, name="token")
+    writer: JournalBackend = (
+        PostgresJournal(journal_spec) if is_postgres_url(journal_spec) else Journal(journal_spec)
+    )
+    writer.start_run("run_s", agent=f"agent {secret}", profile="durable", principal=secret)
+    writer.plan_call("run_s", "c1", step=0, tool_id=f"tool_{secret}", tool_version=secret, kind="mcp",
+                     effects="none", args_sha256="0" * 64, args_bytes=2)  # fmt: skip
+    writer.close()
+    record = reader(journal_spec).get_run("run_s")
+    assert record is not None
+    assert secret not in json.dumps(record.to_dict()) and record.calls[0].tool_id.startswith("tool_")

@@ -102,6 +102,7 @@ def rt_settle(budget: Budget, reservation: Reservation | None, actual: int | Non
 def ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 3)
 
+
 _NO_DEADLINE: Final = float("inf")
 
 

@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigError
+from ..redact import redact_value
 from ._journal import (
     CallEnd,
     CallRecord,
@@ -383,7 +384,16 @@ class PostgresJournal(JournalBackend):
         self._write(
             "INSERT INTO toolbridge_runs (run_id, agent, profile, status, started_at, pid, host, proc_start, "
             "principal) VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s)",
-            (run_id, agent, profile, time.time(), w.pid, w.host, w.proc_start, principal),
+            (
+                run_id,
+                redact_value(agent),
+                profile,
+                time.time(),
+                w.pid,
+                w.host,
+                w.proc_start,
+                redact_value(principal),
+            ),
         )
 
     def end_run(
@@ -437,8 +447,8 @@ class PostgresJournal(JournalBackend):
                 run_id,
                 call_id,
                 step,
-                tool_id,
-                tool_version,
+                redact_value(tool_id),  # names are free text: registered secrets never stored
+                redact_value(tool_version),
                 kind,
                 effects,
                 args_sha256,
