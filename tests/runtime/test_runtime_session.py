@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rt_helpers import Empty, Message, exists
 from rt_server import SERVER_MARKER
 
@@ -16,7 +18,7 @@ from toolbridge.agent.models import ModelPrices
 from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import StdioClient
 from toolbridge.errors import ConfigError, PolicyError
-from toolbridge.runtime import GovernedSession, create_runtime, define_mcp_tool, define_tool
+from toolbridge.runtime import CODES, GovernedSession, create_runtime, define_mcp_tool, define_tool
 
 HERE = Path(__file__).resolve().parent
 READ = ["tool:fs_read_text_file", "effect:read"]
@@ -242,3 +244,65 @@ async def test_hostile_use_of_a_session_gets_clear_errors() -> None:
     with pytest.raises(ConfigError, match="already in the journal"):
         async with runtime.session(run_id="run_same"):
             pass
+
+
+_names = st.one_of(st.sampled_from(["echo", "secret", "echo_", ""]), st.text(max_size=20))
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+_args = st.one_of(st.none(), st.dictionaries(st.text(max_size=8), _json, max_size=4), _json)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(st.tuples(_names, _args), max_size=4))
+async def test_any_batch_gets_a_result_or_a_policy_error_and_ungranted_tools_never_run(
+    batch: list[tuple[str, Any]],
+) -> None:
+    ran: list[str] = []
+    echo = define_tool(
+        "echo", "1", "", {"type": "object"}, {"type": "object"}, "none", [],
+        execute=lambda i, c: ran.append("echo") or {"ok": True},
+    )  # fmt: skip
+    secret = define_tool(
+        "secret", "1", "", {"type": "object"}, {"type": "object"}, "write", [],
+        execute=lambda i, c: ran.append("secret") or {"ok": True},
+    )  # fmt: skip
+    runtime = create_runtime(permissions={"allow": ["tool:echo", "tool:secret"]})  # no effect:write
+    async with runtime.session(tools=[echo, secret]) as session:
+        try:
+            results = await session.call_tools(batch)
+        except PolicyError as exc:
+            assert exc.code in CODES and session.result().error_code == exc.code
+        else:
+            assert len(results) == len(batch) and session.result().ok
+    assert "secret" not in ran
+    assert len(ran) in (0, len(batch))  # the turn rule: all of the batch or none of it
+
+
+async def test_concurrent_callers_share_one_session_and_their_call_ids_are_journaled() -> None:
+    async def slow(value: Any, ctx: Any) -> dict[str, str]:
+        await anyio.sleep(0.1)
+        return {"content": ctx.call_id}
+
+    tool = define_tool("slow", "1", "", Empty, Message, "none", [], execute=slow)
+    runtime = create_runtime(permissions={"allow": ["tool:slow"]})
+    seen: dict[str, Any] = {}
+    async with runtime.session(tools=[tool]) as session:
+
+        async def one(i: int) -> None:
+            seen[f"fw-{i}"] = (await session.call_tool("slow", {}, call_id=f"fw-{i}")).structured
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            for i in range(5):
+                tg.start_soon(one, i)
+        assert time.monotonic() - started < 0.4  # they overlapped
+        with pytest.raises(PolicyError) as bad_ids:
+            await session.call_tools([("slow", {}), ("slow", {})], call_ids=["same", "same"])
+        assert bad_ids.value.code == "INVALID_INPUT"
+    assert seen == {f"fw-{i}": {"content": f"fw-{i}"} for i in range(5)}
+    calls = runtime.inspect(session.run_id).calls
+    assert sorted(c.call_id for c in calls) == [f"fw-{i}" for i in range(5)]
+    assert all(c.outcome == "succeeded" for c in calls)

@@ -261,23 +261,48 @@ class GovernedSession(CallRules, RunRules):
         self._check_open()
         return list((await self._resolve()).specs)
 
-    async def call_tool(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
+    async def call_tool(
+        self, name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> ToolResult:
         """Call one tool (by its model-facing name) under the runtime's rules.
+
+        Args:
+            name: the model-facing name (as `list_tools()` gives it).
+            args: the arguments object (`None` for none).
+            call_id: the caller's id for the call (a framework's tool-call id), journaled with
+                the run id as the key to reconcile it; default `call_<n>_0`.
 
         Raises:
             PolicyError: the runtime's code and generic message; the session has ended.
         """
-        (result,) = await self.call_tools([(name, args)])
+        (result,) = await self.call_tools([(name, args)], call_ids=None if call_id is None else [call_id])
         return result
 
-    async def call_tools(self, calls: Sequence[tuple[str, Mapping[str, Any] | None]]) -> list[ToolResult]:
+    async def call_tools(
+        self,
+        calls: Sequence[tuple[str, Mapping[str, Any] | None]],
+        *,
+        call_ids: Sequence[str] | None = None,
+    ) -> list[ToolResult]:
         """Check a whole batch (the turn rule), then run it concurrently; results in order.
+
+        Args:
+            calls: `(model-facing name, arguments)` pairs.
+            call_ids: the caller's ids for the calls, one each (default `call_<n>_<i>`).
 
         Raises:
             PolicyError: the first refusal (nothing of the batch ran) or the first failure in
                 order (the others ran to their end); the session has ended.
         """
         self._check_open()
+        if call_ids is not None and (
+            isinstance(call_ids, str)
+            or not isinstance(call_ids, Sequence)
+            or len(call_ids) != len(calls)
+            or not all(isinstance(c, str) and 0 < len(c) <= _MAX_PRINCIPAL for c in call_ids)
+            or len(set(call_ids)) != len(call_ids)
+        ):
+            raise self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
         if isinstance(calls, str | bytes) or not isinstance(calls, Sequence) or not calls:
             raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
         catalog = await self._resolve()
@@ -292,7 +317,8 @@ class GovernedSession(CallRules, RunRules):
                 args = {}
             if not isinstance(args, Mapping):
                 raise self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
-            planned.append(PlannedToolCall(f"call_{step}_{i}", name, args, catalog.targets.get(name)))
+            call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
+            planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))
         self._plan(planned, step)
         if len(planned) == 1:
             call = planned[0]
