@@ -772,3 +772,17 @@ baseUrl: "${{ resources.Env.url }}"
     model = load_manifest(fixed).analysis.docs["M"].model
     assert model.model == "gpt-4o-mini"  # type: ignore[attr-defined]
     assert str(model.api_key) == "***" and model.api_key.reveal() == "Bearer sk-inline-4242"  # type: ignore[attr-defined]
+
+
+def test_untrusted_text_is_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model's text with a terminal escape sequence prints escaped; `--json` keeps it exact."""
+    path = write(
+        tmp_path,
+        'kind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [ { text: "red \\u001b[31mtext" } ]\n---\n'
+        "kind: Ai.TextStream\nmetadata: { name: S }\nmodel: !ref M\n",
+    )
+    assert main(["run", str(path), "--input", "x"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[31mtext" in out
+    assert main(["run", str(path), "--input", "x", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["delta"] == "red \x1b[31mtext"

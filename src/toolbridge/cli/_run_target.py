@@ -10,8 +10,10 @@ merged over them, then `--input` / `--input-file` as `prompt` (which replaces `m
 - `McpClient.ToolsCall`: the result's text; with `--json`, `{content, structuredContent?, isError}`;
 - `McpClient.ToolsList`: `name: description` lines; with `--json`, `{tools: [...]}`.
 
-Exit 1 when the run fails, a stream ends with an `error` part, or a tool answers `isError`;
-exit 3 when an `Ai.AgentStream` run finished but one of its tool calls failed (as for `Ai.Agent`).
+Text from servers and models is shown through `visible_text` (control characters escaped);
+`--json` output is exact JSON. Exit 1 when the run fails, a stream ends with an `error` part, or a
+tool answers `isError`; exit 3 when an `Ai.AgentStream` run finished but one of its tool calls
+failed (as for `Ai.Agent`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from contextlib import aclosing
 from typing import Any
 
 from ..errors import ConfigError
-from ._output import emit
+from ..sanitize import visible_text
+from ._output import emit, warn
 
 __all__ = ["merged_inputs", "run_target"]
 
@@ -68,20 +71,25 @@ def run_target(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: b
             return asyncio.run(_stream(manifest, target, inputs, as_json, view))
         result = asyncio.run(_invoke(manifest, target, inputs))
     except KeyboardInterrupt:
-        print("toolbridge: interrupted; the run was cancelled and every server shut down", file=sys.stderr)
+        warn("toolbridge: interrupted; the run was cancelled and every server shut down")
         return 130
     if as_json:
         emit(json.dumps(result, indent=2, ensure_ascii=False))
     elif "tools" in result and target.kind == "Mcp.ToolsList":
         for tool in result["tools"]:
             first = (tool.get("description") or "").strip().splitlines()
-            emit(f"{tool['name']}: {first[0]}" if first else tool["name"])
+            name = visible_text(str(tool["name"]))
+            emit(f"{name}: {visible_text(first[0])}" if first else name)
     elif target.kind == "Mcp.ToolsCall":
-        emit(_text_of_content(result.get("structuredContent") or result.get("content")))
+        emit(
+            visible_text(
+                _text_of_content(result.get("structuredContent") or result.get("content")), multiline=True
+            )
+        )
     elif result.get("text"):
-        emit(result["text"])
+        emit(visible_text(str(result["text"]), multiline=True))
     if result.get("isError"):
-        print(f"toolbridge: tool {inputs.get('name')!r} reported an error", file=sys.stderr)
+        warn(f"toolbridge: tool {visible_text(repr(inputs.get('name')))} reported an error")
         return 1
     return 0
 
@@ -105,7 +113,7 @@ async def _stream(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json
                 if as_json:
                     emit(json.dumps(part, ensure_ascii=False))
                 elif kind == "text-delta":
-                    sys.stdout.write(part["delta"])
+                    sys.stdout.write(visible_text(part["delta"], multiline=True))
                     sys.stdout.flush()
                     wrote_text = True
                 elif kind == "tool-call":
@@ -119,13 +127,14 @@ async def _stream(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json
                 if kind == "error":
                     failed = True
                     if not as_json:
-                        print(f"toolbridge: run failed: {part['code']}: {part['message']}", file=sys.stderr)
+                        failure = f"{part['code']}: {part['message']}"
+                        warn(f"toolbridge: run failed: {visible_text(failure)}")
     if wrote_text:
         emit("")
     if failed:
         return 1
     if tool_failures:
         if not as_json:
-            print(f"toolbridge: the run finished, but {tool_failures} tool call(s) failed", file=sys.stderr)
+            warn(f"toolbridge: the run finished, but {tool_failures} tool call(s) failed")
         return 3
     return 0
