@@ -174,7 +174,7 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-_IDENTIFIER_KEY = re.compile(r"(^|_)(run_id|call_id|id)$|sha256$|_hash$")
+_IDENTIFIER_KEY = re.compile(r"^(run_id|call_id|id)$|sha256$|_hash$")
 
 
 def redact_metadata(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,6 +237,8 @@ def _scrub_record(record: logging.LogRecord) -> None:
     shorten = record.name.split(".", 1)[0] in _HTTP_LOGGERS
     if _pattern is None and not shorten:
         return
+    if _pattern is not None:
+        record.name = redact(record.name)  # a logger named after a secret-bearing command
     try:
         message = record.getMessage()
     except Exception:  # a broken format string: leave it to the handler to report

@@ -9,7 +9,9 @@ Run: `python oauth_server.py PORT`. It serves, on 127.0.0.1:PORT:
 - `/register` (dynamic registration, public clients), `/authorize` (approves at once: 302 to the
   redirect URI with `code` and `state`), `/token` (authorization code with PKCE S256, and refresh
   tokens; access tokens live 2 seconds);
-- `/grants`: the grant types the token endpoint saw, in order (for the test to check).
+- `/grants`: the grant types the token endpoint saw, in order (for the test to check);
+- `/narrow/mcp`: a resource whose every request, even with a valid token, is refused with
+  `403` and `WWW-Authenticate: Bearer error="insufficient_scope"` (a step-up that never helps).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ def whoami(ctx: Context) -> str:
 
 async def prm(request: Request) -> Response:
     return JSONResponse({"resource": f"{BASE}/mcp", "authorization_servers": [BASE]})
+
+
+async def narrow_prm(request: Request) -> Response:
+    return JSONResponse({"resource": f"{BASE}/narrow/mcp", "authorization_servers": [BASE]})
 
 
 async def asm(request: Request) -> Response:
@@ -131,6 +137,18 @@ class BearerGate:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/narrow"):
+            headers = dict(scope["headers"])
+            auth = headers.get(b"authorization", b"").decode()
+            metadata = f'resource_metadata="{BASE}/.well-known/oauth-protected-resource/narrow/mcp"'
+            if auth.removeprefix("Bearer ") in access_tokens:
+                status, challenge = 403, f'Bearer error="insufficient_scope", scope="admin", {metadata}'
+            else:
+                status, challenge = 401, f"Bearer {metadata}"
+            headers = {"WWW-Authenticate": challenge}
+            response = JSONResponse({"error": "no"}, status_code=status, headers=headers)
+            await response(scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"].startswith("/mcp"):
             headers = dict(scope["headers"])
             auth = headers.get(b"authorization", b"").decode()
@@ -148,6 +166,7 @@ mcp_app = mcp.streamable_http_app()
 app = Starlette(
     routes=[
         Route("/.well-known/oauth-protected-resource/mcp", prm),
+        Route("/.well-known/oauth-protected-resource/narrow/mcp", narrow_prm),
         Route("/.well-known/oauth-protected-resource", prm),
         Route("/.well-known/oauth-authorization-server", asm),
         Route("/register", register, methods=["POST"]),

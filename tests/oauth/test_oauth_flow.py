@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import httpx2
 import pytest
 
-from toolbridge.clients import HttpClient
-from toolbridge.clients._oauth import FileTokenStorage, oauth_auth
+from toolbridge import FileTokenStorage, HttpClient, TransportError, oauth_auth
+from toolbridge.clients._oauth import AuthorizationCodeResult
 
 SERVER = Path(__file__).resolve().parent / "oauth_server.py"
 
@@ -87,3 +89,49 @@ async def test_authorization_code_with_pkce_then_refresh_then_reuse(
     async with HttpClient(url, auth=oauth_auth(url, storage=FileTokenStorage(path)), timeout=30) as client:
         assert await _whoami(client) == second
     assert await asyncio.to_thread(_grants, oauth_server) == ["authorization_code", "refresh_token"]
+
+
+async def test_the_flow_logs_no_body_and_no_token(
+    oauth_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Metadata, registration and token responses pass the response checker untouched: no WARNING
+    quoting them, and the tokens the flow stores are scrubbed from every record (DEBUG included)."""
+    caplog.set_level(logging.DEBUG)
+    url = f"{oauth_server}/mcp"
+    async with HttpClient(url, auth=oauth_auth(url), timeout=30) as client:
+        token = await _whoami(client)
+    assert token.startswith("at-")
+    texts = [logging.Formatter("%(name)s %(message)s").format(r) for r in caplog.records]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("toolbridge")]
+    assert all(token not in t and "client_secret" not in t for t in texts)
+    requests = [t for t in texts if "HTTP Request" in t]
+    assert len(requests) >= 5  # metadata, registration, token, MCP: all logged, host and port only
+    assert all("/.well-known" not in t and "/token" not in t for t in requests)
+
+
+async def test_a_failed_token_request_is_err_mcp_auth(oauth_server: str) -> None:
+    async def bogus_code(authorization_url: str) -> AuthorizationCodeResult:
+        state = parse_qs(urlparse(authorization_url).query)["state"][0]
+        return AuthorizationCodeResult(code="not-a-code", state=state)
+
+    url = f"{oauth_server}/mcp"
+    async with HttpClient(url, auth=oauth_auth(url, authorize=bogus_code), timeout=30) as client:
+        with pytest.raises(TransportError) as info:
+            await _whoami(client)
+    assert info.value.code == "ERR_MCP_AUTH", info.value
+
+
+async def test_a_repeated_insufficient_scope_is_err_mcp_auth(oauth_server: str) -> None:
+    url = f"{oauth_server}/narrow/mcp"
+    async with HttpClient(url, auth=oauth_auth(url), timeout=30) as client:
+        with pytest.raises(TransportError) as info:
+            await client.list_tools()
+    assert info.value.code == "ERR_MCP_AUTH", info.value
+    assert "insufficient_scope" in info.value.message and "-32603" not in info.value.message
+
+
+async def test_no_credentials_at_all_is_err_mcp_auth(oauth_server: str) -> None:
+    async with HttpClient(f"{oauth_server}/mcp", timeout=30) as client:
+        with pytest.raises(TransportError) as info:
+            await client.list_tools()
+    assert info.value.code == "ERR_MCP_AUTH" and "401" in info.value.message, info.value

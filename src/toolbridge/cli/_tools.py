@@ -97,6 +97,45 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:VALUE",
         help="an HTTP header for --url (repeatable)",
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="a variable for the stdio server, from VALUE or from this environment (repeatable); "
+        "the server otherwise gets only HOME, LOGNAME, PATH, SHELL, TERM and USER",
+    )
+    parser.add_argument(
+        "--inherit-env",
+        action="store_true",
+        help="pass this whole environment to the stdio server",
+    )
+
+
+def _server_env(items: list[str]) -> dict[str, str]:
+    """`--env NAME[=VALUE]` options as a dict; values of credential-named variables become secrets.
+
+    Raises:
+        ConfigError: `ERR_INVALID_INPUT` for a bad name, or a NAME not set in this environment.
+    """
+    import os
+    import re
+
+    from ..redact import is_credential_name, register_secret
+
+    env: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError("--env expects NAME or NAME=VALUE", code="ERR_INVALID_INPUT")
+        if not sep:
+            if name not in os.environ:
+                raise ConfigError(f"--env {name}: not set in this environment", code="ERR_INVALID_INPUT")
+            value = os.environ[name]
+        if is_credential_name(name):
+            register_secret(value, name=name)
+        env[name] = value
+    return env
 
 
 def _seconds(text: str) -> float:
@@ -128,7 +167,13 @@ def _split_command(words: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _provider(
-    url: str | None, headers: list[str], command: list[str], timeout: float | None, mode: str = "auto"
+    url: str | None,
+    headers: list[str],
+    command: list[str],
+    timeout: float | None,
+    mode: str = "auto",
+    env: list[str] | None = None,
+    inherit_env: bool = False,
 ) -> McpToolProvider:
     from ..bridge import McpToolProvider
     from ..clients import DEFAULT_TIMEOUT, HttpClient, StdioClient
@@ -143,7 +188,15 @@ def _provider(
         raise ConfigError("no server: give --url URL or `-- COMMAND [ARGS...]`", code="ERR_INVALID_INPUT")
     if headers:
         raise ConfigError("--header applies to --url only", code="ERR_INVALID_INPUT")
-    return McpToolProvider(StdioClient(command[0], command[1:], mode=mode, timeout=limit))
+    client = StdioClient(
+        command[0],
+        command[1:],
+        env=_server_env(env or []),
+        mode=mode,
+        timeout=limit,
+        inherit_env=inherit_env,
+    )
+    return McpToolProvider(client)
 
 
 def _parse_arguments(text: str | None) -> dict[str, Any]:
@@ -218,7 +271,7 @@ def _run_tools(args: argparse.Namespace) -> int:
     if before:
         return _fail(f"unexpected arguments {before!r}: put the server command after `--`")
     try:
-        provider = _provider(args.url, args.header, command, None, args.mode)
+        provider = _provider(args.url, args.header, command, None, args.mode, args.env, args.inherit_env)
         specs = asyncio.run(_list(provider))
     except ToolbridgeError as exc:
         return _fail(str(exc), 1)
@@ -270,7 +323,9 @@ def _run_call(args: argparse.Namespace) -> int:
     tool = before[0]
     try:
         arguments = _parse_arguments(before[1] if len(before) > 1 else None)
-        provider = _provider(args.url, args.header, command, args.timeout, args.mode)
+        provider = _provider(
+            args.url, args.header, command, args.timeout, args.mode, args.env, args.inherit_env
+        )
         result = asyncio.run(_call(provider, tool, arguments))
     except ToolError as exc:
         warn(visible_text(exc.server_text or exc.message, multiline=True))
