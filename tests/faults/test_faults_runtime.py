@@ -85,3 +85,6 @@ async def test_a_bad_argument_does_not_make_another_write_call_unknown(
     else:  # the refused call never reached the server
         assert received == ["sleep", "received"]
         assert not calls["h.echo"].response_received
+        # known not sent, so known not done: failed, never outcome_unknown
+        assert (calls["h.echo"].outcome, calls["h.echo"].error_code) == ("failed", "INVALID_INPUT"), calls
+        assert result.outcome != "outcome_unknown", result

@@ -41,7 +41,7 @@ from typing import Any, Final
 import anyio
 
 from ..agent._hooks import PlannedToolCall
-from ..errors import ConfigError, PolicyError, ToolError
+from ..errors import ConfigError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
 from ._canonical import canonical_json, sha256_hex
 from ._declared import DeclaredTool, ToolContext
@@ -318,6 +318,15 @@ class CallRules(SessionCore):
                 raise self._call_failure(code, effects, sent=True) from None
             except PolicyError as exc:
                 code = exc.code if exc.code in CODES else "TOOL_FAILED"
+                raise self._call_failure(code, effects, sent=True) from None
+            except ToolbridgeError as exc:
+                if exc.details.get("request_sent") is False:
+                    # The client refused the request before it left the process (an argument
+                    # no server could read): nothing was sent, so the outcome is known.
+                    sent = False
+                    code = "INVALID_INPUT"
+                    raise self._call_failure(code, effects, sent=False) from None
+                code = "TOOL_FAILED"
                 raise self._call_failure(code, effects, sent=True) from None
             except Exception:
                 code = "TOOL_FAILED"
