@@ -1,10 +1,13 @@
-"""docs/declare.md: its example is examples/declare_filesystem.py verbatim, and it runs."""
+"""docs/declare.md: its examples are examples/*.py verbatim and run; its other Python blocks run too."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "declare_filesystem.py"
@@ -42,3 +45,21 @@ def test_session_example_runs_and_prints_what_the_doc_shows(tmp_path: Path, file
     shown = doc.split("What it prints:\n\n```\n", 1)[1].split("```", 1)[0]
     assert done.stdout == shown
     assert (tmp_path / "notes.txt").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_the_other_python_blocks_run_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """The runtime and guard examples (every block that is not an example file or a fragment)."""
+    doc = (ROOT / "docs" / "declare.md").read_text()
+    files = {EXAMPLE.read_text(), SESSION.read_text()}
+    blocks = [
+        m.group(1)
+        for m in re.finditer(r"^```python\n(.*?)^```", doc, re.S | re.M)
+        if m.group(1) not in files
+        and not doc[: m.start()].rstrip("\n").rsplit("\n", 1)[-1].startswith("<!-- fragment")
+    ]
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, "docs/declare.md", "exec"), {"__name__": "docs_example"})
+        shown = [line.strip()[3:] for line in block.splitlines() if line.strip().startswith("#> ")]
+        assert shown, "each block says what it prints"
+        assert capsys.readouterr().out.splitlines() == shown
