@@ -54,6 +54,7 @@ _COMMAND_MODULES = (
     "toolbridge.cli._runs",  # runs
     "toolbridge.cli._lock",  # lock
     "toolbridge.cli._batch",  # batch, journal
+    "toolbridge.cli._gateway",  # gateway
 )
 
 

@@ -99,7 +99,7 @@ def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
     if not records:
         emit("no runs")
         return
-    rows = [["RUN", "STARTED (UTC)", "OUTCOME", "CODE", "COST", "AGENT"]]
+    rows = [["RUN", "STARTED (UTC)", "OUTCOME", "CODE", "COST", "AGENT", "PRINCIPAL"]]
     for r in records:
         rows.append(
             [
@@ -109,6 +109,7 @@ def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
                 r.error_code or "-",
                 str(r.cost_micros),
                 r.agent or "-",
+                r.principal or "-",
             ]
         )
     emit(_table(rows))
@@ -120,6 +121,8 @@ def _print_run(record: RunRecord, *, as_json: bool) -> None:
         return
     emit(f"run       {record.run_id}")
     emit(f"agent     {record.agent or '-'}")
+    if record.principal:
+        emit(f"principal {record.principal}")
     emit(f"profile   {record.profile}")
     emit(f"outcome   {_outcome(record)}" + (f"  {record.error_code}" if record.error_code else ""))
     emit(f"started   {_when(record.started_at)}   ended {_when(record.ended_at)}")

@@ -373,6 +373,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         self._check_locks()
         self._check_tool_sets()
         self._check_includes()
+        self._check_gateways()
         self.check_targets(self.result.application)
         if all(doc.data is None for doc in documents):
             self.add(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._schema_loops import schema_hazard
 from ._kinds import AgentDoc, McpToolDoc, TaskToolSetDoc, ToolProviderDoc, ToolsDoc
+from ._kinds_gateway import GatewayDoc
 from ._yaml import Pos
 
 if TYPE_CHECKING:
@@ -180,3 +181,61 @@ class ToolPasses:
                             f"{binding.provider.name} does not have{hint}",
                             severity,
                         )
+
+    def _check_gateways(self) -> None:
+        """A `Gateway`'s lock file pins every server it serves; its includes name known tools."""
+        from ..errors import ConfigError
+
+        for mdoc in self.result.of_kind("Gateway"):
+            assert isinstance(mdoc.model, GatewayDoc)
+            gateway = mdoc.model
+            for b, binding in enumerate(gateway.tool_providers):
+                names = self.result.tool_names.get(binding.provider.name)
+                for i, tool in enumerate(binding.include or []):
+                    if names is not None and tool not in names:
+                        close = difflib.get_close_matches(tool, names, n=1)
+                        hint = f"; did you mean {close[0]}?" if close else f" (it has: {', '.join(names)})"
+                        self.add(
+                            mdoc.source.value_pos(("toolProviders", b, "include", i)),
+                            "ERR_MANIFEST_UNKNOWN_TOOL",
+                            f"Gateway {mdoc.name}: include names {tool!r}, which "
+                            f"{binding.provider.name} does not have{hint}",
+                        )
+            if gateway.lock is None:
+                continue
+            lock_path = self.result.base_dir / gateway.lock
+            if not lock_path.exists():
+                self.add(
+                    mdoc.source.value_pos(("lock",)),
+                    "ERR_MANIFEST_LOCK",
+                    f"Gateway {mdoc.name}: the lock {gateway.lock} does not exist yet: every tool is "
+                    "withheld until it does (write it with `toolbridge lock --out FILE MANIFEST`)",
+                    "warning",
+                )
+                continue
+            try:
+                from ..pinning import read_lock
+
+                lock = read_lock(lock_path)
+            except ImportError:  # a build without pinning: nothing to check against
+                continue
+            except ConfigError as exc:
+                self.add(
+                    mdoc.source.value_pos(("lock",)),
+                    "ERR_MANIFEST_LOCK",
+                    f"Gateway {mdoc.name}: {exc.message}",
+                )
+                continue
+            for b, binding in enumerate(gateway.tool_providers):
+                target = self.result.docs.get(binding.provider.name)
+                if target is None or not isinstance(target.model, ToolProviderDoc):
+                    continue
+                server = target.model.client.name
+                if server not in lock.servers:
+                    self.add(
+                        mdoc.source.value_pos(("toolProviders", b, "provider")),
+                        "ERR_MANIFEST_LOCK",
+                        f"Gateway {mdoc.name}: the lock {gateway.lock} does not pin server {server!r}: its "
+                        f"tools are withheld until it does (`toolbridge lock --out {gateway.lock} MANIFEST`)",
+                        "warning",
+                    )

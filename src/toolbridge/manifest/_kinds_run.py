@@ -29,6 +29,7 @@ from ._kinds import (
     RefTo,
     _Closed,
 )
+from ._kinds_gateway import GatewayDoc
 from ._yaml import Ref
 
 __all__ = [
@@ -177,5 +178,5 @@ RUN_KINDS: dict[str, type[KindDoc]] = {
     "Mcp.SessionProvider": SessionProviderDoc,
 }
 
-ALL_KINDS: dict[str, type[KindDoc]] = {**KINDS, **RUN_KINDS}
+ALL_KINDS: dict[str, type[KindDoc]] = {**KINDS, **RUN_KINDS, "Gateway": GatewayDoc}
 """Every kind a manifest may use, by its canonical `kind` string."""

@@ -32,7 +32,7 @@ from .. import __version__
 from ._provider import TaskToolSet
 from ._scheduler import ElicitFn
 
-__all__ = ["create_server", "serve_http", "serve_stdio"]
+__all__ = ["create_server", "run_http", "run_stdio", "serve_http", "serve_stdio"]
 
 SERVER_NAME = "toolbridge-tasks"
 
@@ -80,14 +80,27 @@ def _elicitation(ctx: Any) -> ElicitFn | None:
     return elicit
 
 
-async def serve_stdio(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> None:
-    """Serve over stdin/stdout until the client closes the connection; then close the tool set."""
+async def run_stdio(server: Server[Any]) -> None:
+    """Serve `server` over stdin/stdout until the client closes the connection (also the gateway's)."""
     from mcp.server.stdio import stdio_server
 
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def run_http(app: Any, *, host: str, port: int) -> None:
+    """Serve an ASGI app (the SDK's Streamable HTTP app) with uvicorn until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
+async def serve_stdio(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> None:
+    """Serve over stdin/stdout until the client closes the connection; then close the tool set."""
     server = create_server(toolset, name=name)
     try:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        await run_stdio(server)
     finally:
         with anyio.CancelScope(shield=True):
             await toolset.aclose()
@@ -97,13 +110,10 @@ async def serve_http(
     toolset: TaskToolSet, *, host: str = "127.0.0.1", port: int = 8000, name: str = SERVER_NAME
 ) -> None:
     """Serve Streamable HTTP at `http://host:port/mcp` until interrupted; then close the tool set."""
-    import uvicorn
-
     server = create_server(toolset, name=name)
     app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     try:
-        await uvicorn.Server(config).serve()
+        await run_http(app, host=host, port=port)
     finally:
         with anyio.CancelScope(shield=True):
             await toolset.aclose()

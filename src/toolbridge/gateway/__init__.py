@@ -1,0 +1,24 @@
+"""`toolbridge gateway`: MCP servers, declared tools and task tools served as one governed MCP server.
+
+A `Gateway` manifest document names the sources (`toolProviders` with prefixes, include/exclude,
+effects, capabilities and approval; declared `tools`; `tasks`), the `runtime` (grants, limits,
+journal), the `lock` (pinning) and the `clients` (identities). `open_gateway(path)` builds it;
+`serve_stdio` / `serve_http` serve it with the official SDK's server (both protocol eras).
+See docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+from ._build import OpenGateway, open_gateway
+from ._core import GatewayCore, Identity
+from ._server import create_server, serve_http, serve_stdio
+
+__all__ = [
+    "GatewayCore",
+    "Identity",
+    "OpenGateway",
+    "create_server",
+    "open_gateway",
+    "serve_http",
+    "serve_stdio",
+]

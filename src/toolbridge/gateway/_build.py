@@ -1,0 +1,290 @@
+"""From a checked manifest's `Gateway` document to a live, open gateway.
+
+`open_gateway(path)` loads the manifest (the analyzer refuses one with errors), builds each
+source through the manifest's own builder (`LiveManifest`: clients, task tool sets, declared
+tools, the runtime), and wraps every `AiMcp.ToolProvider`'s client for the gateway:
+`UpstreamProvider` (whole results, progress, sampling and elicitation routed downstream), pinned
+by the gateway's (or the provider's own) lock, and `Watched` (so a renewed lock or a changed
+upstream listing reaches the catalog). Identities get one `Runtime` each, sharing the
+manifest runtime's journal. Closing the block closes everything, whatever ends it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agent._types import ToolBinding
+from ..errors import ConfigError
+from ..manifest import Manifest, load_manifest
+from ..manifest._kinds import Limits as LimitsDoc
+from ..manifest._kinds import Permissions as PermissionsDoc
+from ..manifest._kinds import ToolProviderDoc
+from ..manifest._kinds_gateway import GatewayDoc
+from ..manifest._secrets import Secret
+from ._core import GatewayCore, Identity, Source
+from ._upstream import ServerRequestRouter, UpstreamProvider, attach_router
+
+__all__ = ["OpenGateway", "Watched", "open_gateway"]
+
+
+class Watched:
+    """A provider whose `generation` the gateway can bump (a renewed lock, a changed listing)."""
+
+    def __init__(self, inner: Any, name: str) -> None:
+        self.inner = inner
+        self.name = name
+        self.bumps = 0
+
+    @property
+    def generation(self) -> int:
+        value = getattr(self.inner, "generation", 0)
+        return (value if isinstance(value, int) else 0) + self.bumps
+
+    async def list_tools(self) -> Any:
+        return await self.inner.list_tools()
+
+    async def call_tool(self, name: str, args: Any) -> Any:
+        return await self.inner.call_tool(name, args)
+
+
+@dataclass
+class _Pin:
+    watched: Watched
+    pinned: Any
+    path: Path
+    server: str
+    mtime: float = -1.0
+
+
+@dataclass
+class OpenGateway:
+    """A gateway ready to serve: its core, its identities and what it watches.
+
+    Attributes:
+        name: the gateway's name (the `Gateway` document's, or `--name`).
+        core: the union and its rules.
+        identities: every identity by name.
+        local_identity: who a stdio client is.
+        tokens: bearer token -> identity name (HTTP).
+        anonymous: the identity of HTTP clients when no token is configured (else None).
+    """
+
+    name: str
+    core: GatewayCore
+    identities: dict[str, Identity]
+    local_identity: Identity
+    tokens: dict[str, str] = field(repr=False)
+    anonymous: str | None
+    _pins: list[_Pin] = field(default_factory=list, repr=False)
+    _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
+    _listing: dict[int, str] = field(default_factory=dict, repr=False)
+
+    async def refresh(self) -> None:
+        """Re-read changed lock files; notice upstream listings that changed without notice."""
+        from ..pinning import read_lock
+
+        for pin in self._pins:
+            try:
+                mtime = pin.path.stat().st_mtime
+            except OSError:
+                continue
+            if mtime == pin.mtime:
+                continue
+            pin.mtime = mtime
+            try:
+                lock = read_lock(pin.path)
+            except ConfigError:
+                continue  # a lock being rewritten, or broken: keep the one in force
+            if pin.server in lock.servers:
+                pin.pinned.lock = lock.server(pin.server)
+                pin.watched.bumps += 1
+        for watched, client in self._upstreams:
+            tools = await client.list_tools()
+            digest = hashlib.sha256(
+                json.dumps(
+                    [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools],
+                    sort_keys=True,
+                ).encode()
+            ).hexdigest()
+            key = id(watched)
+            if self._listing.get(key, digest) != digest:
+                watched.bumps += 1
+            self._listing[key] = digest
+
+
+def _identity_runtime(base: Any, permissions: PermissionsDoc | None, limits: LimitsDoc | None) -> Any:
+    from ..runtime._limits import Limits
+    from ..runtime._permissions import Permissions
+    from ..runtime._runtime import Runtime
+
+    perms = Permissions(list(permissions.allow)) if permissions is not None else base.permissions
+    lim = base.limits
+    if limits is not None:
+        merged = dict(base.limits.to_dict())
+        merged.update(limits.model_dump(exclude_none=True))
+        lim = Limits.from_config(merged)
+    return Runtime(
+        profile=base.profile, permissions=perms, limits=lim, guards=base.guards, journal=base._journal
+    )
+
+
+def _gateway_doc(manifest: Manifest, name: str | None) -> GatewayDoc:
+    docs = manifest.analysis.of_kind("Gateway")
+    names = [d.name for d in docs]
+    if name is not None:
+        chosen = [d for d in docs if d.name == name]
+        if not chosen:
+            raise ConfigError(
+                f"no Gateway named {name!r} (gateways: {', '.join(names) or 'none'})",
+                code="ERR_GATEWAY_CONFIG",
+            )
+        docs = chosen
+    if len(docs) != 1:
+        if not docs:
+            raise ConfigError(f"{manifest.path} declares no Gateway", code="ERR_GATEWAY_CONFIG")
+        raise ConfigError(
+            f"{manifest.path} declares several gateways ({', '.join(names)}); choose one with --name",
+            code="ERR_GATEWAY_CONFIG",
+        )
+    model = docs[0].model
+    assert isinstance(model, GatewayDoc)
+    return model
+
+
+@asynccontextmanager
+async def open_gateway(
+    path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    secrets: Mapping[str, str] | None = None,
+    secrets_file: str | os.PathLike[str] | None = None,
+    approval_timeout_s: float | None = None,
+) -> AsyncIterator[OpenGateway]:
+    """Open the manifest's `Gateway` (the one named `name`, or the only one).
+
+    Raises:
+        ConfigError: the manifest has errors (its analyzer's code), no such gateway
+            (`ERR_GATEWAY_CONFIG`), or a part cannot be built.
+    """
+    from ..pinning import PinnedToolProvider
+    from ..runtime import create_runtime
+
+    manifest = load_manifest(path, secrets=secrets, secrets_file=secrets_file)
+    doc = _gateway_doc(manifest, name)
+    base_dir = manifest.analysis.base_dir
+    async with manifest.open() as live:
+        base = await live.runtime()
+        if base is None:
+            base = create_runtime()
+            live._stack.callback(base.close)
+        routers: dict[int, ServerRequestRouter] = {}
+        timeout = approval_timeout_s if approval_timeout_s is not None else doc.approval_timeout_ms / 1000
+        sources: list[Source] = []
+        pins: list[_Pin] = []
+        upstreams: list[tuple[Watched, Any]] = []
+        for b in doc.tool_providers:
+            pdoc = manifest.analysis.docs[b.provider.name].model
+            client: Any = None
+            provider: Any
+            if isinstance(pdoc, ToolProviderDoc):
+                client = await live.build(pdoc.client.name)
+                router = routers.get(id(client))
+                if router is None:
+                    router = routers[id(client)] = ServerRequestRouter(timeout_s=timeout)
+                    attach_router(client, router)
+                provider = UpstreamProvider(client, router)
+                lock_name = doc.lock or pdoc.lock
+                pinned: Any = None
+                if lock_name is not None:
+                    lock_path = base_dir / lock_name
+                    server_lock, mtime = _server_lock(lock_path, pdoc.client.name)
+                    pinned = provider = PinnedToolProvider(provider, server_lock, server=pdoc.client.name)
+                watched = Watched(provider, b.provider.name)
+                if pinned is not None:
+                    pins.append(_Pin(watched, pinned, lock_path, pdoc.client.name, mtime))
+                upstreams.append((watched, client))
+                provider = watched
+            else:
+                provider = await live.build(b.provider.name)
+            binding = ToolBinding(
+                provider=provider,
+                prefix=b.prefix,
+                include=tuple(b.include) if b.include is not None else None,
+                exclude=tuple(b.exclude or ()),
+                effects=b.effects,
+                capabilities=tuple(b.capabilities or ()),
+                cost_micros=b.cost_micros,
+                timeout_ms=b.timeout_ms,
+            )
+            sources.append(Source(binding, b.approval, client, b.resources, b.provider.name))
+        for ref in doc.tasks:
+            toolset = await live.build(ref.name)
+            sources.append(Source(ToolBinding(provider=toolset), doc.approval, None, False, ref.name))
+        declared = [await live.build(ref.name) for ref in doc.tools]
+        identities: dict[str, Identity] = {}
+        tokens: dict[str, str] = {}
+        local: Identity | None = None
+        for c in doc.clients:
+            identity = Identity(c.name, _identity_runtime(base, c.permissions, c.limits))
+            identities[c.name] = identity
+            if isinstance(c.token, Secret):
+                tokens[c.token.reveal()] = c.name
+            if c.local:
+                local = identity
+        if local is None:
+            local = Identity(f"local:{_user()}", base)
+        identities.setdefault(local.name, local)
+        anonymous: str | None = None
+        if not tokens:
+            anonymous = "anonymous"
+            identities.setdefault(anonymous, Identity(anonymous, base))
+        core = GatewayCore(
+            name=doc.metadata.name,
+            sources=sources,
+            declared=declared,
+            declared_approval=doc.approval,
+            identities=identities,
+            page_size=doc.page_size,
+            approval_timeout_s=timeout,
+        )
+        gateway = OpenGateway(
+            name=core.name,
+            core=core,
+            identities=identities,
+            local_identity=local,
+            tokens=tokens,
+            anonymous=anonymous,
+            _pins=pins,
+            _upstreams=upstreams,
+        )
+        yield gateway
+
+
+def _server_lock(path: Path, server: str) -> tuple[Any, float]:
+    """The server's pins (none when the file or the server is missing: all withheld), and the
+    file's modification time (-1 when missing) for the watcher."""
+    from ..pinning import ServerLock, read_lock
+
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return ServerLock(tools={}, instructions=None), -1.0
+    lock = read_lock(path)
+    if server not in lock.servers:
+        return ServerLock(tools={}, instructions=None), mtime
+    return lock.server(server), mtime
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()[:64] or "user"
+    except Exception:  # no user name in this environment
+        return "user"

@@ -1,0 +1,230 @@
+"""The gateway as an MCP server, on the official SDK's low-level server API (both protocol eras).
+
+`create_server(gateway)` builds the SDK `Server` whose handlers ask the `GatewayCore`;
+`serve_stdio` / `serve_http` run it (the serving plumbing is `toolbridge.tasks._server`'s, shared
+with `serve-tasks`), together with the watcher that notices when the union changes and sends
+`notifications/tools/list_changed` to every client connection the gateway has seen.
+
+Who calls: over stdio, the local user (the manifest's `local: true` client, else `local:<user>`
+under the runtime's own grants); over HTTP, the identity whose bearer token the request carries
+(`BearerAuth`, an ASGI middleware in front of the SDK's app: a missing or wrong token is 401
+before any MCP message is read). Without any token in the manifest, HTTP clients are
+`anonymous`, under the runtime's grants.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.shared.exceptions import MCPError
+
+from .. import __version__
+from ..errors import bounded
+from ._core import GatewayCore, Identity, page_of
+from ._passthrough import add_passthrough
+
+if TYPE_CHECKING:
+    from ._build import OpenGateway
+
+__all__ = ["BearerAuth", "create_server", "serve_http", "serve_stdio"]
+
+log = logging.getLogger("toolbridge.gateway")
+
+IDENTITY_KEY = "toolbridge.identity"
+"""Where `BearerAuth` leaves the caller's identity name in the ASGI scope."""
+
+_MAX_CONNECTIONS = 1024
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK server, announcing that its lists change (the gateway says when)."""
+
+    def create_initialization_options(
+        self, notification_options: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        options = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True, prompts_changed=True
+        )
+        return super().create_initialization_options(options, *args, **kwargs)
+
+
+class Connections:
+    """The client connections seen (most recent `_MAX_CONNECTIONS`), for change notifications."""
+
+    def __init__(self) -> None:
+        self._sessions: OrderedDict[int, Any] = OrderedDict()
+
+    def seen(self, session: Any) -> None:
+        key = id(getattr(session, "_connection", session))
+        self._sessions[key] = session
+        self._sessions.move_to_end(key)
+        while len(self._sessions) > _MAX_CONNECTIONS:
+            self._sessions.popitem(last=False)
+
+    async def tools_changed(self) -> None:
+        for key, session in list(self._sessions.items()):
+            try:
+                with anyio.fail_after(2):
+                    await session.send_tool_list_changed()
+            except Exception:  # that connection is gone: forget it
+                self._sessions.pop(key, None)
+
+
+def create_server(gateway: OpenGateway, connections: Connections | None = None) -> Server[Any]:
+    """An SDK `Server` serving `gateway` (see the module docstring)."""
+    core: GatewayCore = gateway.core
+    conns = connections if connections is not None else Connections()
+
+    def identity_of(ctx: Any) -> Identity:
+        request = getattr(ctx, "request", None)
+        if request is None:
+            return gateway.local_identity
+        name = request.scope.get(IDENTITY_KEY)
+        identity = gateway.identities.get(name) if isinstance(name, str) else None
+        if identity is None:
+            raise MCPError(types.INVALID_REQUEST, "unauthenticated")
+        return identity
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        identity = identity_of(ctx)
+        conns.seen(ctx.session)
+        tools = await core.tools(identity)
+        page, nxt = page_of(tools, params.cursor if params else None, core.page_size)
+        return types.ListToolsResult(tools=page, next_cursor=nxt)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        identity = identity_of(ctx)
+        conns.seen(ctx.session)
+        session = ctx.session
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            try:
+                await session.report_progress(value, total, message)
+            except Exception:  # the client went away; the call itself decides what happens
+                log.debug("progress could not be forwarded")
+
+        return await core.call(
+            identity,
+            params.name,
+            params.arguments,
+            downstream=session,
+            request_id=ctx.request_id,
+            progress=progress,
+        )
+
+    server = _GatewayServer(
+        gateway.name,
+        version=__version__,
+        instructions=f"toolbridge gateway {gateway.name}: governed tools of several MCP servers.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    add_passthrough(server, gateway, identity_of)
+    return server
+
+
+async def _watch(gateway: OpenGateway, connections: Connections, interval_s: float) -> None:
+    """Notice changes of the union (upstream changes, a renewed lock) and tell every client."""
+    last = await gateway.core.signature()
+    while True:
+        await anyio.sleep(interval_s)
+        try:
+            await gateway.refresh()
+            now = await gateway.core.signature()
+        except Exception as exc:  # a source that cannot be listed now: try again later
+            log.info("the gateway's watcher could not list: %s", bounded(str(exc), 200))
+            continue
+        if now != last:
+            last = now
+            await connections.tools_changed()
+
+
+async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) -> None:
+    """Serve over stdin/stdout until the client closes the connection."""
+    from ..tasks._server import run_stdio
+
+    connections = Connections()
+    server = create_server(gateway, connections)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch, gateway, connections, watch_interval_s)
+        await run_stdio(server)
+        tg.cancel_scope.cancel()
+
+
+ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
+
+
+class BearerAuth:
+    """ASGI middleware: the request's bearer token names its identity, or the answer is 401."""
+
+    def __init__(self, app: ASGIApp, tokens: dict[str, str], *, anonymous: str | None = None) -> None:
+        self.app = app
+        self._tokens = [(token.encode("utf-8"), name) for token, name in tokens.items()]
+        self._anonymous = anonymous
+
+    def _who(self, header: bytes | None) -> str | None:
+        if not self._tokens:
+            return self._anonymous
+        if header is None or header[:7].lower() != b"bearer ":
+            return None
+        given = header[7:].strip()
+        found: str | None = None
+        for token, name in self._tokens:  # compare with every token, in constant time each
+            if hmac.compare_digest(given, token):
+                found = name
+        return found
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        header = next((v for k, v in scope.get("headers") or [] if k == b"authorization"), None)
+        who = self._who(header)
+        if who is None:
+            body = json.dumps(
+                {"error": "unauthorized", "error_description": "a valid bearer token is required"}
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer error="invalid_token"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        scope[IDENTITY_KEY] = who
+        await self.app(scope, receive, send)
+
+
+async def serve_http(
+    gateway: OpenGateway,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    stateless: bool = False,
+    watch_interval_s: float = 1.0,
+) -> None:
+    """Serve Streamable HTTP at `http://host:port/mcp` until interrupted."""
+    from ..tasks._server import run_http
+
+    connections = Connections()
+    server = create_server(gateway, connections)
+    app = server.streamable_http_app(host=host, stateless_http=stateless)
+    wrapped = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch, gateway, connections, watch_interval_s)
+        await run_http(wrapped, host=host, port=port)
+        tg.cancel_scope.cancel()

@@ -1,0 +1,141 @@
+"""Helpers of the gateway tests: manifests around real upstreams, and the gateway run as a real
+process (`toolbridge gateway`) that the official SDK client talks to."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+HERE = Path(__file__).resolve().parent
+UPSTREAM = HERE / "upstream_server.py"
+VENV_BIN = Path(sys.executable).parent
+TOOLBRIDGE = str(VENV_BIN / "toolbridge")
+
+
+def upstream_manifest(
+    tmp_path: Path,
+    *,
+    clients: str = "",
+    binding: str = "",
+    runtime: str = "permissions: { allow: [] }",
+    lock: str | None = None,
+    extra: str = "",
+    gateway: str = "",
+) -> Path:
+    """A manifest with a `Gateway` in front of `upstream_server.py` (prefix `up_`)."""
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    text = f"""
+kind: Gateway
+metadata: {{ name: TestGate }}
+runtime: !ref Policy
+{f"lock: {lock}" if lock else ""}
+{gateway}
+toolProviders:
+  - provider: !ref Up
+    prefix: up_
+{binding}
+{clients}
+---
+kind: Runtime
+metadata: {{ name: Policy }}
+profile: durable
+journal: journal.db
+{runtime}
+---
+kind: Mcp.StdioClient
+metadata: {{ name: UpMcp }}
+command: {sys.executable}
+args: [{json.dumps(str(UPSTREAM))}, {json.dumps(str(state))}]
+mode: legacy
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Up }}
+client: !ref UpMcp
+{extra}
+"""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def calls_of(tmp_path: Path) -> list[str]:
+    """The tool calls that reached the upstream, in order."""
+    log = tmp_path / "state" / "calls.log"
+    return log.read_text(encoding="utf-8").split() if log.exists() else []
+
+
+def stdio_params(manifest: Path, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    return StdioServerParameters(
+        command=TOOLBRIDGE, args=["gateway", str(manifest), *extra], env={**base, **(env or {})}
+    )
+
+
+@asynccontextmanager
+async def gateway_stdio(manifest: Path, mode: str = "legacy", **kwargs: Any) -> AsyncIterator[Client]:
+    """The official SDK client connected to `toolbridge gateway MANIFEST` over stdio."""
+    async with Client(stdio_params(manifest, env=kwargs.pop("env", None)), mode=mode, **kwargs) as client:  # type: ignore[arg-type]
+        yield client
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def gateway_http(
+    manifest: Path, *extra: str, env: dict[str, str] | None = None, port: int | None = None
+) -> Iterator[str]:
+    """`toolbridge gateway MANIFEST --transport http` as a process; yields its MCP URL."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [TOOLBRIDGE, "gateway", str(manifest), "--transport", "http", "--port", str(port), *extra],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                pytest.fail(f"the gateway exited {proc.returncode}: {err[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("the gateway did not start listening within 30 s")
+                time.sleep(0.1)
+        yield url
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+    if proc.stderr is not None:
+        proc.stderr.close()
