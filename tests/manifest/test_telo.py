@@ -509,6 +509,9 @@ tools:
   - tool: !ref T
     name: T
     parameters: { type: objectt }
+  - tool: !ref T
+    name: Loop
+    parameters: { type: object, properties: { a: { $ref: "#/properties/a" } } }
 """
 
 
@@ -526,6 +529,7 @@ def test_cel_static_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         ("ERR_MANIFEST_EXPRESSION", 25, 13),  # syntax
         ("ERR_MANIFEST_INVALID_VALUE", 26, 5),  # two tools named T
         ("ERR_MANIFEST_INVALID_VALUE", 28, 25),  # not a JSON Schema
+        ("ERR_MANIFEST_INVALID_VALUE", 31, 17),  # a $ref loop
     ]
     assert "sk-cel-SECRET-9" not in json.dumps(report.to_dict())
     assert "does not take a `!cel` expression" in report.diagnostics[0].message

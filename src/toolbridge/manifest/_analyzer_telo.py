@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._schema_loops import schema_hazard
 from ..redact import MIN_SECRET_CHARS, register_secret
 from ._cel import CelError, members_of, variables_of
 from ._cel import evaluate as cel_evaluate
@@ -247,6 +248,15 @@ class TeloPasses:
                     )
                 names.append(name)
                 schema = entry.parameters
+                hazard = schema_hazard(schema)
+                if hazard is not None:
+                    self.add(
+                        mdoc.source.value_pos(("tools", i, "parameters")),
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"Ai.Tools {mdoc.name}: `tools[{i}].parameters` is not a usable JSON Schema: "
+                        f"it {hazard}",
+                    )
+                    continue
                 try:
                     jsonschema.validators.validator_for(
                         schema, default=jsonschema.Draft202012Validator
