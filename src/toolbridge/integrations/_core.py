@@ -35,6 +35,7 @@ from ..tools import ToolResult, ToolSpec
 
 __all__ = [
     "MAX_SCHEMA_BYTES",
+    "Converter",
     "Failure",
     "ToolSource",
     "as_source",
@@ -205,31 +206,59 @@ def _check_parameters(schema: Any) -> dict[str, Any]:
     return copied
 
 
+class Converter:
+    """Converts specs for one framework, leaving out (and logging once) the ones it cannot take.
+
+    A framework that lists tools at every step (pydantic-ai) converts each spec once: the result
+    is kept while the catalog hands out the same `ToolSpec` object (it does until the provider's
+    tools change), so a step costs a dictionary lookup per tool, not a schema check.
+    """
+
+    _MAX_CACHED = 4096
+
+    def __init__(self, where: str, convert: Callable[[ToolSpec, dict[str, Any]], Any]):
+        self.where = where
+        self.convert = convert
+        self._logged: set[tuple[str, str]] = set()
+        self._cache: dict[tuple[int, Any], tuple[ToolSpec, Any]] = {}
+
+    def __call__(self, specs: Sequence[ToolSpec], key: Any = None) -> list[Any]:
+        """Each spec converted (`None` results left out); `key` is part of the cache key."""
+        out: list[Any] = []
+        for spec in specs:
+            cached = self._cache.get((id(spec), key))
+            if cached is not None and cached[0] is spec:
+                converted = cached[1]
+            else:
+                converted = self._one(spec)
+                if len(self._cache) >= self._MAX_CACHED:
+                    self._cache.clear()
+                self._cache[(id(spec), key)] = (spec, converted)
+            if converted is not None:
+                out.append(converted)
+        return out
+
+    def _one(self, spec: ToolSpec) -> Any:
+        try:
+            return self.convert(spec, _check_parameters(spec.parameters))
+        except Exception as exc:
+            why = exc.message if isinstance(exc, ToolbridgeError) else f"{type(exc).__name__}: {exc}"
+            why = bounded(why.splitlines()[0] if why else type(exc).__name__, 300)
+            if (spec.name, why) not in self._logged:
+                self._logged.add((spec.name, why))
+                log.warning("%s: left out tool %s: %s", self.where, bounded(repr(spec.name), 120), why)
+            return None
+
+
 def usable(
-    specs: Sequence[ToolSpec],
-    where: str,
-    convert: Callable[[ToolSpec, dict[str, Any]], Any],
-    logged: set[tuple[str, str]] | None = None,
+    specs: Sequence[ToolSpec], where: str, convert: Callable[[ToolSpec, dict[str, Any]], Any]
 ) -> list[Any]:
     """Each spec converted by `convert(spec, checked parameters copy)`; bad ones left out, logged.
 
     A spec whose parameters fail the checks above, or that `convert` refuses (raises), is left out
-    with one warning naming it (by `repr`, bounded: no control character goes out) and why; once
-    per (name, reason) when the caller keeps `logged` across listings.
+    with one warning naming it (by `repr`, bounded: no control character goes out) and why.
     """
-    out: list[Any] = []
-    for spec in specs:
-        try:
-            out.append(convert(spec, _check_parameters(spec.parameters)))
-        except Exception as exc:
-            why = exc.message if isinstance(exc, ToolbridgeError) else f"{type(exc).__name__}: {exc}"
-            why = bounded(why.splitlines()[0] if why else type(exc).__name__, 300)
-            if logged is not None:
-                if (spec.name, why) in logged:
-                    continue
-                logged.add((spec.name, why))
-            log.warning("%s: left out tool %s: %s", where, bounded(repr(spec.name), 120), why)
-    return out
+    return Converter(where, convert)(specs)
 
 
 def model_parts(result: ToolResult) -> tuple[Part, ...]:

@@ -85,6 +85,9 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any]) -> Bas
             raise ToolException(failure.text) from None
         return _to_langchain(result)
 
+    # StructuredTool resolves its coroutine's type hints at every call (looking for a config
+    # parameter); with postponed annotations that is an eval per call. This one takes none.
+    call.__annotations__ = {}
     return StructuredTool(
         name=name,
         description=spec.description or name,

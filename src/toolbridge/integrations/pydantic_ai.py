@@ -49,7 +49,7 @@ from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError
 from ..runtime._session import GovernedSession
 from ..tools import ToolResult, ToolSpec
-from ._core import ToolSource, as_source, classify, model_parts, usable
+from ._core import Converter, ToolSource, as_source, classify, model_parts
 
 __all__ = ["GovernedCapability", "ToolbridgeToolset", "governed", "toolset"]
 
@@ -80,7 +80,7 @@ class ToolbridgeToolset(AbstractToolset[Any]):
         self._source = source
         self._id = id
         self._max_retries = max_retries
-        self._logged: set[tuple[str, str]] = set()
+        self._convert = Converter("pydantic-ai toolset", self._definition)
 
     @property
     def id(self) -> str | None:
@@ -95,22 +95,21 @@ class ToolbridgeToolset(AbstractToolset[Any]):
         """Whether calls go through a `GovernedSession`."""
         return self._source.governed
 
+    def _definition(self, spec: ToolSpec, parameters: dict[str, Any]) -> ToolDefinition:
+        return ToolDefinition(
+            name=spec.name,
+            description=spec.description or None,
+            parameters_json_schema=parameters,
+            metadata={"annotations": dict(spec.annotations)} if spec.annotations else None,
+        )
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         retries = self._max_retries if self._max_retries is not None else ctx.max_retries
-
-        def convert(spec: ToolSpec, parameters: dict[str, Any]) -> ToolsetTool[Any]:
-            definition = ToolDefinition(
-                name=spec.name,
-                description=spec.description or None,
-                parameters_json_schema=parameters,
-                metadata={"annotations": dict(spec.annotations)} if spec.annotations else None,
-            )
-            return ToolsetTool(
-                toolset=self, tool_def=definition, max_retries=retries, args_validator=_ARGS_VALIDATOR
-            )
-
-        tools = usable(await self._source.list_tools(), "pydantic-ai toolset", convert, self._logged)
-        return {tool.tool_def.name: tool for tool in tools}
+        definitions: list[ToolDefinition] = self._convert(await self._source.list_tools())
+        return {
+            d.name: ToolsetTool(toolset=self, tool_def=d, max_retries=retries, args_validator=_ARGS_VALIDATOR)
+            for d in definitions
+        }
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
