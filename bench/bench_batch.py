@@ -13,8 +13,9 @@
    Runs/s are over the batch's whole elapsed time (servers and actors start inside it). The
    per-run overhead of Ray is `(T(Ray, 1 actor) - T(local)) / runs`: what sending a run to an
    actor and its result back costs beyond running it in the driver.
-2. **Governed call per journal.** A scripted agent calling a declared Python tool under
-   `create_runtime`, `--calls` calls per run: memory (ephemeral), SQLite (durable, WAL,
+2. **Governed call per journal.** A scripted agent calling a declared Python tool (effects
+   `write`) under `create_runtime`, in runs of 10 calls (a call's time includes one model step),
+   `--calls` calls per round: memory (ephemeral), SQLite (durable, WAL,
    `synchronous=FULL`), PostgreSQL (the URL in `TOOLBRIDGE_TEST_POSTGRES_URL`, or a throwaway
    server started with `.ci/pg.sh`). Medians of interleaved rounds.
 
@@ -123,17 +124,25 @@ def governed_call(journal: str | None, calls: int, rounds: int) -> list[float]:
 
     tool = define_tool("t", "1", "t", Empty, Out, "write", [], execute=execute)
     allow = {"allow": ["model:scripted", "tool:t", "effect:write"]}
-    rt = create_runtime("durable", allow, journal=journal) if journal else create_runtime(permissions=allow)
-    turns: list[Any] = [{"tool_calls": [{"name": "t", "arguments": {}}]} for _ in range(calls)] + ["done"]
+    per_run = 10
+    limits = {"max_steps": per_run + 2, "max_model_calls": per_run + 2}
+    rt = (
+        create_runtime("durable", allow, limits, journal=journal)
+        if journal
+        else create_runtime(permissions=allow, limits=limits)
+    )
+    turns: list[Any] = [{"tool_calls": [{"name": "t", "arguments": {}}]} for _ in range(per_run)] + ["done"]
 
-    async def one() -> float:
-        agent = Agent(ScriptedModel(turns), tools=[tool], max_steps=calls + 2)
+    async def one_round() -> float:
+        runs = max(1, calls // per_run)
         began = time.perf_counter()
-        result = await rt.run(agent, "go")
-        assert result.outcome == "succeeded", result
-        return (time.perf_counter() - began) / calls
+        for _ in range(runs):
+            agent = Agent(ScriptedModel(turns), tools=[tool], max_steps=per_run + 2)
+            result = await rt.run(agent, "go")
+            assert result.outcome == "succeeded", result
+        return (time.perf_counter() - began) / (runs * per_run)
 
-    out = [anyio.run(one) for _ in range(rounds)]
+    out = [anyio.run(one_round) for _ in range(rounds)]
     rt.close()
     return out
 
@@ -142,14 +151,24 @@ def pg_url(tmp: Path) -> tuple[str, Path | None]:
     url = os.environ.get("TOOLBRIDGE_TEST_POSTGRES_URL")
     if url:
         return url, None
-    folder = tmp / "pg"
-    url = subprocess.run(
-        ["bash", str(ROOT / ".ci" / "pg.sh"), "start", str(folder)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return url, folder
+
+    folder = Path(
+        tempfile.mkdtemp(prefix="tb-bench-pg-")
+    )  # directly in /tmp: the postgres user must reach it
+    script = str(ROOT / ".ci" / "pg.sh")
+    env = dict(os.environ, PG_FSYNC="on")  # our own server: durable, like the SQLite journal
+    done = subprocess.run(
+        ["bash", script, "start", str(folder)], check=True, capture_output=True, text=True, env=env
+    )
+    return done.stdout.strip(), folder
+
+
+def pg_fsync(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SHOW fsync").fetchone()
+    return str(row[0]) if row else "?"
 
 
 def fresh_db(url: str, name: str) -> str:
@@ -175,13 +194,13 @@ def batch_section(
     """Local, Ray with 2 actors and Ray with 1 actor, on one journal kind."""
     from toolbridge.batch._ray import start_local_cluster
 
-    def timed(tag: str, *, ray: bool, actors: int) -> float:
+    def timed(tag: str, runs: int, *, ray: bool, actors: int) -> float:
         journal = str(tmp / f"{tag}.sqlite") if kind == "sqlite" else fresh_db(url, f"tb_bench_{tag}")
         run = functools.partial(
             batch_once,
             tmp,
             tag,
-            args.runs,
+            runs,
             ray=ray,
             actors=actors,
             concurrency=args.concurrency,
@@ -189,21 +208,23 @@ def batch_section(
         )
         return anyio.run(run)
 
-    local = timed(f"local_{kind}", ray=False, actors=1)
+    n = args.runs
+    few = min(n, 200)  # the 1-actor runs only measure the per-run overhead
+    local = timed(f"local_{kind}", n, ray=False, actors=1)
+    local_few = timed(f"localfew_{kind}", few, ray=False, actors=1) if few != n else local
     if "ray_start_s" not in results:
         began = time.perf_counter()
         start_local_cluster(num_cpus=2)
         results["ray_start_s"] = time.perf_counter() - began
-    ray2 = timed(f"ray2_{kind}", ray=True, actors=2)
-    ray1 = timed(f"ray1_{kind}", ray=True, actors=1)
-    n = args.runs
+    ray2 = timed(f"ray2_{kind}", n, ray=True, actors=2)
+    ray1 = timed(f"ray1_{kind}", few, ray=True, actors=1)
     section = f"batch, {n} runs x 3 tool calls, stdio server, {kind} journal"
     speed = local / ray2
-    overhead_ms = (ray1 - local) / n * 1000
+    overhead_ms = (ray1 - local_few) / few * 1000
     results[f"batch_{kind}"] = {
         "local_runs_per_s": n / local,
         "ray2_runs_per_s": n / ray2,
-        "ray1_runs_per_s": n / ray1,
+        "ray1_runs_per_s": few / ray1,
         "ray_speedup": speed,
         "ray_overhead_ms_per_run": overhead_ms,
     }
@@ -211,11 +232,15 @@ def batch_section(
     rows.append(
         (section, f"local (1 process, {args.concurrency} in flight)", f"{n / local:.1f} runs/s", "1.00x", "")
     )
-    rows.append((section, "Ray, 1 actor", f"{n / ray1:.1f} runs/s", f"{local / ray1:.2f}x", ""))
+    rows.append(
+        (section, f"Ray, 1 actor ({few} runs)", f"{few / ray1:.1f} runs/s", f"{local_few / ray1:.2f}x", "")
+    )
     rows.append(
         (section, "Ray, 2 actors", f"{n / ray2:.1f} runs/s", f"{speed:.2f}x", f">= 1.60x local {met}")
     )
-    rows.append((section, "Ray per-run overhead (1 actor vs local)", f"{overhead_ms:.2f} ms", "", ""))
+    rows.append(
+        (section, f"Ray per-run overhead (1 actor vs local, {few} runs)", f"{overhead_ms:.2f} ms", "", "")
+    )
 
 
 def main() -> None:
@@ -225,7 +250,11 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200, help="governed calls per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument(
+        "--batch-journal", action="append", choices=["sqlite", "postgresql"], help="default: postgresql"
+    )
     args = ap.parse_args()
+    args.batch_journal = args.batch_journal or ["postgresql"]
     rows: list[tuple[str, ...]] = []
     results: dict[str, Any] = {"runs": args.runs, "concurrency": args.concurrency}
     with tempfile.TemporaryDirectory(prefix="tb-bench-batch-") as tmpdir:
@@ -240,6 +269,7 @@ def main() -> None:
                 per["sqlite"] += governed_call(str(tmp / f"call{r}.sqlite"), args.calls, 1)
                 per["postgresql"] += governed_call(pg_journal, args.calls, 1)
             med = {k: statistics.median(v) * 1e6 for k, v in per.items()}
+            results["postgresql_fsync"] = pg_fsync(url)
             results["governed_call_us"] = med
             for k in ("memory", "sqlite", "postgresql"):
                 ratio = med[k] / med["sqlite"]
@@ -257,7 +287,7 @@ def main() -> None:
 
             # -- 1. batch throughput -----------------------------------------------------------
 
-            for kind in ("sqlite", "postgresql"):
+            for kind in args.batch_journal:
                 batch_section(tmp, url, kind, args, rows, results)
             rows.append(("Ray", "local cluster start-up (2 CPUs)", f"{results['ray_start_s']:.1f} s", "", ""))
         finally:
@@ -274,7 +304,10 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    print(f"\nnproc {os.cpu_count()}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        f"\nnproc {os.cpu_count()}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"PostgreSQL fsync={results.get('postgresql_fsync')}; SQLite journal: WAL, synchronous=FULL"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -23,8 +23,7 @@ async def main(folder: Path) -> None:
     out = folder / "out.jsonl"
     summary = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo", concurrency=2)
     print(f"ran {summary.ran}: {summary.succeeded} succeeded, {summary.input_errors} input error")
-    for line in sorted(out.read_text().splitlines()):
-        item = json.loads(line)
+    for item in sorted(map(json.loads, out.read_text().splitlines()), key=lambda x: str(x["id"])):
         print(item["id"], item["outcome"], item["errorCode"] or item["text"])
     again = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo")
     print(f"resumed: ran {again.ran}, still {again.succeeded} succeeded")

@@ -127,6 +127,7 @@ def _started(tally: Path) -> int:
     return tally_count(tally)
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_driver_killed_and_the_batch_resumed(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]

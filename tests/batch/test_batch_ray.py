@@ -62,6 +62,7 @@ def _actor_pids() -> list[int]:
     return pids
 
 
+@pytest.mark.timeout(300)
 async def test_ray_and_local_give_the_same_results_and_workers_lack_driver_secrets(
     ray_cluster: str, tmp_path: Path
 ) -> None:
@@ -93,6 +94,7 @@ async def test_ray_and_local_give_the_same_results_and_workers_lack_driver_secre
     assert ray.is_initialized()  # run_batch left the cluster it did not start running
 
 
+@pytest.mark.timeout(300)
 async def test_a_batch_budget_is_shared_by_two_actors(
     ray_cluster: str, postgres_url: str, tmp_path: Path
 ) -> None:
@@ -122,6 +124,7 @@ async def test_a_batch_budget_is_shared_by_two_actors(
     assert len(pids) == 2 and os.getpid() not in pids  # both actors ran, the driver ran nothing
 
 
+@pytest.mark.timeout(300)
 async def test_a_worker_killed_mid_batch(ray_cluster: str, tmp_path: Path) -> None:
     manifest, tally = write_manifest(tmp_path, slow_s=1.0)
     inputs = write_inputs(tmp_path / "in.jsonl", 8)
@@ -155,6 +158,7 @@ async def test_a_worker_killed_mid_batch(ray_cluster: str, tmp_path: Path) -> No
     assert 1 <= len(unknown) <= 2 and summary.unknown == len(unknown)  # the killed actor's calls in flight
 
 
+@pytest.mark.timeout(300)
 def test_the_driver_killed_and_the_batch_resumed_on_ray(ray_cluster: str, tmp_path: Path) -> None:
     manifest, tally = write_manifest(tmp_path, slow_s=1.0)
     inputs = write_inputs(tmp_path / "in.jsonl", 8)

@@ -84,3 +84,19 @@ def test_the_call_count_bench_runs() -> None:
         "| session.call_tool",
         "| agent step under runtime.run",
     ]
+
+
+def test_the_batch_bench_code_runs_with_tiny_counts(tmp_path: Path, postgres_url: str) -> None:
+    """bench/bench_batch.py: the governed call per journal and one local batch (Ray is left to the bench)."""
+    import anyio
+
+    bench = _load("bench_batch")
+    for journal in (None, str(tmp_path / "j.sqlite"), postgres_url):
+        (per_call,) = bench.governed_call(journal, 10, 1)  # type: ignore[attr-defined]
+        assert 0 < per_call < 5
+    took = anyio.run(
+        lambda: bench.batch_once(  # type: ignore[attr-defined]
+            tmp_path, "t", 3, ray=False, actors=1, concurrency=2, journal=str(tmp_path / "b.sqlite")
+        )
+    )
+    assert took > 0 and len((tmp_path / "t.out.jsonl").read_text().splitlines()) == 3

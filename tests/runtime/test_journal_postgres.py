@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -150,3 +152,22 @@ def test_a_shared_budget_is_never_spent_twice(postgres_url: str) -> None:
     assert journals[0].reserve_shared("batch_b", 30)
     for j in journals:
         j.close()
+
+
+def test_a_manifest_runtime_journal_on_postgresql_from_a_secret(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "kind: Runtime\nmetadata: { name: Policy }\nprofile: durable\n"
+        'journal: "${{ secrets.journalUrl }}"\npermissions: { allow: [model:scripted] }\n---\n'
+        "kind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [{ text: hi }]\n---\n"
+        "kind: Ai.Agent\nmetadata: { name: A }\nmodel: !ref M\n"
+    )
+    assert (
+        main(["run", str(manifest), "--input", "q", "--json", "--secret", f"journalUrl={postgres_url}"]) == 0
+    )
+    run_id = json.loads(capsys.readouterr().out)["runId"]
+    assert main(["runs", "--journal", postgres_url, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["run_id"], r["outcome"]) for r in listed] == [(run_id, "succeeded")]
