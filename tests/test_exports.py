@@ -34,10 +34,10 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_import_is_light() -> None:
-    """`import toolbridge` must not pull in the SDK, openai or playwright."""
+    """`import toolbridge` must not pull in the SDK, openai, playwright or OpenTelemetry."""
     code = (
-        "import sys, toolbridge; "
-        "print(sorted(m for m in ('mcp', 'openai', 'playwright') if m in sys.modules))"
+        "import sys, toolbridge, toolbridge.telemetry; "
+        "print(sorted(m for m in ('mcp', 'openai', 'playwright', 'opentelemetry') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -49,11 +49,14 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
+from .. import telemetry
 from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
 from ._catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
+from ._input import build_messages as build_messages
+from ._input import message_of as _message
 from ._types import (
     AgentEvent,
     RunErrorEvent,
@@ -80,98 +83,6 @@ from .models._base import (
 from .models._factory import model_from_string
 
 __all__ = ["FINAL_RESULT_TOOL", "Agent"]
-
-
-_ROLES = frozenset({"system", "user", "assistant", "tool"})
-
-
-# -- input -------------------------------------------------------------------------------------
-
-
-def _bad_input(message: str) -> ConfigError:
-    return ConfigError(message, code="ERR_INVALID_INPUT")
-
-
-def _content(value: Any, where: str) -> str | tuple[Part, ...]:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Sequence) and all(isinstance(p, TextPart | ImagePart | AudioPart) for p in value):
-        return tuple(value)
-    raise _bad_input(f"{where}: content must be a string or a list of content parts")
-
-
-def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise _bad_input(f"{where}: tool_calls must be a list")
-    calls = []
-    for i, raw in enumerate(value):
-        if isinstance(raw, ToolCall):
-            calls.append(raw)
-        elif isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
-            args = raw.get("arguments") or {}
-            if not isinstance(args, Mapping):
-                raise _bad_input(f"{where}: tool_calls[{i}].arguments must be an object")
-            calls.append(ToolCall(id=str(raw.get("id") or ""), name=raw["name"], arguments=dict(args)))
-        else:
-            raise _bad_input(f"{where}: tool_calls[{i}] needs a 'name'")
-    return tuple(calls)
-
-
-def _message(value: Any, index: int) -> Message:
-    where = f"messages[{index}]"
-    if isinstance(value, Message):
-        if value.role not in _ROLES:
-            raise _bad_input(f"{where}: role must be one of system, user, assistant, tool")
-        return value
-    if not isinstance(value, Mapping):
-        raise _bad_input(f"{where}: expected a message mapping, got {type(value).__name__}")
-    unknown = set(value) - {"role", "content", "tool_calls", "tool_call_id", "name"}
-    if unknown:
-        raise _bad_input(f"{where}: unknown keys {sorted(unknown)}")
-    role = value.get("role")
-    if role not in _ROLES:
-        raise _bad_input(f"{where}: role must be one of system, user, assistant, tool (got {role!r})")
-    content = _content(value.get("content", ""), where)
-    if role == "tool" and not isinstance(value.get("tool_call_id"), str):
-        raise _bad_input(f"{where}: a tool message needs a string tool_call_id")
-    if value.get("tool_calls") and role != "assistant":
-        raise _bad_input(f"{where}: only assistant messages carry tool_calls")
-    return Message(
-        role=role,
-        content=content,
-        tool_calls=_tool_calls(value.get("tool_calls"), where),
-        tool_call_id=value.get("tool_call_id"),
-        name=value.get("name"),
-    )
-
-
-def build_messages(prompt_or_messages: Any, system: str | None) -> list[Message]:
-    """The initial conversation of a run.
-
-    Raises:
-        ConfigError: `ERR_INVALID_INPUT` for an empty prompt, an empty list, or a malformed
-            message (bad role, bad content, missing `tool_call_id`).
-    """
-    if isinstance(prompt_or_messages, str):
-        if not prompt_or_messages.strip():
-            raise _bad_input("the prompt is empty")
-        messages = [Message("user", prompt_or_messages)]
-    elif isinstance(prompt_or_messages, Sequence) and not isinstance(prompt_or_messages, bytes):
-        if not prompt_or_messages:
-            raise _bad_input("messages is empty")
-        messages = [_message(m, i) for i, m in enumerate(prompt_or_messages)]
-    else:
-        raise _bad_input(
-            f"input must be a prompt string or a list of messages, not {type(prompt_or_messages).__name__}"
-        )
-    if system is not None:
-        if messages and messages[0].role == "system":
-            messages[0] = Message("system", system)
-        else:
-            messages.insert(0, Message("system", system))
-    return messages
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -473,20 +384,28 @@ class Agent:
             yield RunErrorEvent(error=exc, code=getattr(exc, "code", type(exc).__name__))
 
     async def _model_turn(
-        self, request: ModelRequest, streaming: bool
+        self, request: ModelRequest, streaming: bool, chat: telemetry.Span = telemetry.NO_SPAN
     ) -> AsyncGenerator[ModelStreamItem, None]:
-        if not streaming:
-            yield await self.model.request(request)
-            return
-        request_stream = getattr(self.model, "request_stream", None)
+        request_stream = getattr(self.model, "request_stream", None) if streaming else None
         if request_stream is None:
-            yield await self.model.request(request)
+            with chat.attach():  # the model's own instrumentation (HTTP) nests under `chat`
+                response = await self.model.request(request)
+            yield response
             return
         async with aclosing(request_stream(request)) as items:
-            async for item in items:
+            if not chat.recording:
+                async for item in items:
+                    yield item
+                return
+            while True:  # `chat` is current while each item is produced, never across a yield
+                with chat.attach():
+                    try:
+                        item = await items.__anext__()
+                    except StopAsyncIteration:
+                        return
                 yield item
 
-    async def _engine(
+    def _engine(
         self,
         prompt_or_messages: Any,
         system: str | None,
@@ -495,11 +414,47 @@ class Agent:
         *,
         streaming: bool,
     ) -> AsyncGenerator[AgentEvent, None]:
+        span = telemetry.start_run(self.name, self.model)
+        body = self._run_body(prompt_or_messages, system, options, hooks, streaming=streaming, span=span)
+        return body if not span.recording else self._traced(body, span)
+
+    async def _traced(
+        self, body: AsyncGenerator[AgentEvent, None], span: telemetry.Span
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """`body`'s events, and the run's `invoke_agent` span ended with its outcome."""
+        result: RunResult | None = None
+        try:
+            async with aclosing(body) as events:
+                async for event in events:
+                    if isinstance(event, RunFinishedEvent):
+                        result = event.result
+                    yield event
+        except BaseException as exc:
+            telemetry.end_run(span, run_id=None, error=exc)
+            raise
+        if result is None:
+            telemetry.end_run(span, run_id=None)
+        else:
+            telemetry.end_run(span, run_id=result.run_id, usage=result.usage)
+
+    async def _run_body(
+        self,
+        prompt_or_messages: Any,
+        system: str | None,
+        options: Mapping[str, Any] | None,
+        hooks: Any,
+        *,
+        streaming: bool,
+        span: telemetry.Span,
+    ) -> AsyncGenerator[AgentEvent, None]:
         messages = build_messages(prompt_or_messages, system if system is not None else self.system)
         hook = _HookChain([*self.hooks, *_hooks_of(hooks, "run")])
         ctx = RunContext(run_id=f"run_{uuid.uuid4().hex}", agent=self)
-        catalog = await self._catalog.resolve()
-        prepared = await hook.before_run(ctx, list(messages))
+        with span.attach():  # tools/list (when the catalog is not cached) goes under the run
+            catalog = await self._catalog.resolve()
+        with span.attach():  # the governor records the principal on the run's span
+            prepared = await hook.before_run(ctx, list(messages))
+        span.set("toolbridge.run.id", ctx.run_id)
         messages = [_message(m, i) for i, m in enumerate(prepared)]
         request_options = {**self.options, **dict(options or {})}
         usage = Usage()
@@ -515,24 +470,33 @@ class Agent:
         for step in range(self.max_steps):
             ctx.step = step
             if step:
-                catalog = await self._catalog.resolve()  # a provider's tools changed during the run
+                with span.attach():
+                    catalog = await self._catalog.resolve()  # a provider's tools changed during the run
             request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
-            await hook.before_model_call(ctx, self.model, request)
+            chat = telemetry.start_chat(self.model, span, request)
             response: ModelResponse | None = None
-            async with aclosing(self._model_turn(request, streaming)) as items:
-                async for item in items:
-                    if isinstance(item, TextDelta):
-                        if item.text:
-                            yield TextDeltaEvent(step=step, text=item.text)
-                    elif isinstance(item, ModelResponse):
-                        response = item
-            if response is None:
-                raise ModelError(
-                    f"model {self.model.id!r} ended its turn without a response",
-                    code="ERR_MODEL_BAD_RESPONSE",
-                )
-            usage = usage + response.usage
-            await hook.after_model_call(ctx, self.model, request, response)
+            try:
+                with chat.attach():
+                    await hook.before_model_call(ctx, self.model, request)
+                async with aclosing(self._model_turn(request, streaming, chat)) as items:
+                    async for item in items:
+                        if isinstance(item, TextDelta):
+                            if item.text:
+                                yield TextDeltaEvent(step=step, text=item.text)
+                        elif isinstance(item, ModelResponse):
+                            response = item
+                if response is None:
+                    raise ModelError(
+                        f"model {self.model.id!r} ended its turn without a response",
+                        code="ERR_MODEL_BAD_RESPONSE",
+                    )
+                usage = usage + response.usage
+                with chat.attach():  # the governor records the call's cost on `chat`
+                    await hook.after_model_call(ctx, self.model, request, response)
+            except BaseException as exc:
+                telemetry.end_chat(chat, self.model, response, exc)
+                raise
+            telemetry.end_chat(chat, self.model, response)
             last_text = response.text
             finish_reason = response.finish_reason
             calls = _with_ids(step, response.tool_calls)
@@ -609,7 +573,8 @@ class Agent:
                 if c.id not in final_records
             ]
             if planned:
-                await hook.before_tool_calls(ctx, planned)
+                with span.attach():  # calls the runtime refuses get their spans under the run
+                    await hook.before_tool_calls(ctx, planned)
             # The batch runs in its own task (with its own task group), so that this generator
             # can yield each finished call as it happens without holding a cancel scope open
             # across a yield. The `finally` cancels and awaits the batch if the run is cancelled
@@ -620,7 +585,8 @@ class Agent:
                 for record in call_records:
                     yield ToolCallStartedEvent(step=step, call=record)
                 failures: dict[int, BaseException] = {}
-                only = await self._run_one(ctx, hook, planned[0], 0, failures)
+                with span.attach():  # no yield inside: the tool span nests under the run
+                    only = await self._run_one(ctx, hook, planned[0], 0, failures)
                 if only is None:
                     raise failures[0]
                 yield ToolCallFinishedEvent(step=step, result=only)
@@ -629,7 +595,7 @@ class Agent:
                 steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
                 yield StepFinishedEvent(step=step, record=steps[-1])
                 continue
-            runner, finished = self._start_tools(ctx, hook, planned)
+            runner, finished = self._start_tools(ctx, hook, planned, span)
             try:
                 for record in call_records:
                     yield ToolCallStartedEvent(step=step, call=record)
@@ -680,13 +646,17 @@ class Agent:
         )
 
     def _start_tools(
-        self, ctx: RunContext, hook: AgentHooks, planned: Sequence[PlannedToolCall]
+        self,
+        ctx: RunContext,
+        hook: AgentHooks,
+        planned: Sequence[PlannedToolCall],
+        span: telemetry.Span = telemetry.NO_SPAN,
     ) -> tuple[asyncio.Task[dict[str, ToolResultRecord]], MemoryObjectReceiveStream[ToolResultRecord]]:
         """Start one turn's batch in its own task; finished records arrive on the stream."""
         send, receive = anyio.create_memory_object_stream[ToolResultRecord](max_buffer_size=len(planned) + 1)
 
         async def batch() -> dict[str, ToolResultRecord]:
-            with send:
+            with send, span.attach():  # the batch's own task: tool spans nest under the run
                 return await self._run_tools(ctx, hook, planned, send.send_nowait)
 
         return asyncio.get_running_loop().create_task(batch(), name=f"toolbridge-tools-{ctx.run_id}"), receive
@@ -739,6 +709,10 @@ class Agent:
     ) -> ToolResultRecord | None:
         target = call.target
         if target is None:
+            telemetry.end_tool(
+                telemetry.start_tool(call.name, call.call_id),
+                error=AgentError("unknown tool", code="ERR_AGENT_UNKNOWN_TOOL"),
+            )
             if self.on_tool_error == "throw":
                 failures[index] = AgentError(
                     f'the model called an unknown tool "{call.name}"', code="ERR_AGENT_UNKNOWN_TOOL"
@@ -757,17 +731,28 @@ class Agent:
                 return await target.source.call(call.arguments, ctx, call.call_id)  # type: ignore[no-any-return]
             return await target.source.call_tool(target.spec.name, call.arguments)  # type: ignore[no-any-return]
 
+        span = telemetry.start_tool(
+            call.name,
+            call.call_id,
+            tool_type=getattr(target.source, "otel_tool_type", "extension"),
+            arguments=call.arguments,
+        )
         try:
-            result = await hook.call_tool(ctx, call, invoke)
+            with span.attach():  # the client's MCP span (and the runtime's record) go under it
+                result = await hook.call_tool(ctx, call, invoke)
             if not isinstance(result, ToolResult):
                 raise ToolError(
                     f'tool "{call.name}" returned {type(result).__name__}, not a ToolResult',
                     code="ERR_TOOL_BAD_RESULT",
                 )
         except PolicyError as exc:
+            telemetry.end_tool(span, error=exc)
             failures[index] = exc
             return None
-        except Exception as exc:
+        except BaseException as exc:
+            telemetry.end_tool(span, error=exc)
+            if not isinstance(exc, Exception):
+                raise
             if self.on_tool_error == "throw":
                 failures[index] = exc
                 return None
@@ -778,4 +763,5 @@ class Agent:
                 error=True,
                 error_code=getattr(exc, "code", None),
             )
+        telemetry.end_tool(span, result)
         return ToolResultRecord(call.call_id, call.name, result.content, error=False, result=result)

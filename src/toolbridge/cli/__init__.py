@@ -170,7 +170,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     _install_sigint(signal.default_int_handler)  # from here on, Ctrl-C cancels the command cleanly
     try:
-        code: int = handler(args)
+        code: int = _handle(handler, args)
     except ToolbridgeError as exc:
         _say(f"toolbridge: {visible_text(str(exc))}")
         return EXIT_FAILURE
@@ -188,6 +188,21 @@ def _main(argv: Sequence[str] | None) -> int:
             "(run with -vv for the traceback)"
         )
         return EXIT_INTERNAL
+    return code
+
+
+def _handle(handler: Any, args: Any) -> int:
+    """Run a command with the telemetry it asked for (`--trace`, OTLP variables; see `_trace`)."""
+    from ._trace import setup
+
+    tracing = setup(bool(getattr(args, "trace", False)))
+    if tracing is None:
+        code: int = handler(args)
+        return code
+    try:
+        code = handler(args)
+    finally:
+        tracing.finish()
     return code
 
 

@@ -72,6 +72,11 @@ def register(subparsers: Any) -> None:
         help="a JSON object of inputs, merged over the target's (e.g. name, arguments)",
     )
     run.add_argument("--json", action="store_true", help="print the run result as JSON")
+    run.add_argument(
+        "--trace",
+        action="store_true",
+        help="print the run's span tree on stderr when it ends (needs toolbridge[otel-sdk])",
+    )
     _secret_options(run)
     run.set_defaults(handler=_run)
 

@@ -71,6 +71,7 @@ from ..errors import (
     ToolbridgeError,
     TransportError,
 )
+from ..telemetry import clear_current, record_mcp_operation
 from ._call_support import RollingDeadline, note_fallback
 from ._changes import (
     DEFAULT_TOOLS_TTL,
@@ -196,6 +197,7 @@ class ConnectionClient:
     """
 
     _shutdown_grace_s: float = 5.0
+    _net = "inproc"  # `network.transport` of the `mcp.client.operation.duration` metric
 
     def __init__(
         self,
@@ -441,6 +443,23 @@ class ConnectionClient:
 
         check_text(name, what, "the tool name")
         check_arguments(args, what)
+        started = time.monotonic()
+        try:
+            result = await self._call_retrying(name, args, limit, progress, what)
+        except BaseException as exc:
+            record_mcp_operation("tools/call", started, tool=name, error=exc, transport=self._net)
+            raise
+        record_mcp_operation("tools/call", started, tool=name, transport=self._net)
+        return result
+
+    async def _call_retrying(
+        self,
+        name: str,
+        args: dict[str, Any],
+        limit: float | None,
+        progress: ProgressHandler | None,
+        what: Callable[[], str],
+    ) -> dict[str, Any]:
         # One deadline for the whole call: connecting (if needed), and a retry on a new session;
         # each progress notification of the call pushes it back by `limit`.
         deadline = RollingDeadline(limit, progress)
@@ -677,6 +696,7 @@ class ConnectionClient:
         handshake is done (a scope opened around the handshake alone would be exited while the
         SDK's task groups, entered inside it, are still open).
         """
+        clear_current()  # the connection outlives the span that happened to open it
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
                 conn.scope = scope

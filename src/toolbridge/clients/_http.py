@@ -129,6 +129,8 @@ class HttpClient(ConnectionClient):
         ConfigError: the URL is not an http(s) URL, or a limit is not positive.
     """
 
+    _net = "tcp"
+
     max_message_bytes: int  # always given here (the base also serves transports without a cap)
 
     def __init__(

@@ -76,6 +76,8 @@ class StdioClient(ConnectionClient):
         ConfigError: an argument is invalid (empty command, non-positive limits).
     """
 
+    _net = "pipe"
+
     max_message_bytes: int  # always given here (the base also serves transports without a cap)
 
     def __init__(

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import anyio
 
+from .. import telemetry
 from ..agent._hooks import PlannedToolCall
 from ..errors import ConfigError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
@@ -171,6 +172,37 @@ class CallRules(SessionCore):
 
     def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
         """Check a whole batch (the turn rule) and plan each call; raises on the first refusal."""
+        try:
+            self._plan_checked(calls, step)
+        except PolicyError as exc:
+            self._refused(calls, exc)
+            raise
+
+    def _refused(self, calls: Sequence[PlannedToolCall], error: PolicyError) -> None:
+        """Spans and counts for a batch refused before any of its calls ran."""
+        for call in calls:
+            missing = tool_id = effects = None
+            if call.target is not None:
+                try:
+                    needs = self._needs(call)[0]
+                except PolicyError:
+                    continue
+                tool_id, effects = needs.tool_id, needs.effects
+                if error.code == "PERMISSION_DENIED":
+                    missing = next(iter(self.rt.permissions.missing(needs.required())), None)
+            telemetry.refused_tool(
+                call.name,
+                call.call_id,
+                error.code,
+                error.outcome,
+                tool_id=tool_id,
+                effects=effects,
+                missing=missing,
+                principal=getattr(self, "principal", None),
+                run_id=self.state.run_id,
+            )
+
+    def _plan_checked(self, calls: Sequence[PlannedToolCall], step: int) -> None:
         st, rt, limits = self.state, self.rt, self.rt.limits
         st.phase = "tools"
         self._check_deadline()
@@ -262,7 +294,42 @@ class CallRules(SessionCore):
     async def _run(
         self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]]
     ) -> ToolResult:
-        """Run one planned call under its rules; raises `PolicyError` when it does not succeed."""
+        """Run one planned call under its rules; raises `PolicyError` when it does not succeed.
+
+        The call's `execute_tool` span is the caller's (the agent's) when it opened one, else
+        the session's own, current while the call runs.
+        """
+        if telemetry.current_tool(call.call_id) is not None:
+            return await self._run_call(call, step, invoke)
+        span = telemetry.start_tool(call.name, call.call_id, arguments=call.arguments)
+        if not span.recording:
+            return await self._run_call(call, step, invoke)
+        try:
+            with span.attach():
+                result = await self._run_call(call, step, invoke)
+        except BaseException as exc:
+            telemetry.end_tool(span, error=exc)
+            raise
+        telemetry.end_tool(span, result)
+        return result
+
+    def _observe(self, plan: Plan, outcome: str, code: str | None, charged: int | None) -> None:
+        """The runtime's decision on the call's span, and the call counted."""
+        telemetry.governed(
+            telemetry.current_tool(plan.call.call_id) or telemetry.NO_SPAN,
+            outcome=outcome,
+            code=code,
+            tool_id=plan.needs.tool_id,
+            effects=plan.needs.effects,
+            reserved=plan.cost_micros,
+            settled=charged,
+            principal=getattr(self, "principal", None),
+            run_id=self.state.run_id,
+        )
+
+    async def _run_call(
+        self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]]
+    ) -> ToolResult:
         st, rt = self.state, self.rt
         plan = st.plans.pop((step, call.call_id), None)
         if plan is None:  # the agent skipped before_tool_calls: refuse rather than run ungoverned
@@ -388,6 +455,7 @@ class CallRules(SessionCore):
         self._emit(
             "tool.completed", dict(meta, duration_ms=ms(started), outcome="succeeded", cost_micros=charged)
         )
+        self._observe(plan, "succeeded", None, charged)
         return result
 
     def _end_unfinished(
@@ -412,6 +480,7 @@ class CallRules(SessionCore):
             charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
         self._record_end(plan.row, outcome, code, charged)
         st.in_flight.pop(plan.row, None)
+        self._observe(plan, outcome, code, charged)
         self._emit(
             "tool.completed",
             dict(meta, duration_ms=ms(started), outcome=outcome, code=code, response_received=received),

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .. import telemetry
 from ..agent._hooks import AgentHooks, PlannedToolCall, RunContext
 from ..tools import ToolResult
 from ._calls import ms
@@ -54,6 +55,7 @@ class Governor(AgentHooks):
     async def before_run(self, ctx: RunContext, messages: Sequence[Any]) -> Sequence[Any]:
         ctx.run_id = self.session.run_id  # one id for the agent's result, the events and the journal
         ctx.state["toolbridge.runtime"] = self.session.rt
+        telemetry.annotate({"toolbridge.principal": self.session.principal, "toolbridge.run.id": ctx.run_id})
         return messages
 
     async def before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:

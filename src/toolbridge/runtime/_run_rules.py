@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import telemetry
 from ..agent.models._base import Usage
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
 from ._calls import ms, rt_settle
@@ -126,6 +127,7 @@ class RunRules(SessionCore):
                 pending.prices, Usage(input_tokens=input_tokens, output_tokens=output_tokens)
             )
         charged = st.budget.settle(pending.reservation, cost_micros)
+        telemetry.model_cost(pending.model_id, charged)
         data: dict[str, Any] = {
             "model": pending.model_id,
             "call": pending.number,

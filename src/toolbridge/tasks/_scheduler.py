@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from .. import telemetry
 from ..content import Part, part_to_mcp, to_json_text
 from ..errors import ConfigError, ToolbridgeError, bounded
 from ._substitute import MissingValue, PathError
@@ -129,6 +130,8 @@ class TaskOutcome:
 
 
 class _InstructionFailed(Exception):
+    code = "instruction_failed"  # `error.type` of the instruction's span
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -343,7 +346,10 @@ class TaskScheduler:
 
     async def _run_instruction(self, task: Task, instruction: InstructionModel, index: int, path: str) -> Any:
         try:
-            with anyio.fail_after(self.instruction_timeout_s):
+            with (
+                telemetry.instruction_span(instruction.action, index, path),
+                anyio.fail_after(self.instruction_timeout_s),
+            ):
                 return await self._run_one(task, instruction, index, path)
         except _InstructionFailed as failed:
             message = failed.message

@@ -28,7 +28,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from .. import __version__
+from .. import __version__, telemetry
 from ._provider import TaskToolSet
 from ._scheduler import ElicitFn
 
@@ -52,7 +52,12 @@ def create_server(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> Server[An
         async def progress(value: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(value, total, message)
 
-        outcome = await toolset.run(params.name, params.arguments, progress, elicit=_elicitation(ctx))
+        # Under the SDK's server span, whose parent is the trace context of the request's `_meta`.
+        with telemetry.task_span(params.name, params.arguments) as span:
+            outcome = await toolset.run(params.name, params.arguments, progress, elicit=_elicitation(ctx))
+            span.set("toolbridge.task.status", outcome.status)
+            if not outcome.ok:
+                span.fail("tool_error")
         return types.CallToolResult.model_validate(outcome.to_call_result())
 
     return Server(

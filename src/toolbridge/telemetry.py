@@ -1,0 +1,793 @@
+"""OpenTelemetry traces and metrics for agent runs, model calls, tool calls, tasks and servers.
+
+toolbridge speaks only the OpenTelemetry **API** (`pip install toolbridge[otel]`; the `mcp` SDK
+already depends on it). What you see depends on what your application configures: with no SDK
+(no `TracerProvider` / `MeterProvider` set) every helper here returns at once and nothing is
+built; with the SDK installed and configured, the spans and metrics below flow to whatever
+exporter you set up (`toolbridge run --trace` and the OTLP variables do it for the command line,
+see docs/observability.md). `import toolbridge` never imports OpenTelemetry.
+
+Spans (OpenTelemetry GenAI conventions):
+
+- `invoke_agent {agent}` per `Agent.run` / `Agent.stream`;
+- `chat {model}` per model call: `gen_ai.operation.name`, `gen_ai.provider.name`,
+  `gen_ai.request.model`, `gen_ai.usage.input_tokens` / `output_tokens`,
+  `gen_ai.response.finish_reasons`;
+- `execute_tool {tool}` per tool call: `gen_ai.tool.name`, `gen_ai.tool.call.id`,
+  `gen_ai.tool.type`; the SDK's own MCP client span (`MCP send tools/call …`) is its child, and
+  the SDK puts the trace context into the request's `_meta` (`traceparent`, `tracestate`,
+  `baggage`), on stdio as on Streamable HTTP;
+- governed calls add `toolbridge.outcome`, `toolbridge.error.code`, `toolbridge.effects`,
+  `toolbridge.permission` (`granted` / `denied`, and `toolbridge.permission.missing`),
+  `toolbridge.cost.reserved_micros`, `toolbridge.cost.settled_micros`, `toolbridge.principal`,
+  `toolbridge.run.id`; a call refused before it ran (a batch check) is a span too, ended at
+  once with `toolbridge.call.sent = false`;
+- `execute_task {tool}` and `task_instruction {action}` inside `serve-tasks` (under the SDK's
+  server span, whose parent comes from the request's `_meta`);
+- `server_span(method, target, meta)`: a SERVER span for any request a toolbridge server
+  receives (the gateway), its parent taken from the request's `_meta`.
+
+Failures follow the conventions: status ERROR and `error.type` = the toolbridge code
+(`OUTCOME_UNKNOWN`, `PERMISSION_DENIED`, `ERR_MCP_TIMEOUT`, ...). Exceptions are **not** recorded
+as span events (their text may carry arguments or server output).
+
+Metrics: `gen_ai.client.token.usage` ({token}), `gen_ai.client.operation.duration` (s),
+`gen_ai.execute_tool.duration` (s), `mcp.client.operation.duration` (s), and the counters
+`toolbridge.tool.calls` (by outcome and code), `toolbridge.tool.blocked` and `toolbridge.cost`
+(micro-units, by kind `tool` / `model`).
+
+Content (prompts, arguments, results) is never recorded unless
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for it (`true`, `SPAN_ONLY`,
+`SPAN_AND_EVENT` record span attributes; `EVENT_ONLY` a span event); what is recorded passes
+through `toolbridge.redact` (registered secrets become `***`) and is cut at
+`MAX_CONTENT_CHARS`.
+
+`TOOLBRIDGE_TELEMETRY=off` (or `set_enabled(False)`) turns toolbridge's own spans and metrics
+off (the SDK's MCP spans are the SDK's).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from . import _telemetry_parts as _content
+from ._telemetry_parts import Instruments as _Instruments
+
+__all__ = [
+    "CAPTURE_ENV",
+    "MAX_CONTENT_CHARS",
+    "NO_SPAN",
+    "Span",
+    "annotate",
+    "capture_mode",
+    "clear_current",
+    "current_tool",
+    "extract_context",
+    "inject_context",
+    "instruction_span",
+    "is_enabled",
+    "model_cost",
+    "record_mcp_operation",
+    "refused_tool",
+    "server_span",
+    "set_enabled",
+    "start_chat",
+    "start_run",
+    "start_tool",
+    "task_span",
+]
+
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI conventions' switch for recording message content (off unless set)."""
+
+MAX_CONTENT_CHARS = 16_384
+"""The longest captured content attribute; longer text is cut and ends with `…`."""
+
+_CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+_OFF = frozenset({"0", "false", "off", "no", "disabled"})
+_SPAN_MODES = frozenset({"true", "1", "span_only", "span_and_event"})
+_EVENT_MODES = frozenset({"event_only", "span_and_event"})
+
+
+_enabled = os.environ.get("TOOLBRIDGE_TELEMETRY", "").strip().lower() not in _OFF
+_api: Any = None  # the loaded API modules (a namespace), False when opentelemetry is missing
+_tracer_cache: tuple[Any, Any] | None = None  # (provider, tracer or None)
+_meter_cache: tuple[Any, Any] | None = None  # (provider, _Instruments or None)
+_current_tool: ContextVar[Span | None] = ContextVar("toolbridge_current_tool", default=None)
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn toolbridge's own spans and metrics on or off for the process (default: on, unless
+    `TOOLBRIDGE_TELEMETRY=off`). Off, every helper returns at once, as with no SDK configured."""
+    global _enabled, _tracer_cache, _meter_cache
+    _enabled = bool(enabled)
+    _tracer_cache = _meter_cache = None
+
+
+def is_enabled() -> bool:
+    """Whether toolbridge emits spans and metrics at all (an SDK must still be configured)."""
+    return _enabled
+
+
+class _Api:
+    def __init__(self) -> None:
+        from opentelemetry import context, metrics, propagate, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self.context = context
+        self.metrics = metrics
+        self.propagate = propagate
+        self.trace = trace
+        self.SpanKind = SpanKind
+        self.Status = Status
+        self.StatusCode = StatusCode
+        self.no_trace = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self.no_meter = (metrics.NoOpMeterProvider,)
+
+
+def _load() -> Any:
+    """The OpenTelemetry API, imported on first use (None when it is not installed)."""
+    global _api
+    if _api is None:
+        try:
+            _api = _Api()
+        except ImportError:
+            _api = False
+    return _api or None
+
+
+def _tracer() -> Any:
+    """toolbridge's tracer, or None when nothing would record (off, no API, no SDK provider)."""
+    global _tracer_cache
+    if not _enabled:
+        return None
+    api = _api or _load()
+    if api is None:
+        return None
+    provider = api.trace.get_tracer_provider()
+    cached = _tracer_cache
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    tracer = None
+    if not isinstance(provider, api.no_trace):
+        from . import __version__
+
+        tracer = provider.get_tracer("toolbridge", __version__)
+    _tracer_cache = (provider, tracer)
+    return tracer
+
+
+def _instruments() -> _Instruments | None:
+    """The metric instruments, or None when no SDK meter provider is configured."""
+    global _meter_cache
+    if not _enabled:
+        return None
+    api = _api or _load()
+    if api is None:
+        return None
+    provider = api.metrics.get_meter_provider()
+    cached = _meter_cache
+    if cached is not None and cached[0] is provider:
+        result: _Instruments | None = cached[1]
+        return result
+    instruments = None
+    # The API's own stand-in before an SDK provider is set is a private proxy class.
+    if not isinstance(provider, api.no_meter) and type(provider).__name__ != "_ProxyMeterProvider":
+        from . import __version__
+
+        instruments = _Instruments(provider.get_meter("toolbridge", __version__))
+    _meter_cache = (provider, instruments)
+    return instruments
+
+
+# -- spans ---------------------------------------------------------------------------------------
+
+
+class _Attached:
+    """Makes a span the current one (and, for a tool span, the current tool) while entered."""
+
+    __slots__ = ("_span", "_token", "_tool_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._token: Any = None
+        self._tool_token: Any = None
+
+    def __enter__(self) -> Span:
+        api = _api
+        self._token = api.context.attach(api.trace.set_span_in_context(self._span.otel))
+        if self._span.call_id is not None:
+            self._tool_token = _current_tool.set(self._span)
+        return self._span
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tool_token is not None:
+            _current_tool.reset(self._tool_token)
+        _api.context.detach(self._token)
+
+
+class _NullAttach:
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL_ATTACH = _NullAttach()
+
+
+class Span:
+    """A toolbridge span: an OpenTelemetry span and when it started (`NO_SPAN` when off).
+
+    Methods never raise for telemetry's sake; attribute values that are None are skipped.
+    """
+
+    __slots__ = ("_ended", "call_id", "name", "otel", "started")
+
+    recording = True
+
+    def __init__(self, otel: Any, name: str, call_id: str | None = None) -> None:
+        self.otel = otel
+        self.name = name
+        self.call_id = call_id
+        self.started = time.monotonic()
+        self._ended = False
+
+    def set(self, key: str, value: Any) -> None:
+        """Set one attribute (None is skipped)."""
+        if value is not None and not self._ended:
+            self.otel.set_attribute(key, value)
+
+    def update(self, attributes: Mapping[str, Any]) -> None:
+        """Set several attributes (None values are skipped)."""
+        if not self._ended:
+            self.otel.set_attributes({k: v for k, v in attributes.items() if v is not None})
+
+    def attach(self) -> Any:
+        """A context manager making this span the current one (children nest under it)."""
+        return _Attached(self)
+
+    def context(self) -> Any:
+        """An OpenTelemetry `Context` with this span current (for an explicit parent)."""
+        return _api.trace.set_span_in_context(self.otel)
+
+    def fail(self, code: str) -> None:
+        """Mark the span failed: status ERROR and `error.type` = `code` (a toolbridge code)."""
+        if self._ended:
+            return
+        self.otel.set_attribute("error.type", code)
+        self.otel.set_status(_api.Status(_api.StatusCode.ERROR, code))
+
+    def content(self, key: str, value: Any) -> None:
+        """Record message content under `key` only when capture is on (redacted, bounded)."""
+        mode = capture_mode()
+        if mode == "off" or self._ended:
+            return
+        text = _content_text(value)
+        if mode in ("span", "span_and_event"):
+            self.otel.set_attribute(key, text)
+        if mode in ("event", "span_and_event"):
+            self.otel.add_event("gen_ai.content", {key: text})
+
+    def end(self) -> float:
+        """End the span (once); returns its duration in seconds."""
+        seconds = time.monotonic() - self.started
+        if not self._ended:
+            self._ended = True
+            self.otel.end()
+        return seconds
+
+
+class _NoSpan(Span):
+    __slots__ = ()
+
+    recording = False
+
+    def __init__(self) -> None:
+        self.otel = None
+        self.name = ""
+        self.call_id = None
+        self.started = 0.0
+        self._ended = True
+
+    def set(self, key: str, value: Any) -> None:
+        return None
+
+    def update(self, attributes: Mapping[str, Any]) -> None:
+        return None
+
+    def attach(self) -> Any:
+        return _NULL_ATTACH
+
+    def context(self) -> Any:
+        return None
+
+    def fail(self, code: str) -> None:
+        return None
+
+    def content(self, key: str, value: Any) -> None:
+        return None
+
+    def end(self) -> float:
+        return 0.0
+
+
+NO_SPAN: Span = _NoSpan()
+"""The span every helper returns when nothing records: all its methods do nothing."""
+
+
+def _start(
+    tracer: Any,
+    name: str,
+    attributes: Mapping[str, Any],
+    *,
+    parent: Span | None = None,
+    context: Any = None,
+    kind: str = "INTERNAL",
+    call_id: str | None = None,
+) -> Span:
+    if parent is not None and parent.recording:
+        context = parent.context()
+    otel = tracer.start_span(
+        name,
+        context=context,
+        kind=getattr(_api.SpanKind, kind),
+        attributes={k: v for k, v in attributes.items() if v is not None},
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+    return Span(otel, name, call_id)
+
+
+def capture_mode() -> str:
+    """What `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks: `off` (default), `span`,
+    `event` or `span_and_event`."""
+    raw = os.environ.get(CAPTURE_ENV, "").strip().lower()
+    if raw == "span_and_event":
+        return "span_and_event"
+    if raw in _SPAN_MODES:
+        return "span"
+    if raw in _EVENT_MODES:
+        return "event"
+    return "off"
+
+
+def _content_text(value: Any) -> str:
+    return _content.bounded_text(value, MAX_CONTENT_CHARS)
+
+
+def _error_code(error: BaseException) -> str:
+    code = getattr(error, "code", None)
+    return code if isinstance(code, str) and code else type(error).__qualname__
+
+
+def _provider_of(model: Any) -> tuple[str, str]:
+    """(gen_ai.provider.name, model name) of a toolbridge model object."""
+    model_id = str(getattr(model, "id", "") or "")
+    provider = getattr(model, "provider", None)
+    name = getattr(model, "model", None)
+    if not isinstance(provider, str):
+        provider, _, rest = model_id.partition(":") if ":" in model_id else ("toolbridge", "", model_id)
+        name = name if isinstance(name, str) else rest
+    if not isinstance(name, str) or not name:
+        name = model_id.partition(":")[2] or model_id
+    return {"google": "gcp.gemini"}.get(provider, provider), name
+
+
+# -- agent runs and model calls ------------------------------------------------------------------
+
+
+def start_run(agent_name: str, model: Any) -> Span:
+    """Start the `invoke_agent {agent}` span of a run (not made current: see `Span.attach`)."""
+    tracer = _tracer()
+    if tracer is None:
+        return NO_SPAN
+    provider, name = _provider_of(model)
+    return _start(
+        tracer,
+        f"invoke_agent {agent_name}",
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent_name,
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": name,
+        },
+    )
+
+
+def end_run(span: Span, *, run_id: str | None, usage: Any = None, error: BaseException | None = None) -> None:
+    """End a run's span with its id, total usage, and error (code and outcome) if it failed."""
+    if not span.recording:
+        return
+    span.set("gen_ai.conversation.id", run_id)
+    span.set("toolbridge.run.id", run_id)
+    if usage is not None:
+        span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
+        span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
+    if error is not None:
+        code = _error_code(error)
+        span.fail(code)
+        span.set("toolbridge.error.code", code)
+        outcome = getattr(error, "outcome", None)
+        span.set("toolbridge.outcome", outcome if isinstance(outcome, str) else "failed")
+    else:
+        span.set("toolbridge.outcome", "succeeded")
+    span.end()
+
+
+def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
+    """Start the `chat {model}` span of one model call, as a child of `parent` (the run)."""
+    tracer = _tracer()
+    if tracer is None:
+        return NO_SPAN
+    provider, name = _provider_of(model)
+    span = _start(
+        tracer,
+        f"chat {name}",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": name,
+        },
+        parent=parent,
+        kind="CLIENT",
+    )
+    options = getattr(request, "options", None) or {}
+    if isinstance(options, Mapping):
+        for key, attr in (
+            ("temperature", "gen_ai.request.temperature"),
+            ("top_p", "gen_ai.request.top_p"),
+            ("max_tokens", "gen_ai.request.max_tokens"),
+        ):
+            value = options.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                span.set(attr, value)
+    if request is not None and capture_mode() != "off":
+        span.content("gen_ai.input.messages", _content.messages_json(getattr(request, "messages", ())))
+    return span
+
+
+def end_chat(span: Span, model: Any, response: Any = None, error: BaseException | None = None) -> None:
+    """End a model call's span: usage and finish reason (or the error); token and duration metrics."""
+    if not span.recording:
+        return
+    error_type = None
+    usage = getattr(response, "usage", None)
+    if response is not None:
+        reason = getattr(response, "finish_reason", None)
+        if isinstance(reason, str):
+            span.set("gen_ai.response.finish_reasons", (reason,))
+        if usage is not None:
+            span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
+            span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
+        if capture_mode() != "off":
+            span.content("gen_ai.output.messages", _content.output_json(response))
+    if error is not None:
+        error_type = _error_code(error)
+        span.fail(error_type)
+    seconds = span.end()
+    instruments = _instruments()
+    if instruments is None:
+        return
+    provider, name = _provider_of(model)
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": name,
+    }
+    if error_type is not None:
+        attrs["error.type"] = error_type
+    instruments.duration.record(seconds, attrs)
+    if usage is not None:
+        for kind in ("input", "output"):
+            tokens = int(getattr(usage, f"{kind}_tokens", 0) or 0)
+            instruments.tokens.record(tokens, {**attrs, "gen_ai.token.type": kind})
+
+
+# -- tool calls ----------------------------------------------------------------------------------
+
+
+def start_tool(
+    name: str,
+    call_id: str,
+    *,
+    tool_type: str = "extension",
+    arguments: Any = None,
+    parent: Span | None = None,
+) -> Span:
+    """Start the `execute_tool {tool}` span of one call; `attach()` it around the call so the
+    MCP client span nests under it (and `current_tool` finds it)."""
+    tracer = _tracer()
+    if tracer is None:
+        return NO_SPAN
+    span = _start(
+        tracer,
+        f"execute_tool {name}",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": tool_type,
+        },
+        parent=parent,
+        call_id=call_id,
+    )
+    if arguments is not None:
+        span.content("gen_ai.tool.call.arguments", arguments)
+    return span
+
+
+def end_tool(span: Span, result: Any = None, error: BaseException | None = None) -> None:
+    """End a tool call's span with its result (content only when captured) or its error code."""
+    if not span.recording:
+        return
+    error_type = None
+    if error is not None:
+        error_type = _error_code(error)
+        span.fail(error_type)
+        if getattr(error, "outcome", None) is None:
+            span.set("toolbridge.outcome", "failed")
+    elif result is not None:
+        to_text = getattr(result, "to_text", None)
+        if capture_mode() != "off":
+            span.content("gen_ai.tool.call.result", to_text() if callable(to_text) else result)
+    seconds = span.end()
+    instruments = _instruments()
+    if instruments is not None:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": span.name.partition(" ")[2]}
+        if error_type is not None:
+            attrs["error.type"] = error_type
+        instruments.tool_duration.record(seconds, attrs)
+
+
+def current_tool(call_id: str) -> Span | None:
+    """The attached `execute_tool` span of call `call_id`, if the caller opened one."""
+    span = _current_tool.get()
+    return span if span is not None and span.call_id == call_id else None
+
+
+def governed(
+    span: Span,
+    *,
+    outcome: str,
+    code: str | None = None,
+    tool_id: str | None = None,
+    effects: str | None = None,
+    reserved: int | None = None,
+    settled: int | None = None,
+    principal: str | None = None,
+    run_id: str | None = None,
+    sent: bool = True,
+    permission: str | None = "granted",
+) -> None:
+    """Record the runtime's decision on a tool span, and count it (`toolbridge.tool.calls`,
+    `toolbridge.tool.blocked`, `toolbridge.cost`)."""
+    if span.recording:
+        span.update(
+            {
+                "toolbridge.outcome": outcome,
+                "toolbridge.error.code": code,
+                "toolbridge.tool.id": tool_id,
+                "toolbridge.effects": effects,
+                "toolbridge.permission": permission,
+                "toolbridge.cost.reserved_micros": reserved,
+                "toolbridge.cost.settled_micros": settled,
+                "toolbridge.principal": principal,
+                "toolbridge.run.id": run_id,
+                "toolbridge.call.sent": sent,
+            }
+        )
+        if code is not None:
+            span.fail(code)
+    instruments = _instruments()
+    if instruments is not None:
+        name = span.name.partition(" ")[2] or (tool_id or "")
+        attrs = {"gen_ai.tool.name": name, "toolbridge.outcome": outcome}
+        if code is not None:
+            attrs["toolbridge.error.code"] = code
+        instruments.calls.add(1, attrs)
+        if outcome == "blocked":
+            instruments.blocked.add(1, attrs)
+        if settled:
+            instruments.cost.add(settled, {"toolbridge.cost.kind": "tool", "gen_ai.tool.name": name})
+
+
+def refused_tool(
+    name: str,
+    call_id: str,
+    code: str,
+    outcome: str,
+    *,
+    tool_id: str | None = None,
+    effects: str | None = None,
+    missing: str | None = None,
+    principal: str | None = None,
+    run_id: str | None = None,
+) -> None:
+    """A tool call the runtime refused before it ran: a span ended at once, and counted."""
+    tracer = _tracer()
+    span = NO_SPAN if tracer is None else start_tool(name, call_id)
+    span.set("toolbridge.permission.missing", missing)
+    governed(
+        span,
+        outcome=outcome,
+        code=code,
+        tool_id=tool_id,
+        effects=effects,
+        principal=principal,
+        run_id=run_id,
+        sent=False,
+        permission="denied" if missing is not None else None,
+    )
+    span.end()
+
+
+def annotate(attributes: Mapping[str, Any]) -> None:
+    """Set attributes (None skipped) on the current span, when one records."""
+    if _tracer() is not None:
+        span = _api.trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes({k: v for k, v in attributes.items() if v is not None})
+
+
+def model_cost(model_id: str, settled: int) -> None:
+    """The runtime charged a model call: on the current (`chat`) span, and counted."""
+    annotate({"toolbridge.cost.settled_micros": settled})
+    instruments = _instruments() if settled > 0 else None
+    if instruments is not None:
+        instruments.cost.add(settled, {"toolbridge.cost.kind": "model", "gen_ai.request.model": model_id})
+
+
+def record_mcp_operation(
+    method: str,
+    started: float,
+    *,
+    tool: str | None = None,
+    error: BaseException | None = None,
+    transport: str,
+) -> None:
+    """One MCP request a toolbridge client sent at `time.monotonic()` `started`
+    (`mcp.client.operation.duration`)."""
+    instruments = _instruments()
+    if instruments is None:
+        return
+    seconds = time.monotonic() - started
+    attrs: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
+    if tool is not None:
+        attrs["gen_ai.tool.name"] = tool
+        attrs["gen_ai.operation.name"] = "execute_tool"
+    if error is not None:
+        attrs["error.type"] = _error_code(error)
+    instruments.mcp_duration.record(seconds, attrs)
+
+
+# -- trace context and servers -------------------------------------------------------------------
+
+
+def clear_current() -> None:
+    """Leave the current task with no current span (the first line of a long-lived background
+    task, a connection's owner), so that its spans are not filed under whatever span was current
+    when it was started."""
+    api = _api or _load()
+    if api is not None:
+        api.context.attach(api.context.Context())
+
+
+def inject_context(meta: dict[str, Any]) -> None:
+    """Put the current trace context (`traceparent`, `tracestate`, `baggage`) into a `_meta` dict."""
+    api = _api or _load()
+    if api is not None and _enabled:
+        api.propagate.inject(meta)
+
+
+def extract_context(meta: Mapping[str, Any] | None) -> Any:
+    """The OpenTelemetry `Context` carried by a request's `_meta`, or None (absent or invalid)."""
+    api = _api or _load()
+    if api is None or not meta or not isinstance(meta, Mapping):
+        return None
+    carrier = {k: v for k in _CARRIER_KEYS if isinstance(v := meta.get(k), str)}
+    if "traceparent" not in carrier:
+        return None
+    try:
+        ctx = api.propagate.extract(carrier)
+    except (ValueError, TypeError):
+        return None
+    if not api.trace.get_current_span(ctx).get_span_context().is_valid:
+        return None
+    return ctx
+
+
+@contextmanager
+def server_span(
+    method: str, target: str | None = None, meta: Mapping[str, Any] | None = None, **attributes: Any
+) -> Iterator[Span]:
+    """A SERVER span for one request a toolbridge server received, current while it is handled.
+
+    Named `{method} {target}` (the MCP convention), with `mcp.method.name` and, for `tools/call`,
+    `gen_ai.tool.name`; its parent is the trace context in the request's `_meta` (so the client's
+    trace continues through this server), else the current span. An exception leaving the block
+    marks it failed with its toolbridge code and is re-raised. For the gateway:
+
+    ```python
+    # fragment
+    with telemetry.server_span("tools/call", name, params.meta, **{"mcp.session.id": sid}):
+        result = await upstream.call_tool(name, args)
+    ```
+    """
+    tracer = _tracer()
+    if tracer is None:
+        yield NO_SPAN
+        return
+    attrs: dict[str, Any] = {"mcp.method.name": method, **attributes}
+    if method == "tools/call" and target:
+        attrs["gen_ai.tool.name"] = target
+        attrs["gen_ai.operation.name"] = "execute_tool"
+    span = _start(
+        tracer,
+        f"{method} {target}" if target else method,
+        attrs,
+        context=extract_context(meta),
+        kind="SERVER",
+    )
+    try:
+        with span.attach():
+            yield span
+    except BaseException as exc:
+        span.fail(_error_code(exc))
+        raise
+    finally:
+        span.end()
+
+
+@contextmanager
+def task_span(tool: str, arguments: Any = None) -> Iterator[Span]:
+    """The `execute_task {tool}` span of one task run by `serve-tasks` (current while it runs)."""
+    tracer = _tracer()
+    if tracer is None:
+        yield NO_SPAN
+        return
+    span = _start(
+        tracer,
+        f"execute_task {tool}",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.type": "function"},
+    )
+    if arguments is not None:
+        span.content("gen_ai.tool.call.arguments", arguments)
+    try:
+        with span.attach():
+            yield span
+    except BaseException as exc:
+        span.fail(_error_code(exc))
+        raise
+    finally:
+        span.end()
+
+
+@contextmanager
+def instruction_span(action: str, index: int, path: str) -> Iterator[Span]:
+    """The `task_instruction {action}` span of one instruction (a fallback gets its own)."""
+    tracer = _tracer()
+    if tracer is None:
+        yield NO_SPAN
+        return
+    span = _start(
+        tracer,
+        f"task_instruction {action}",
+        {"toolbridge.task.action": action, "toolbridge.task.index": index, "toolbridge.task.path": path},
+    )
+    try:
+        with span.attach():
+            yield span
+    except BaseException as exc:
+        span.fail(_error_code(exc))
+        raise
+    finally:
+        span.end()
