@@ -11,8 +11,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from batch_helpers import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 
-from conftest import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 from toolbridge.batch import batch_status, run_batch
 from toolbridge.batch._driver import open_journal, reconcile
 from toolbridge.batch._store import Item, open_store

@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 import pytest
+from batch_helpers import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 
-from conftest import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 from toolbridge.batch import run_batch
 from toolbridge.batch._ray import start_local_cluster
 

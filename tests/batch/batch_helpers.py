@@ -1,4 +1,5 @@
-"""Batch test helpers: a manifest around `batch_server.py`, input files, output readers."""
+"""Batch test helpers (imported by name: pytest puts this folder on sys.path): a manifest around
+`batch_server.py`, input files, output readers, the journal checks."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "batch_server.py"
@@ -152,8 +151,3 @@ def check_no_effect_twice(lines: list[dict[str, Any]], journal_spec: str, tally:
 
 def tally_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-@pytest.fixture
-def batch_manifest(tmp_path: Path) -> tuple[Path, Path]:
-    return write_manifest(tmp_path)
