@@ -3,8 +3,7 @@
 Not a benchmark: toolbridge's paths (governed; LangChain's ungoverned) of each framework, and the
 Agents SDK's own `MCPServerStdio`, are driven through the worker protocol against a real
 server-everything. The other native paths need the benchmark's own virtualenvs (fastmcp;
-langchain-mcp-adapters with
-`mcp<2`); `python bench/bench_adapters.py` covers them.
+langchain-mcp-adapters with `mcp<2`); `python bench/bench_adapters.py` covers them.
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ Command-line switches:
   some servers list a tool without parameters), `null_schema` (`inputSchema: null`), `bad_schema`
   (`inputSchema: "anything"`), and an entry without a name. Calling `no_schema` or `null_schema`
   answers "ran <name>".
+* `--odd-params` -> adds tools whose `inputSchema` passes the SDK's types but is no usable JSON
+  Schema (`bad_type`: a property whose `type` is 7; `deep_params`: nested 90 levels), and two whose
+  names a model API refuses (control and zero-width characters; 300 characters). Each answers
+  like `echo`.
 * `--child` -> starts a grandchild (`sleep 60` in the same process group) to test group kills.
 * `--ignore-eof` -> keeps running after stdin closes (until killed).
 * `--ignore-term` -> ignores SIGTERM (only SIGKILL stops it).
@@ -157,11 +161,26 @@ def tools() -> list[dict[str, Any]]:
         listed.append({"name": "null_schema", "description": "Null schema.", "inputSchema": None})
         listed.append({"name": "bad_schema", "description": "Broken.", "inputSchema": "anything"})
         listed.append({"description": "A tool without a name."})
+    if "--odd-params" in sys.argv:
+        deep: dict[str, Any] = {"type": "object"}
+        for _ in range(45):
+            deep = {"type": "object", "properties": {"x": deep}}
+        text = {"type": "object", "properties": {"text": {"type": "string"}}}
+        odd = [*ODD_PARAMS, ("deep_params", deep), ("evil\x1b[2J name\u200b", text), ("x" * 300, text)]
+        for name, schema in odd:
+            listed.append({"name": name, "description": "odd", "inputSchema": schema})
     return listed
 
 
+_FAULTS = {"env", "sleep", "late", "hang", "crash", "big", "nonewline", "malformed", "unknown_id", "flood"}
+_FAULTS |= {"future_content", "deep", "junk", "glued", "progress", "received", "nan"}
+_FAULTS |= {"no_schema", "null_schema"}
+
+ODD_PARAMS: list[tuple[str, Any]] = [("bad_type", {"type": "object", "properties": {"text": {"type": 7}}})]
+
+
 def call(request_id: Any, name: str, args: dict[str, Any], token: Any = None) -> None:
-    if name == "echo":
+    if name == "echo" or (name not in _FAULTS and "--odd-params" in sys.argv):
         text_result(request_id, str(args.get("text", "")))
     elif name == "env":
         text_result(request_id, os.environ.get(str(args.get("name")), "<unset>"))

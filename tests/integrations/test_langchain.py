@@ -11,13 +11,13 @@ from typing import Any
 
 import anyio
 import pytest
+from ig_helpers import READ, SECRET_SERVER_TEXT, Files, calls, opened
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from conftest import READ, SECRET_SERVER_TEXT, Files, calls, opened
 from toolbridge.agent.models import ModelPrices
 from toolbridge.errors import PolicyError
 from toolbridge.functions import FunctionTools

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, ToolOutputImage, ToolOutputText
-from agents.items import ModelResponse
-from agents.models.interface import Model
-from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from ig_helpers import READ, SECRET_SERVER_TEXT, Files, Scripted, calls, opened
 
-from conftest import READ, SECRET_SERVER_TEXT, Files, calls, opened
 from toolbridge.agent.models import ModelPrices
 from toolbridge.errors import PolicyError
 from toolbridge.functions import FunctionTools
@@ -24,53 +20,6 @@ from toolbridge.integrations.openai_agents import GovernedRunError, as_tools, ru
 from toolbridge.runtime import Runtime, define_tool
 
 NO_TRACING = RunConfig(tracing_disabled=True)
-
-
-class Scripted(Model):
-    """A `Model` answering with scripted turns; records every input it is given."""
-
-    def __init__(self, *turns: Any):
-        self.turns = list(turns)
-        self.seen: list[str] = []
-        self.tool_names: list[list[str]] = []
-
-    async def get_response(
-        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any
-    ) -> ModelResponse:
-        self.seen.append(json.dumps(input, default=str))
-        self.tool_names.append([t.name for t in tools])
-        turn = self.turns.pop(0)
-        n = len(self.seen)
-        if isinstance(turn, str):
-            output: list[Any] = [
-                ResponseOutputMessage(
-                    id=f"m{n}",
-                    type="message",
-                    role="assistant",
-                    status="completed",
-                    content=[ResponseOutputText(type="output_text", text=turn, annotations=[])],
-                )
-            ]
-        else:
-            output = [
-                ResponseFunctionToolCall(
-                    type="function_call",
-                    call_id=f"c{n}_{i}",
-                    id=f"fc{n}_{i}",
-                    name=name,
-                    arguments=json.dumps(args),
-                    status="completed",
-                )
-                for i, (name, args) in enumerate(turn)
-            ]
-        return ModelResponse(
-            output=output,
-            usage=Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15),
-            response_id=None,
-        )
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError
 
 
 def agent(model: Scripted, tools: list[FunctionTool]) -> Agent[Any]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import anyio
 import pytest
+from ig_helpers import READ, SECRET_SERVER_TEXT, Files, calls, opened
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from conftest import READ, SECRET_SERVER_TEXT, Files, calls, opened
 from toolbridge.agent.models import ModelPrices
 from toolbridge.errors import PolicyError
 from toolbridge.functions import FunctionTools
