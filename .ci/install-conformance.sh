@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Install the official MCP conformance suite and the Node 22 it needs into tests/conformance/node_modules.
+# Install the official MCP conformance suite, the MCP Inspector (its --cli mode: the gateway tests use it
+# as a client nobody here wrote) and the Node 22 they need into tests/conformance/node_modules.
 #
 # Both come from the npm registry, pinned in tests/conformance/package.json (and its lock file):
 #   @modelcontextprotocol/conformance 0.1.16   (crashes at load time on Node 20: it imports fs.globSync)
+#   @modelcontextprotocol/inspector 2.12.0     (needs Node >= 22.19; its vite is held at 8.3.8 by
+#                                              "overrides": vite 8.4 wants a Windows-only optional
+#                                              package the registry does not serve, so `npm ci` fails)
 #   node 22.23.3                               (the npm package `node`; its preinstall fetches the binary)
 # Idempotent: does nothing when the installed tree matches the lock file. Needs `npm` (any Node) on PATH.
 # The test suite (tests/conformance/) runs `node_modules/.bin/node node_modules/@modelcontextprotocol/
@@ -16,6 +20,7 @@ stamp="$dir/node_modules/.toolbridge-installed"
 installed_ok() {
     [[ -x "$dir/node_modules/.bin/node" ]] || return 1
     [[ -f "$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]] || return 1
+    [[ -f "$dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js" ]] || return 1
     [[ -f "$stamp" ]] || return 1
     cmp -s "$stamp" "$dir/package-lock.json" || return 1
     "$dir/node_modules/.bin/node" --version | grep -q '^v22\.' || return 1

@@ -183,6 +183,48 @@ def add_passthrough(server: Any, gateway: OpenGateway, identity_of: Callable[[An
             log.info("completion failed: %s", type(exc).__name__)
             return types.CompleteResult(completion=types.Completion(values=[]))
 
+    async def subscription(ctx: Any, uri: str, subscribe: bool) -> types.EmptyResult:
+        identity = identity_of(ctx)
+        owner = uri_owner.get(uri)
+        for source in [owner] if owner is not None else sources:
+            if not _allowed(identity, "resources", source):
+                continue
+            try:
+                with anyio.fail_after(_TIMEOUT_S):
+                    sdk = await sdk_client(source.client)
+                    caps = getattr(sdk.server_capabilities, "resources", None)
+                    if caps is None or not caps.subscribe:
+                        continue
+                    if subscribe:
+                        await sdk.subscribe_resource(uri)
+                    else:
+                        await sdk.unsubscribe_resource(uri)
+                    return types.EmptyResult()
+            except Exception as exc:
+                log.info("resources/(un)subscribe on %s failed: %s", source.name, type(exc).__name__)
+        raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        return await subscription(ctx, str(params.uri), True)
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        return await subscription(ctx, str(params.uri), False)
+
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        identity_of(ctx)
+        for source in sources:
+            try:
+                with anyio.fail_after(_TIMEOUT_S):
+                    sdk = await sdk_client(source.client)
+                    if _capable(sdk, "logging"):
+                        await sdk.set_logging_level(params.level)
+            except Exception as exc:
+                log.info("logging/setLevel on %s failed: %s", source.name, type(exc).__name__)
+        return types.EmptyResult()
+
+    server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
     server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
     server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
