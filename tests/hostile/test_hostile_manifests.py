@@ -21,11 +21,14 @@ from toolbridge.manifest._yaml import MAX_DEPTH, MAX_NODES
 
 TOOLBRIDGE = str(Path(sys.executable).parent / "toolbridge")
 # `toolbridge check` in a child that reports its own peak RSS (KiB) as the last line of stderr.
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across exec, so a child forked
+# from a large pytest process would report the parent's size, not its own.
 _MEASURED = (
-    "import resource, sys\n"
+    "import sys\n"
     "from toolbridge.cli import main\n"
     "code = main(sys.argv[1:])\n"
-    "sys.stderr.write(f'RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
+    "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+    "sys.stderr.write(f'RSS {hwm}\\n')\n"
     "sys.exit(code)\n"
 )
 

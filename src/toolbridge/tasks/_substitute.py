@@ -161,12 +161,14 @@ def _segments(text: str) -> list[tuple[str, bool]]:
 
 def _join(pieces: list[tuple[str, bool]], syntax: Syntax) -> str:
     text = "".join(p for p, _ in pieces)
-    if not any(frozen and piece for piece, frozen in pieces) or syntax.prefix[0] not in text:
+    if not any(frozen for _, frozen in pieces) or syntax.prefix[0] not in text:
         return text
+    # An inserted value keeps its span even when empty: `{{a}}{{b}}` with `a=''` leaves
+    # `{{b}}` inside a longer template, so `b` is interpolated as text later, never whole.
     spans: list[tuple[int, int]] = []
     pos = 0
     for piece, frozen in pieces:
-        if frozen and piece:
+        if frozen:
             if spans and spans[-1][1] == pos:
                 spans[-1] = (spans[-1][0], pos + len(piece))
             else:
