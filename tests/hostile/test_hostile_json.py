@@ -191,3 +191,61 @@ def test_an_aimcp_tool_with_a_ref_loop_in_a_manifest(tmp_path: Path) -> None:
     )
     found = [d for d in check_manifest(path).diagnostics if "$ref loop" in d.message]
     assert [(d.code, d.line) for d in found] == [("ERR_MANIFEST_INVALID_VALUE", 11)]
+
+
+# --------------------------------------------------------------------- secrets files, prompts, configs
+
+
+def test_a_secrets_file_alias_bomb_fails_fast(tmp_path: Path) -> None:
+    from toolbridge.manifest._secrets import read_secrets_file
+
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    path = tmp_path / "secrets.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        read_secrets_file(path)
+    assert time.monotonic() - started < 5
+    assert info.value.code == "ERR_MANIFEST_SECRETS_FILE" and "syntax error at line" in info.value.message
+    with pytest.raises(ConfigError) as info:
+        read_secrets_file("/dev/zero")
+    assert "not a regular file" in info.value.message
+
+
+def test_run_input_file_and_mcp_config_are_bounded(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    toolbridge = str(Path(sys.executable).parent / "toolbridge")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "kind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [ { text: hi } ]\n---\n"
+        "kind: Ai.Agent\nmetadata: { name: A }\nmodel: !ref M\n"
+    )
+    proc = subprocess.run(
+        [toolbridge, "run", str(manifest), "--input-file", "/dev/zero"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1 and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": ' + "[" * 5000 + "]" * 5000 + "}")
+    proc = subprocess.run(
+        [
+            toolbridge,
+            "serve-tasks",
+            "--check",
+            "--mcp-config",
+            str(config),
+            str(ROOT / "examples/tasks/tools.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1 and "ERR_CONFIG" in proc.stderr and "deeper than 100" in proc.stderr

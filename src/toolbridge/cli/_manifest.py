@@ -29,7 +29,6 @@ import dataclasses
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError, ToolbridgeError
@@ -218,13 +217,18 @@ def _failed_calls(outcome: Mapping[str, Any]) -> list[tuple[str, str, str | None
 def _read_input(args: argparse.Namespace) -> str:
     if args.input is not None:
         return str(args.input)
-    if args.input_file == "-":
-        return sys.stdin.read()
+    from .._bounded import MAX_JSON_FILE_BYTES, InputLimitError, read_text_file
+
+    if args.input_file == "-":  # at most the limit, whatever stdin holds
+        text = sys.stdin.read(MAX_JSON_FILE_BYTES + 1)
+        if len(text) > MAX_JSON_FILE_BYTES:
+            raise ConfigError("the prompt on stdin is longer than 16 MiB", code="ERR_INVALID_INPUT")
+        return text
     try:
-        return Path(args.input_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_text_file(args.input_file, max_bytes=MAX_JSON_FILE_BYTES)
+    except InputLimitError as exc:
         raise ConfigError(
-            f"cannot read --input-file {args.input_file}: {type(exc).__name__}", code="ERR_INVALID_INPUT"
+            f"--input-file {exc.where(args.input_file)}: the file {exc.message}", code="ERR_INVALID_INPUT"
         ) from None
 
 

@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..runtime._journal import JournalBackend, RunRecord, dumps_record
 from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
 from ..runtime._journal_sqlite import Journal
+from ..sanitize import visible_text
 from ._output import emit
 
 __all__ = ["register"]
@@ -92,6 +93,11 @@ def _table(rows: list[list[str]]) -> str:
     )
 
 
+def _show(text: str) -> None:
+    """Human output: names and codes read from the journal may come from a server; show them safely."""
+    emit("\n".join(visible_text(line) for line in text.split("\n")))
+
+
 def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
     if as_json:
         emit(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
@@ -112,22 +118,22 @@ def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
                 r.principal or "-",
             ]
         )
-    emit(_table(rows))
+    _show(_table(rows))
 
 
 def _print_run(record: RunRecord, *, as_json: bool) -> None:
     if as_json:
         emit(dumps_record(record))
         return
-    emit(f"run       {record.run_id}")
-    emit(f"agent     {record.agent or '-'}")
+    _show(f"run       {record.run_id}")
+    _show(f"agent     {record.agent or '-'}")
     if record.principal:
-        emit(f"principal {record.principal}")
-    emit(f"profile   {record.profile}")
-    emit(f"outcome   {_outcome(record)}" + (f"  {record.error_code}" if record.error_code else ""))
-    emit(f"started   {_when(record.started_at)}   ended {_when(record.ended_at)}")
+        _show(f"principal {record.principal}")
+    _show(f"profile   {record.profile}")
+    _show(f"outcome   {_outcome(record)}" + (f"  {record.error_code}" if record.error_code else ""))
+    _show(f"started   {_when(record.started_at)}   ended {_when(record.ended_at)}")
     usage = record.usage
-    emit(
+    _show(
         f"cost      {record.cost_micros} micro-USD; {usage.get('model_calls', 0)} model calls, "
         f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens",
     )
@@ -153,7 +159,7 @@ def _print_run(record: RunRecord, *, as_json: bool) -> None:
                 c.args_sha256[:16],
             ]
         )
-    emit(_table(rows))
+    _show(_table(rows))
     if any(c.outcome == "outcome_unknown" for c in record.calls):
         emit(
             "\noutcome_unknown: the request was sent and the remote side may have acted; check it "

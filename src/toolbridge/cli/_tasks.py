@@ -15,15 +15,14 @@ them, serving prints them on stderr, and `--strict` makes them errors. `--action
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from ..errors import ConfigError
-from ._output import emit
+from ..sanitize import visible_text
+from ._output import emit, warn
 
 __all__ = ["register"]
 
@@ -79,13 +78,13 @@ def register(subparsers: Any) -> None:
 
 
 def _load_mcp_config(path: str) -> Any:
+    from .._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
+
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path!r}: {exc.strerror}", code="ERR_CONFIG") from None
-    except json.JSONDecodeError as exc:
+        return loads_json(read_text_file(path, max_bytes=MAX_JSON_FILE_BYTES))
+    except InputLimitError as exc:
         raise ConfigError(
-            f"{path!r} is not JSON: {exc.msg} at line {exc.lineno}", code="ERR_CONFIG"
+            f"{exc.where(path)}: the --mcp-config file {exc.message}", code="ERR_CONFIG"
         ) from None
 
 
@@ -112,7 +111,7 @@ def _serve_tasks(args: argparse.Namespace) -> int:
         strict=args.strict,
     )
     for warning in toolset.warnings:
-        print(f"toolbridge: warning: {args.tools}: {warning} [{warning.code}]", file=sys.stderr)
+        warn(visible_text(f"toolbridge: warning: {args.tools}: {warning} [{warning.code}]"))
     if args.check:
         summary = f"{args.tools}: {len(toolset.names)} task tools ok: {', '.join(toolset.names)}"
         if toolset.warnings:

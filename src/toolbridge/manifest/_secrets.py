@@ -174,12 +174,14 @@ def read_secrets_file(path: str | os.PathLike[str]) -> dict[str, str]:
         ConfigError: `ERR_MANIFEST_SECRETS_FILE` when the file cannot be read or has the wrong
             shape. Messages give line numbers, never file content.
     """
+    from .._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text_file(p, max_bytes=MAX_JSON_FILE_BYTES)
+    except InputLimitError as exc:
         raise ConfigError(
-            f"cannot read secrets file {p}: {type(exc).__name__}", code="ERR_MANIFEST_SECRETS_FILE"
+            f"secrets file {exc.where(str(p))}: {exc.message}", code="ERR_MANIFEST_SECRETS_FILE"
         ) from None
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if lines and all(_DOTENV_LINE.match(ln) for ln in lines):
@@ -193,12 +195,12 @@ def read_secrets_file(path: str | os.PathLike[str]) -> dict[str, str]:
             out[m.group(1)] = value
         return out
     try:
-        data = yaml.safe_load(text) if p.suffix != ".json" else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        data = _bounded_yaml(text) if p.suffix != ".json" else loads_json(text)
+    except (yaml.YAMLError, InputLimitError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        if isinstance(exc, json.JSONDecodeError):
-            where = f" at line {exc.lineno}"
+        if isinstance(exc, InputLimitError):
+            where = f" at line {exc.line}" if exc.line else f": it {exc.message}"
         raise ConfigError(
             f"secrets file {p} is neither KEY=VALUE lines nor a YAML/JSON mapping (syntax error{where})",
             code="ERR_MANIFEST_SECRETS_FILE",
@@ -294,3 +296,23 @@ def expand(
     if not names:
         return expanded, problems
     return Secret(text, tuple(names), None if unresolved else expanded), problems
+
+
+def _bounded_yaml(text: str) -> Any:
+    """`yaml.safe_load` within the manifest loader's limits (aliases, nesting, nodes)."""
+    from ._yaml import YamlSyntaxError, parse_documents
+
+    try:
+        docs = parse_documents(text)
+    except YamlSyntaxError as exc:
+        mark = yaml.Mark("secrets", 0, exc.pos.line - 1, exc.pos.column - 1, None, 0)
+        raise yaml.MarkedYAMLError(problem=exc.message, problem_mark=mark) from None
+    if not docs:
+        return None
+    if len(docs) != 1 or docs[0].problems:
+        where = docs[0].problems[0].pos if docs and docs[0].problems else None
+        found: yaml.Mark | None = (
+            yaml.Mark("secrets", 0, where.line - 1, where.column - 1, None, 0) if where else None
+        )
+        raise yaml.MarkedYAMLError(problem="expected one plain YAML mapping", problem_mark=found)
+    return docs[0].data
