@@ -53,12 +53,12 @@ def _terminal_safe(text: str) -> None:
 # ----------------------------------------------------------------------------- start-up and output
 
 
-# The console script, with one line before it that says the interpreter has started (a Ctrl-C
-# inside Python's own start-up, before any line of a program runs, is the interpreter's business).
+# The console script, saying when the interpreter has started it (a Ctrl-C inside Python's own
+# start-up, before any line of a program runs, is the interpreter's business).
 _SCRIPT = (
     "import os, sys\n"
-    "os.write(int(os.environ['STARTED_FD']), b'started')\n"
     "from _toolbridge_cli import main\n"
+    "os.write(int(os.environ['STARTED_FD']), b'started')\n"
     "sys.exit(main())\n"
 )
 
