@@ -197,3 +197,18 @@ def test_calls_json_arguments(text: str) -> None:
         assert "\n" not in exc.message
         return
     assert isinstance(value, dict)
+
+
+@FUZZ
+@given(st.text(), st.booleans())
+def test_visible_text_leaves_nothing_a_terminal_acts_on(text: str, multiline: bool) -> None:
+    import unicodedata
+
+    from toolbridge.sanitize import visible_text
+
+    shown = visible_text(text, multiline=multiline)
+    allowed = {"\n", "\t"} if multiline else set()
+    for ch in shown:
+        assert ch in allowed or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp"), repr(ch)
+    if text.isascii() and text.isprintable():
+        assert shown == text
