@@ -175,7 +175,7 @@ async def test_runs_that_never_sent_a_request_are_run_again(tmp_path: Path, jour
     journal = open_journal(journal_spec)
     store = open_store(journal)
     items = [
-        Item(key=json.dumps(f"k{i}"), id=f"k{i}", line=i + 1, input="x", sha256="0" * 64) for i in range(3)
+        Item(key=json.dumps(f"k{i}"), id=f"k{i}", line=i + 1, input="x", sha256="0" * 64) for i in range(4)
     ]
     store.add_items("br", items)
     dead = Writer(pid=2**22 + 12345, host=journal.writer.host, proc_start=None)
@@ -187,13 +187,19 @@ async def test_runs_that_never_sent_a_request_are_run_again(tmp_path: Path, jour
                                 effects=effects, args_sha256="0" * 64, args_bytes=2)  # fmt: skip
         if i == 2:
             journal.request_sent(row)
+    journal.writer = Writer.current()  # the fourth run's writer is alive (this process)
+    assert store.claim("br", items[3].key, "run-3", 1, 0) == "claimed"
+    journal.start_run("run-3", agent=None, profile="durable")
     states = [reconcile(store, journal, "br", s, writer_dead=False) for s in store.items("br", "claimed")]
-    assert states == ["pending", "pending", "unknown"]
+    assert states == ["pending", "pending", "unknown", "claimed"]  # never taken from a live writer
     stored = {s.key: s for s in store.items("br")}
     assert (
         stored[items[2].key].result is not None
         and stored[items[2].key].result["outcome"] == "outcome_unknown"
     )
+    status = batch_status("br", journal=journal_spec)
+    assert (status.unknown, status.in_doubt) == (1, 1)
+    assert [x["id"] for x in status.in_doubt_items] == ["k3"] and status.unknown_items[0]["id"] == "k2"
     store.close()
     journal.close()
 

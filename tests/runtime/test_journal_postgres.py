@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,3 +172,44 @@ def test_a_manifest_runtime_journal_on_postgresql_from_a_secret(
     assert main(["runs", "--journal", postgres_url, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["run_id"], r["outcome"]) for r in listed] == [(run_id, "succeeded")]
+
+
+async def test_a_locked_postgresql_journal_never_sends_unrecorded(postgres_url: str) -> None:
+    """Another session holds the calls table: "request sent" cannot be recorded, so nothing is sent."""
+    import pydantic
+
+    from toolbridge.agent import Agent
+    from toolbridge.agent.models import ScriptedModel
+    from toolbridge.runtime import define_tool
+
+    class Empty(pydantic.BaseModel):
+        pass
+
+    class Out(pydantic.BaseModel):
+        content: str
+
+    executed: list[int] = []
+
+    async def write(inp: Empty, ctx: object) -> Out:
+        executed.append(1)
+        return Out(content="done")
+
+    journal = PostgresJournal(postgres_url, statement_timeout_ms=300)
+    runtime = create_runtime(
+        "durable", {"allow": ["model:scripted", "tool:w", "effect:write"]}, journal=journal
+    )
+    tool = define_tool("w", "1", "", Empty, Out, "write", [], execute=write)
+    holder = psycopg.connect(postgres_url)
+    holder.execute("LOCK TABLE toolbridge_calls IN ACCESS EXCLUSIVE MODE")  # held until rollback
+    try:
+        model = ScriptedModel([{"tool_calls": [{"name": "w", "arguments": {}}]}, "done"])
+        with anyio.fail_after(30):
+            result = await runtime.run(Agent(model, tools=[tool]), "go")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert (result.outcome, result.error_code) == ("failed", "JOURNAL_UNAVAILABLE")
+    assert executed == []
+    record = runtime.inspect(result.run_id)
+    assert record.outcome == "failed" and record.calls == []
+    runtime.close()

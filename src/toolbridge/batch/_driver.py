@@ -55,6 +55,8 @@ class BatchSummary:
         ran: runs started by this invocation; elapsed_s and runs_per_s for them.
         cost_micros: what the batch's ended runs cost.
         unknown_items: `{id, line, runId}` of every `outcome_unknown` item, for reconciliation.
+        in_doubt_items: the same for items whose run's writer may still be running (another
+            machine's process, which a reader cannot see die): resume once it is surely gone.
         out / journal: where the output and the evidence are (the journal without a password).
         mode: `local` or `ray`.
     """
@@ -72,6 +74,7 @@ class BatchSummary:
     runs_per_s: float = 0.0
     cost_micros: int = 0
     unknown_items: list[dict[str, Any]] = field(default_factory=list)
+    in_doubt_items: list[dict[str, Any]] = field(default_factory=list)
     out: str = ""
     journal: str = ""
     mode: str = "local"
@@ -92,6 +95,7 @@ class BatchSummary:
             "runsPerS": round(self.runs_per_s, 2),
             "costMicros": self.cost_micros,
             "unknownItems": self.unknown_items,
+            "inDoubtItems": self.in_doubt_items,
             "out": self.out,
             "journal": self.journal,
             "mode": self.mode,
@@ -518,6 +522,7 @@ def _fill(summary: BatchSummary, store: BatchStore, batch_id: str, items: int, i
             summary.skipped += 1
         elif s.state == "claimed":
             summary.in_doubt += 1
+            summary.in_doubt_items.append({"id": json.loads(s.key), "line": s.line, "runId": s.run_id})
 
 
 def batch_status(batch_id: str, *, journal: str) -> BatchSummary:

@@ -154,6 +154,10 @@ def _print(data: dict[str, Any], *, as_json: bool, status: bool) -> None:
         )
         for item in data["unknownItems"]:
             emit(f"    id {json.dumps(item['id'])}  line {item['line']}  run {item['runId']}")
+    if data["inDoubtItems"]:
+        emit("  in doubt (a run still running elsewhere, or on a machine this one cannot check):")
+        for item in data["inDoubtItems"]:
+            emit(f"    id {json.dumps(item['id'])}  line {item['line']}  run {item['runId']}")
 
 
 def _handle_journal(args: argparse.Namespace) -> int:

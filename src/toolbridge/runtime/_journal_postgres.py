@@ -247,6 +247,9 @@ class PostgresJournal(JournalBackend):
         pool_size: most connections this process keeps open.
         connect_timeout_s: how long opening a connection, or waiting for a free pooled one, may
             take before a write fails with `JournalWriteError`.
+        statement_timeout_ms: how long one statement may run, waiting for locks included
+            (PostgreSQL's `statement_timeout`), before the write fails with `JournalWriteError`
+            (the SQLite journal's busy timeout, 5 s by default).
 
     Raises:
         ConfigError: (`ERR_CONFIG`) when psycopg is not installed, the URL cannot be parsed, the
@@ -260,12 +263,19 @@ class PostgresJournal(JournalBackend):
         migrate: bool = True,
         pool_size: int = 4,
         connect_timeout_s: float = 10.0,
+        statement_timeout_ms: int = 5000,
         _readonly: bool = False,
     ) -> None:
         if not is_postgres_url(url):
             raise ConfigError("a PostgreSQL journal URL starts with postgresql://")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ConfigError("pool_size must be a positive integer")
+        if (
+            isinstance(statement_timeout_ms, bool)
+            or not isinstance(statement_timeout_ms, int)
+            or statement_timeout_ms < 1
+        ):
+            raise ConfigError("statement_timeout_ms must be a positive integer")
         _parts(url)  # psycopg present, URL parseable
         import psycopg
         from psycopg_pool import ConnectionPool
@@ -289,9 +299,11 @@ class PostgresJournal(JournalBackend):
             raise
         except (psycopg.Error, OSError, UnicodeError, ValueError) as exc:
             raise _connect_error(url, exc) from None
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))}
-        if options:
-            kwargs["options"] = options
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, int(connect_timeout_s)),
+            "options": f"-c statement_timeout={statement_timeout_ms}" + (f" {options}" if options else ""),
+        }
         self._pool = ConnectionPool(
             url,
             min_size=1,
