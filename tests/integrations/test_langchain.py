@@ -19,7 +19,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from toolbridge.agent.models import ModelPrices
-from toolbridge.errors import PolicyError
+from toolbridge.errors import PolicyError, ToolError
 from toolbridge.functions import FunctionTools
 from toolbridge.integrations.langchain import as_tools, from_tools, governor
 from toolbridge.runtime import Runtime, define_tool
@@ -325,3 +325,39 @@ async def test_hostile_schemas_leave_one_tool_out_with_a_clear_log(caplog: pytes
     lines = [r.getMessage() for r in caplog.records if "left out tool" in r.getMessage()]
     assert len(lines) == 2 and "'deep'" in lines[0] and "'req'" in lines[1]
     assert await tools[0].ainvoke({"x": "1"}) == "fine ran"
+
+
+async def test_from_tools_maps_langchain_results_to_tool_results() -> None:
+    from langchain_core.messages.content import create_image_block, create_text_block
+
+    from toolbridge.content import ImagePart, TextPart
+
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+    @tool(response_format="content_and_artifact")
+    def photo() -> tuple[list[Any], None]:
+        """A photo."""
+        return [create_text_block("a dot"), create_image_block(base64=pixel, mime_type="image/png")], None
+
+    @tool(response_format="content_and_artifact")
+    def data() -> tuple[str, dict[str, Any]]:
+        """Some data."""
+        return "3 rows", {"structured_content": {"rows": 3}}
+
+    @tool
+    def number() -> int:
+        """A number."""
+        return 42
+
+    provider = from_tools([photo, data, number])
+    specs = {s.name: s for s in await provider.list_tools()}
+    assert specs["photo"].parameters == {"properties": {}, "type": "object"}
+    shown = await provider.call_tool("photo", {})
+    assert shown.kind == "parts"
+    assert shown.parts[0] == TextPart("a dot") and shown.parts[1] == ImagePart(pixel, "image/png")
+    rows = await provider.call_tool("data", {})
+    assert rows.kind == "structured" and rows.structured == {"rows": 3}
+    assert (await provider.call_tool("number", {})).to_text() == "42"
+    with pytest.raises(ToolError) as unknown:
+        await provider.call_tool("nope", {})
+    assert unknown.value.code == "ERR_TOOL_FAILED"
