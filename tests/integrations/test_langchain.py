@@ -361,3 +361,17 @@ async def test_from_tools_maps_langchain_results_to_tool_results() -> None:
     with pytest.raises(ToolError) as unknown:
         await provider.call_tool("nope", {})
     assert unknown.value.code == "ERR_TOOL_FAILED"
+
+
+async def test_the_governor_also_governs_text_models(make_runtime: Callable[..., Runtime]) -> None:
+    from langchain_core.language_models.fake import FakeListLLM
+
+    runtime = make_runtime(["model:fake"], max_model_calls=1)
+    llm = FakeListLLM(responses=["one", "two"])
+    async with runtime.session() as session:
+        config: Any = {"callbacks": [governor(session, model_id="fake")]}
+        assert await llm.ainvoke("hi", config=config) == "one"
+        with pytest.raises(PolicyError) as stopped:
+            await llm.ainvoke("again", config=config)
+    assert stopped.value.code == "LIMIT_EXCEEDED" and "max_model_calls" in stopped.value.message
+    assert session.result().usage["model_calls"] == 1

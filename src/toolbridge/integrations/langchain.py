@@ -162,6 +162,26 @@ class ModelGovernor(AsyncCallbackHandler):
         )
         self._open.add(run_id)
 
+    async def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: uuid.UUID,
+        metadata: dict[str, Any] | None = None,
+        invocation_params: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A text (non-chat) model's call: governed the same way."""
+        params = invocation_params or {}
+        await self.session.before_model_call(
+            self._model_id(serialized, metadata),
+            context_bytes=sum(len(p.encode("utf-8", "replace")) for p in prompts),
+            max_output_tokens=params.get("max_tokens"),
+            prices=self.prices,
+        )
+        self._open.add(run_id)
+
     async def on_llm_end(self, response: LLMResult, *, run_id: uuid.UUID, **kwargs: Any) -> None:
         if run_id not in self._open:
             return
