@@ -240,3 +240,39 @@ async def test_a_server_limit_caps_calls_in_flight(tmp_path: Path) -> None:
     assert summary.succeeded == 4 and tally_count(tally) == 4
     assert took >= 4 * 0.3  # the four slow calls ran one at a time
     assert Path(str(out) + ".journal.sqlite").stat().st_size > 0  # noqa: ASYNC240
+
+
+async def test_a_worker_failing_unexpectedly_leaves_its_item_for_the_next_resume(tmp_path: Path) -> None:
+    from toolbridge.batch._driver import BatchSummary, _dispatch, _fill, _Out, _Progress
+
+    journal = open_journal(str(tmp_path / "j.sqlite"))
+    store = open_store(journal)
+    items = [
+        Item(key=json.dumps(f"k{i}"), id=f"k{i}", line=i + 1, input="x", sha256="0" * 64) for i in range(2)
+    ]
+    store.add_items("bx", items)
+    out = _Out(tmp_path / "out.jsonl", [])
+
+    async def runner(item: Item, run_id: str) -> dict[str, object]:
+        if item.id == "k1":
+            raise RuntimeError("a bug in a worker")
+        return {"id": item.id, "line": item.line, "outcome": "succeeded", "costMicros": 0, "runId": run_id}
+
+    ran = await _dispatch(
+        [(it, 0) for it in items],
+        runner,
+        store,
+        journal,
+        "bx",
+        out,
+        _Progress(2, False),
+        workers=2,
+        ceiling=0,
+    )
+    out.close()
+    summary = BatchSummary(batch_id="bx")
+    _fill(summary, store, "bx", 2, 0)
+    assert (ran, summary.succeeded, summary.pending, summary.in_doubt) == (2, 1, 1, 0)
+    assert [x["id"] for x in read_out(tmp_path / "out.jsonl")] == ["k0"]
+    store.close()
+    journal.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ from ._store import BatchStore, Item, StoredItem, open_store
 
 __all__ = ["BatchSummary", "WorkerLost", "batch_status", "open_journal", "run_batch"]
 
+_log = logging.getLogger("toolbridge.batch")
 _BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -57,6 +59,7 @@ class BatchSummary:
         unknown_items: `{id, line, runId}` of every `outcome_unknown` item, for reconciliation.
         in_doubt_items: the same for items whose run's writer may still be running (another
             machine's process, which a reader cannot see die): resume once it is surely gone.
+        pending: items not run yet (a worker failed unexpectedly): the next resume runs them.
         out / journal: where the output and the evidence are (the journal without a password).
         mode: `local` or `ray`.
     """
@@ -69,6 +72,7 @@ class BatchSummary:
     unknown: int = 0
     skipped: int = 0
     in_doubt: int = 0
+    pending: int = 0
     ran: int = 0
     elapsed_s: float = 0.0
     runs_per_s: float = 0.0
@@ -90,6 +94,7 @@ class BatchSummary:
             "unknown": self.unknown,
             "skipped": self.skipped,
             "inDoubt": self.in_doubt,
+            "pending": self.pending,
             "ran": self.ran,
             "elapsedS": round(self.elapsed_s, 3),
             "runsPerS": round(self.runs_per_s, 2),
@@ -475,13 +480,24 @@ async def _dispatch(
             if store.claim(batch_id, item.key, run_id, attempt, ceiling) != "claimed":
                 return  # no room in the budget (skipped), or another driver has it
             ran += 1
+            retry = True
             try:
                 line = await runner(item, run_id)
-            except WorkerLost as lost:
+            except (WorkerLost, Exception) as exc:
+                # a worker died (WorkerLost), or failed in a way toolbridge did not foresee (then it
+                # is left for the next resume instead of being retried here)
+                dead = exc.dead if isinstance(exc, WorkerLost) else False
+                if not isinstance(exc, WorkerLost):
+                    _log.warning(
+                        "batch %s line %d: the worker failed: %s", batch_id, item.line, type(exc).__name__
+                    )
+                    retry = False
                 (stored,) = [s for s in store.items(batch_id, "claimed") if s.key == item.key]
-                state = reconcile(store, journal, batch_id, stored, writer_dead=lost.dead)
+                state = reconcile(store, journal, batch_id, stored, writer_dead=dead)
                 if state == "pending":
-                    continue
+                    if retry:
+                        continue
+                    return
                 if state == "claimed":
                     return  # still running somewhere: left in doubt (`batch status`)
                 (done,) = [s for s in store.items(batch_id) if s.key == item.key]
@@ -520,6 +536,8 @@ def _fill(summary: BatchSummary, store: BatchStore, batch_id: str, items: int, i
             summary.unknown_items.append({"id": json.loads(s.key), "line": s.line, "runId": s.run_id})
         elif s.state == "skipped":
             summary.skipped += 1
+        elif s.state == "pending":
+            summary.pending += 1
         elif s.state == "claimed":
             summary.in_doubt += 1
             summary.in_doubt_items.append({"id": json.loads(s.key), "line": s.line, "runId": s.run_id})

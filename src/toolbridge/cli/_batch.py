@@ -124,9 +124,8 @@ def _handle(args: argparse.Namespace) -> int:
     )
     data = summary.to_dict()
     _print(data, as_json=args.json, status=False)
-    clean = (
-        data["failed"] == data["unknown"] == data["skipped"] == data["inputErrors"] == data["inDoubt"] == 0
-    )
+    problems = ("failed", "unknown", "skipped", "inputErrors", "inDoubt", "pending")
+    clean = all(data[k] == 0 for k in problems)
     return 0 if clean else 1
 
 
@@ -141,8 +140,8 @@ def _print(data: dict[str, Any], *, as_json: bool, status: bool) -> None:
     emit(head)
     emit(
         f"  items {data['items']}: succeeded {data['succeeded']}, failed {data['failed']}, "
-        f"outcome_unknown {data['unknown']}, skipped (budget) {data['skipped']}, in doubt {data['inDoubt']}"
-        + (f"; input errors {data['inputErrors']}" if not status else "")
+        f"outcome_unknown {data['unknown']}, skipped (budget) {data['skipped']}, in doubt {data['inDoubt']}, "
+        f"not run yet {data['pending']}" + (f"; input errors {data['inputErrors']}" if not status else "")
     )
     emit(
         f"  cost {data['costMicros']} micro-USD; journal {data['journal']}"
