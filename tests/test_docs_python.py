@@ -27,6 +27,7 @@ RUN_BY = {
     "errors.md": "tests/test_docs_errors.py",
     "limits.md": "tests/faults/test_faults_docs.py",
     "manifests.md": "tests/manifest/test_docs.py",
+    "observability.md": "tests/telemetry/test_telemetry_docs.py",
     "pinning.md": "tests/pinning/test_pinning_docs.py",
     "security.md": "tests/oauth/test_security_docs.py",
     "integrations/langchain.md": "tests/integrations/test_integrations_docs.py",

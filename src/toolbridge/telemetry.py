@@ -128,6 +128,18 @@ class _Api:
         self.StatusCode = StatusCode
         self.no_trace = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self.no_meter = (metrics.NoOpMeterProvider,)
+        # The fast "nothing configured" test reads the API's globals (private: read defensively,
+        # falling back to the public calls when they are not there).
+        self.metrics_internal: Any = None
+        try:
+            from opentelemetry.metrics import _internal as metrics_internal
+
+            self.metrics_internal = metrics_internal
+        except ImportError:  # pragma: no cover - a future API layout
+            pass
+        self.env_providers = any(
+            name in os.environ for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+        )
 
 
 def _load() -> Any:
@@ -147,7 +159,7 @@ def _tracer() -> Any:
     if not _enabled:
         return None
     api = _api or _load()
-    if api is None:
+    if api is None or (not api.env_providers and getattr(api.trace, "_TRACER_PROVIDER", api) is None):
         return None
     provider = api.trace.get_tracer_provider()
     cached = _tracer_cache
@@ -168,7 +180,9 @@ def _instruments() -> _Instruments | None:
     if not _enabled:
         return None
     api = _api or _load()
-    if api is None:
+    if api is None or (
+        not api.env_providers and getattr(api.metrics_internal, "_METER_PROVIDER", api) is None
+    ):
         return None
     provider = api.metrics.get_meter_provider()
     cached = _meter_cache
