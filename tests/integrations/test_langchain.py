@@ -375,3 +375,30 @@ async def test_the_governor_also_governs_text_models(make_runtime: Callable[...,
             await llm.ainvoke("again", config=config)
     assert stopped.value.code == "LIMIT_EXCEEDED" and "max_model_calls" in stopped.value.message
     assert session.result().usage["model_calls"] == 1
+
+
+async def test_streamed_graph_runs_are_governed_too(
+    files: Files, make_runtime: Callable[..., Runtime]
+) -> None:
+    runtime = make_runtime([*READ, "model:scripted"])
+    target = files.folder / "out.txt"
+    model = script(
+        [("fs_read_text_file", {"path": str(files.folder / "notes.txt")})],
+        [("fs_write_file", {"path": str(target), "content": "no"})],
+        "never",
+    )
+    updates: list[str] = []
+    async with opened(runtime, files) as session:
+        agent = react(model, await as_tools(session))
+        with pytest.raises(PolicyError) as stopped:
+            async for chunk in agent.astream(
+                {"messages": [HumanMessage("copy")]}, config={"callbacks": [governor(session)]}
+            ):
+                updates.extend(chunk)
+    assert stopped.value.code == "PERMISSION_DENIED" and not target.exists()
+    assert updates == ["agent", "tools", "agent"]  # the refused tool step yields nothing
+    assert session.result().usage["model_calls"] == 2
+    assert calls(runtime, session) == [
+        ("fs_read_text_file", True, "succeeded"),
+        ("fs_write_file", False, "not_started"),
+    ]

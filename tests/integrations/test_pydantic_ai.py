@@ -265,3 +265,36 @@ async def test_hostile_schemas_leave_one_tool_out_with_a_clear_log(caplog: pytes
     lines = [r.getMessage() for r in caplog.records]
     assert len([line for line in lines if "left out tool" in line]) == 3
     assert not any("\x1b" in line for line in lines)
+
+
+async def test_streamed_runs_are_governed_too(files: Files, make_runtime: Callable[..., Runtime]) -> None:
+    notes = str(files.folder / "notes.txt")
+    turns: list[Any] = [ToolCallPart("fs_read_text_file", {"path": notes}), "done"]
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        turn = turns.pop(0)
+        if isinstance(turn, str):
+            yield turn
+        else:
+            from pydantic_ai.models.function import DeltaToolCall
+
+            yield {0: DeltaToolCall(name=turn.tool_name, json_args=turn.args_as_json_str())}
+
+    runtime = make_runtime([*READ, "model:scripted"])
+    async with opened(runtime, files) as session:
+        agent = Agent(
+            FunctionModel(stream_function=stream), capabilities=[governed(session, model_id="scripted")]
+        )
+        async with agent.run_stream("read") as streamed:
+            assert await streamed.get_output() == "done"
+    assert session.result().usage["model_calls"] == 2
+    assert calls(runtime, session) == [("fs_read_text_file", True, "succeeded")]
+    # without the model's grant the stream never starts
+    async with opened(make_runtime(READ), files) as session:
+        agent = Agent(
+            FunctionModel(stream_function=stream), capabilities=[governed(session, model_id="scripted")]
+        )
+        with pytest.raises(PolicyError) as refused:
+            async with agent.run_stream("read") as streamed:
+                await streamed.get_output()
+    assert refused.value.code == "PERMISSION_DENIED"
