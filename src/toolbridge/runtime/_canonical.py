@@ -12,6 +12,10 @@ from typing import Any
 
 __all__ = ["canonical_json", "sha256_hex"]
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""What `json.dumps` would build for these options on every call; it keeps no state between
+calls, so one is shared (the hot path hashes and sizes every call's arguments and result)."""
+
 
 def canonical_json(value: Any) -> bytes:
     """The canonical JSON bytes of `value`.
@@ -21,7 +25,7 @@ def canonical_json(value: Any) -> bytes:
         ValueError: when it holds NaN or an infinity, or nests too deep.
     """
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(value)
     except RecursionError as exc:
         raise ValueError("the value nests too deep") from exc
     return text.encode("utf-8")

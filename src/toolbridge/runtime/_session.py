@@ -275,8 +275,10 @@ class GovernedSession(CallRules, RunRules):
         Raises:
             PolicyError: the runtime's code and generic message; the session has ended.
         """
-        (result,) = await self.call_tools([(name, args)], call_ids=None if call_id is None else [call_id])
-        return result
+        planned, step = await self._planned([(name, args)], None if call_id is None else [call_id])
+        call = planned[0]
+        assert call.target is not None  # `_plan` refused unknown names
+        return await self._run(call, step, _invoke(call.target, call))
 
     async def call_tools(
         self,
@@ -294,32 +296,7 @@ class GovernedSession(CallRules, RunRules):
             PolicyError: the first refusal (nothing of the batch ran) or the first failure in
                 order (the others ran to their end); the session has ended.
         """
-        self._check_open()
-        if call_ids is not None and (
-            isinstance(call_ids, str)
-            or not isinstance(call_ids, Sequence)
-            or len(call_ids) != len(calls)
-            or not all(isinstance(c, str) and 0 < len(c) <= _MAX_PRINCIPAL for c in call_ids)
-            or len(set(call_ids)) != len(call_ids)
-        ):
-            raise self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
-        if isinstance(calls, str | bytes) or not isinstance(calls, Sequence) or not calls:
-            raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
-        catalog = await self._resolve()
-        step = self._turns
-        self._turns += 1
-        planned: list[PlannedToolCall] = []
-        for i, item in enumerate(calls):
-            if not isinstance(item, tuple | list) or len(item) != 2 or not isinstance(item[0], str):
-                raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
-            name, args = item
-            if args is None:
-                args = {}
-            if not isinstance(args, Mapping):
-                raise self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
-            call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
-            planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))
-        self._plan(planned, step)
+        planned, step = await self._planned(calls, call_ids)
         if len(planned) == 1:
             call = planned[0]
             assert call.target is not None  # `_plan` refused unknown names
@@ -347,3 +324,39 @@ class GovernedSession(CallRules, RunRules):
         if failures:
             raise failures[min(failures)]
         return [r for r in results if r is not None]
+
+    async def _planned(
+        self, calls: Sequence[tuple[str, Mapping[str, Any] | None]], call_ids: Sequence[str] | None
+    ) -> tuple[list[PlannedToolCall], int]:
+        """A batch checked and planned (the turn rule), with its step; raises on the first refusal.
+
+        What `call_tool` and `call_tools` share: `call_tool` runs its one call right after it,
+        with no batch around it.
+        """
+        self._check_open()
+        if call_ids is not None and (
+            isinstance(call_ids, str)
+            or not isinstance(call_ids, Sequence)
+            or len(call_ids) != len(calls)
+            or not all(isinstance(c, str) and 0 < len(c) <= _MAX_PRINCIPAL for c in call_ids)
+            or len(set(call_ids)) != len(call_ids)
+        ):
+            raise self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
+        if isinstance(calls, str | bytes) or not isinstance(calls, Sequence) or not calls:
+            raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+        catalog = await self._resolve()
+        step = self._turns
+        self._turns += 1
+        planned: list[PlannedToolCall] = []
+        for i, item in enumerate(calls):
+            if not isinstance(item, tuple | list) or len(item) != 2 or not isinstance(item[0], str):
+                raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+            name, args = item
+            if args is None:
+                args = {}
+            if not isinstance(args, Mapping):
+                raise self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
+            call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
+            planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))
+        self._plan(planned, step)
+        return planned, step
