@@ -3,7 +3,7 @@
 `Runtime.run` and `Runtime.stream` open one session per run and give the agent a `Governor`
 (an `AgentHooks`, see `toolbridge.agent._hooks`). The governor only translates: the agent's
 steps become `step.*` events and the `max_steps` check; a model call is measured (context bytes,
-remembered per run for the frozen messages and specs) and passed to the session's
+remembered per run for the frozen messages and specs: `ContextMeter`) and passed to the session's
 `before_model_call` / `after_model_call`; a turn's tool calls go to the session's batch check,
 and each call through the session's per-call rules. So an agent run and a session obey one
 implementation of the rules.
@@ -19,7 +19,7 @@ from .. import telemetry
 from ..agent._hooks import AgentHooks, PlannedToolCall, RunContext
 from ..tools import ToolResult
 from ._calls import ms
-from ._limits import SizeCache, context_bytes, model_cost
+from ._limits import ContextMeter, model_cost
 from ._session import GovernedSession
 
 __all__ = ["Governor"]
@@ -31,7 +31,7 @@ class Governor(AgentHooks):
     def __init__(self, session: GovernedSession) -> None:
         self.session = session
         self.state = session.state
-        self._sizes: SizeCache = {}
+        self._context = ContextMeter()
 
     def _step(self, ctx: RunContext) -> None:
         step = int(getattr(ctx, "step", 0) or 0)
@@ -66,7 +66,7 @@ class Governor(AgentHooks):
         options = getattr(request, "options", None) or {}
         await self.session.before_model_call(
             str(getattr(model, "id", "") or ""),
-            context_bytes=context_bytes(request, self._sizes),
+            context_bytes=self._context.measure(request),
             max_output_tokens=options.get("max_tokens") or options.get("max_completion_tokens"),
             prices=getattr(model, "prices", None),
         )

@@ -28,6 +28,7 @@ released. A call whose actual cost cannot be known keeps its full ceiling charge
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -44,6 +45,7 @@ from ._canonical import canonical_json
 __all__ = [
     "DEFAULT_LIMITS",
     "Budget",
+    "ContextMeter",
     "Limits",
     "Reservation",
     "SizeCache",
@@ -237,6 +239,56 @@ def context_bytes(request: Any, cache: SizeCache | None = None) -> int:
     for spec in getattr(request, "tools", ()) or ():
         total += _sized(spec, spec_bytes, cache)
     return total
+
+
+class ContextMeter:
+    """`context_bytes` of the successive model calls of one run, in time proportional to what is new.
+
+    A run re-sends its whole conversation at every step, with the messages of the last step as
+    the same (frozen) objects. The meter remembers the last request's messages and their total:
+    when the next request starts with exactly those objects, only the messages after them are
+    measured (and remembered in `sizes`, as `context_bytes` does); otherwise everything is
+    measured through `sizes`. The result is always what `context_bytes(request, sizes)` gives.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: SizeCache = {}
+        self._messages: tuple[Any, ...] = ()
+        self._messages_bytes = 0
+        self._tools: Any = None
+        self._tools_bytes = 0
+
+    def measure(self, request: Any) -> int:
+        """The context size of `request` (see `context_bytes`)."""
+        messages = getattr(request, "messages", ()) or ()
+        seen = self._messages
+        if (
+            type(messages) is tuple
+            and len(messages) >= len(seen)
+            and all(map(operator.is_, messages, seen))  # one C loop: the same objects, in order
+        ):
+            new = messages[len(seen) :]
+            total = self._messages_bytes
+        else:
+            new, total = messages, 0
+        for message in new:
+            total += _sized(message, message_bytes, self.sizes)
+        # Only frozen messages may be remembered as a prefix (anything else is measured again).
+        if type(messages) is tuple and all(type(m) in _CACHEABLE for m in new):
+            self._messages, self._messages_bytes = messages, total
+        else:
+            self._messages, self._messages_bytes = (), 0
+        tools = getattr(request, "tools", ()) or ()
+        if tools is not self._tools or type(tools) is not tuple:
+            tools_bytes = 0
+            for spec in tools:
+                tools_bytes += _sized(spec, spec_bytes, self.sizes)
+            if type(tools) is tuple and all(type(t) in _CACHEABLE for t in tools):
+                self._tools, self._tools_bytes = tools, tools_bytes
+            else:
+                self._tools = None
+            return total + tools_bytes
+        return total + self._tools_bytes
 
 
 def model_ceiling(prices: Any, context_bytes: int, max_output_tokens: Any) -> int:
