@@ -55,6 +55,47 @@ def check_text(text: str, what: Callable[[], str], field: str) -> None:
         )
 
 
+def _plain(arguments: Any) -> bool:
+    """Whether `arguments` is plainly sendable: built only of dicts, lists, ASCII strings (keys
+    too), ints, bools, None and finite floats, nested at most `MAX_ARGUMENT_DEPTH` levels.
+
+    The fast path of `check_arguments`, for what models and callers almost always send: exact
+    types only, and no path kept. False means "not proven", never "bad": the full walk decides.
+    """
+    stack: list[tuple[Any, int]] = [(arguments, 1)]
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():
+                return False
+        elif kind is dict or kind is list:
+            if depth > MAX_ARGUMENT_DEPTH:
+                return False
+            if kind is dict:
+                for key in value:
+                    if type(key) is not str or not key.isascii():
+                        return False
+                items = value.values()
+            else:
+                items = value
+            for item in items:
+                if type(item) in _SCALARS:
+                    if type(item) is float and not math.isfinite(item):
+                        return False
+                else:
+                    stack.append((item, depth + 1))
+        elif kind is float:
+            if not math.isfinite(value):
+                return False
+        elif kind not in _SCALARS:
+            return False
+    return True
+
+
+_SCALARS: Final = frozenset({int, bool, float, type(None)})
+
+
 def check_arguments(arguments: Mapping[str, Any], what: Callable[[], str]) -> None:
     """Refuse arguments that no server could read as the caller meant them.
 
@@ -69,6 +110,8 @@ def check_arguments(arguments: Mapping[str, Any], what: Callable[[], str]) -> No
     Raises:
         ConfigError: `ERR_INVALID_INPUT`, naming where in the arguments the bad value is.
     """
+    if _plain(arguments):
+        return
     stack: list[tuple[Any, int, list[str | int]]] = [(arguments, 1, [])]
     while stack:
         value, depth, path = stack.pop()
