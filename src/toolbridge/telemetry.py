@@ -80,6 +80,7 @@ __all__ = [
     "start_run",
     "start_tool",
     "task_span",
+    "with_context",
 ]
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -700,6 +701,24 @@ def inject_context(meta: dict[str, Any]) -> None:
     api = _api or _load()
     if api is not None and _enabled:
         api.propagate.inject(meta)
+
+
+def with_context(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """`params` with the current trace context added to its `_meta` (keys already there are
+    kept), for a transport on which the SDK does not inject it (in-process direct dispatch)."""
+    api = _api or _load()
+    if api is None or not _enabled:
+        return params
+    carrier: dict[str, Any] = {}
+    api.propagate.inject(carrier)
+    if not carrier:
+        return params
+    out = dict(params or {})
+    meta = dict(out.get("_meta") or {})
+    for key, value in carrier.items():
+        meta.setdefault(key, value)
+    out["_meta"] = meta
+    return out
 
 
 def extract_context(meta: Mapping[str, Any] | None) -> Any:

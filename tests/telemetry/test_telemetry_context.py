@@ -7,12 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+import meta_server
 import pytest
-from opentelemetry import baggage, context
+from mcp.server import Server
+from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otel_helpers import by_name, parent_of
 
-from toolbridge import Agent, McpToolProvider, ScriptedModel, StdioClient
+from toolbridge import Agent, InProcessClient, McpToolProvider, ScriptedModel, StdioClient
 
 META_SERVER = str(Path(__file__).with_name("meta_server.py"))
 
@@ -52,3 +54,18 @@ async def test_no_trace_context_without_a_current_span(spans: InMemorySpanExport
     mcp = by_name(spans)["MCP send tools/call meta"]
     assert mcp.parent is None
     assert int(received["traceparent"].split("-")[2], 16) == mcp.context.span_id
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_traceparent_reaches_an_in_process_server(spans: InMemorySpanExporter, mode: str) -> None:
+    """In process the SDK dispatches directly in "auto" mode (no JSON-RPC, no injection of its
+    own): toolbridge adds the trace context to `_meta` itself, so the server sees it either way."""
+    server = Server("meta", on_list_tools=meta_server.list_tools, on_call_tool=meta_server.call_tool)
+    with trace.get_tracer("test").start_as_current_span("outer") as outer:
+        async with InProcessClient(server, mode=mode) as client:
+            result = await client.call_tool("meta", {})
+    received = json.loads(result["content"][0]["text"])
+    _version, trace_id, _span_id, _flags = received["traceparent"].split("-")
+    assert int(trace_id, 16) == outer.get_span_context().trace_id
+    server_span = [s for s in spans.get_finished_spans() if s.name == "tools/call meta"]
+    assert len(server_span) == 1 and server_span[0].context.trace_id == outer.get_span_context().trace_id

@@ -4,8 +4,6 @@ gets), and a task tool served over Streamable HTTP whose server spans join the c
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Any
 
 import anyio
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from otel_helpers import by_name, parent_of
+from otel_helpers import by_name, free_port, otlp_env, parent_of, toolbridge_command, wait_listening
 from otlp_receiver import Received, otlp_receiver
 
 from toolbridge import Agent, HttpClient, McpToolProvider, ScriptedModel
@@ -21,30 +19,6 @@ from toolbridge import Agent, HttpClient, McpToolProvider, ScriptedModel
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 SERVER_KIND = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
-
-
-def toolbridge_command() -> list[str]:
-    script = VENV_BIN / "toolbridge"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from toolbridge.cli import main; sys.exit(main())"]
-
-
-def otlp_env(endpoint: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update(
-        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
-        OTEL_SERVICE_NAME="toolbridge-under-test",
-        OTEL_BSP_SCHEDULE_DELAY="100",
-        OTEL_METRIC_EXPORT_INTERVAL="500",
-    )
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_cli_run_exports_traces_and_metrics_over_otlp() -> None:
@@ -115,7 +89,7 @@ async def test_task_tool_over_http_joins_the_clients_trace(
             stderr=subprocess.DEVNULL,
         )
         try:
-            await _wait_listening(proc, port)
+            await wait_listening(proc, port)
             greeter = McpToolProvider(HttpClient(f"http://127.0.0.1:{port}/mcp"))
             model = ScriptedModel(
                 turns=[{"tool_calls": [{"name": "greet", "arguments": {"who": "Ada"}}]}, {"text": "done"}]
@@ -160,15 +134,3 @@ def _only(received: Received, name: str) -> dict[str, Any]:
     matching = [s for s in received.spans if s["name"] == name]
     assert len(matching) == 1, received.names()
     return matching[0]
-
-
-async def _wait_listening(proc: Any, port: int) -> None:
-    with anyio.fail_after(30):
-        while True:
-            try:
-                stream = await anyio.connect_tcp("127.0.0.1", port)
-                await stream.aclose()
-                return
-            except OSError:
-                assert proc.returncode is None, "the HTTP task server exited"
-                await anyio.sleep(0.1)

@@ -28,8 +28,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import mcp_types as types
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
+from ..telemetry import with_context
 from ._stdio_transport import validation_detail
 
 __all__ = [
@@ -147,6 +149,9 @@ class PreservingDispatcher:
 
     def __init__(self, inner: Any, tool_skipped: Callable[[str, str], None] | None = None) -> None:
         self._inner = inner
+        # The SDK's JSON-RPC dispatcher puts the trace context into every request's `_meta`; the
+        # in-process direct dispatcher does not, so this wrapper does it there.
+        self._add_context = not isinstance(inner, JSONRPCDispatcher)
         self._tool_skipped = tool_skipped or (lambda name, reason: None)
         self._listens = 0
         self._listens_done = anyio.Event()
@@ -163,6 +168,8 @@ class PreservingDispatcher:
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Any = None
     ) -> dict[str, Any]:
+        if self._add_context:
+            params = with_context(params)
         if method == "subscriptions/listen":
             return await self._listen(method, params, opts)
         raw: dict[str, Any] = await self._inner.send_raw_request(method, params, opts)
