@@ -21,6 +21,7 @@ _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 # page -> the test module that runs its non-fragment Python blocks
 RUN_BY = {
     "agent.md": "tests/agent/test_examples.py",
+    "batch.md": "tests/batch/test_batch_docs.py",
     "declare.md": "tests/runtime/test_runtime_docs.py",
     "describe.md": "tests/tasks/test_tasks_docs.py",
     "discover.md": "tests/test_bridge.py",
