@@ -49,6 +49,7 @@ off (the SDK's MCP spans are the SDK's).
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -89,7 +90,8 @@ CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 MAX_CONTENT_CHARS = 16_384
 """The longest captured content attribute; longer text is cut and ends with `…`."""
 
-_CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+_CARRIER_KEYS = (("traceparent", 512), ("tracestate", 512), ("baggage", 8192))
+_BAGGAGE_MEMBER = re.compile(r"\s*[!#$%&'*+\-.^_`|~0-9A-Za-z]+\s*=[^,;]*(;[^,]*)?\Z")
 _OFF = frozenset({"0", "false", "off", "no", "disabled"})
 _SPAN_MODES = frozenset({"true", "1", "span_only", "span_and_event"})
 _EVENT_MODES = frozenset({"event_only", "span_and_event"})
@@ -381,7 +383,11 @@ def _content_text(value: Any) -> str:
 
 def _error_code(error: BaseException) -> str:
     code = getattr(error, "code", None)
-    return code if isinstance(code, str) and code else type(error).__qualname__
+    if isinstance(code, str) and code:
+        return code
+    if isinstance(error, GeneratorExit) or type(error).__name__ == "CancelledError":
+        return "CANCELLED"  # a cancelled call, or a stream closed before its end
+    return type(error).__qualname__
 
 
 def _provider_of(model: Any) -> tuple[str, str]:
@@ -432,7 +438,9 @@ def end_run(span: Span, *, run_id: str | None, usage: Any = None, error: BaseExc
         span.fail(code)
         span.set("toolbridge.error.code", code)
         outcome = getattr(error, "outcome", None)
-        span.set("toolbridge.outcome", outcome if isinstance(outcome, str) else "failed")
+        if not isinstance(outcome, str):
+            outcome = "cancelled" if code == "CANCELLED" else "failed"
+        span.set("toolbridge.outcome", outcome)
     else:
         span.set("toolbridge.outcome", "succeeded")
     span.end()
@@ -726,7 +734,16 @@ def extract_context(meta: Mapping[str, Any] | None) -> Any:
     api = _api or _load()
     if api is None or not meta or not isinstance(meta, Mapping):
         return None
-    carrier = {k: v for k in _CARRIER_KEYS if isinstance(v := meta.get(k), str)}
+    # W3C trace context is short printable ASCII: anything else is dropped before the
+    # propagators see it (they would log the hostile text).
+    carrier = {
+        k: v
+        for k, limit in _CARRIER_KEYS
+        if isinstance(v := meta.get(k), str) and len(v) <= limit and v.isascii() and v.isprintable()
+    }
+    baggage = carrier.get("baggage")
+    if baggage is not None and not all(_BAGGAGE_MEMBER.match(m) for m in baggage.split(",")):
+        del carrier["baggage"]
     if "traceparent" not in carrier:
         return None
     try:

@@ -57,6 +57,8 @@ def test_server_span_records_the_error_code_and_reraises(spans: InMemorySpanExpo
         {"traceparent": 17},
         {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01" + "x" * 10_000},
         {"tracestate": "k=v"},
+        {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01\n"},
+        {"traceparent": "\uff10\uff10-" + "a" * 32 + "-" + "b" * 16 + "-01"},  # fullwidth digits
         ["not", "a", "mapping"],
     ],
 )
@@ -77,6 +79,9 @@ def test_bad_trace_context_starts_a_new_trace(spans: InMemorySpanExporter, meta:
 )
 def test_extract_never_raises(meta: dict[str, Any]) -> None:
     ctx = telemetry.extract_context(meta)
+    if ctx is not None:
+        value = meta["traceparent"]
+        assert value.isascii() and value.isprintable() and len(value) <= 512
     if ctx is not None:
         assert trace.get_current_span(ctx).get_span_context().is_valid
 
@@ -108,3 +113,14 @@ def test_captured_content_is_bounded(spans: InMemorySpanExporter, monkeypatch: p
 def test_capture_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(telemetry.CAPTURE_ENV, value)
     assert telemetry.capture_mode() == "off"
+
+
+def test_valid_baggage_is_kept_and_malformed_baggage_dropped() -> None:
+    from opentelemetry import baggage
+
+    parent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    ctx = telemetry.extract_context({"traceparent": parent, "baggage": "tenant=acme,region=eu;prop=1"})
+    assert ctx is not None and baggage.get_baggage("tenant", ctx) == "acme"
+    ctx = telemetry.extract_context({"traceparent": parent, "baggage": "tenant=acme,,/"})
+    assert ctx is not None and baggage.get_all(ctx) == {}
+    assert trace.get_current_span(ctx).get_span_context().trace_id == int("a" * 32, 16)
