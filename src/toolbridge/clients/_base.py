@@ -61,7 +61,6 @@ import anyio.lowlevel
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import MessageHandlerFnT
-from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import (
@@ -444,61 +443,51 @@ class ConnectionClient:
         check_text(name, what, "the tool name")
         check_arguments(args, what)
         started = time.monotonic()
+        # One deadline for the whole call: connecting (if needed), and a retry on a new session;
+        # each progress notification of the call pushes it back by `limit`. The attempts run
+        # here, not in helpers: every coroutine layer is paid again at each suspension.
+        deadline = RollingDeadline(limit, progress)
         try:
-            result = await self._call_retrying(name, args, limit, progress, what)
+            for attempt in range(2):
+                timed: types.CallToolResult | None = None
+                try:
+                    with anyio.CancelScope() as scope:
+                        deadline.arm(scope)
+                        conn: _Connection | None = None
+                        try:
+                            conn = self._ready_connection() or await self._connection()
+                            timed = await self._sdk_of(conn).call_tool(
+                                name, args, progress_callback=deadline.callback
+                            )
+                        except BaseException as exc:
+                            if conn is None:  # connecting failed: its errors are already ours
+                                raise
+                            try:
+                                self._raise_mapped(exc, conn, what)
+                            except SessionInvalidError:
+                                self._retire(conn)
+                                raise
+                            raise  # pragma: no cover - _raise_mapped always raises
+                        finally:
+                            deadline.disarm(scope)
+                except SessionInvalidError:
+                    if attempt == 0:
+                        self.logger.info("%s: HTTP session rejected; opening a new session", what())
+                        continue
+                    raise
+                if scope.cancelled_caught or timed is None:
+                    raise McpTimeoutError(
+                        f"{what()}: no answer within {limit}s (nor progress); the server was told to cancel"
+                    )
+                result = call_result_to_dict(timed)
+                break
+            else:  # pragma: no cover - the second attempt returns or raises
+                raise AssertionError("unreachable")
         except BaseException as exc:
             record_mcp_operation("tools/call", started, tool=name, error=exc, transport=self._net)
             raise
         record_mcp_operation("tools/call", started, tool=name, transport=self._net)
         return result
-
-    async def _call_retrying(
-        self,
-        name: str,
-        args: dict[str, Any],
-        limit: float | None,
-        progress: ProgressHandler | None,
-        what: Callable[[], str],
-    ) -> dict[str, Any]:
-        # One deadline for the whole call: connecting (if needed), and a retry on a new session;
-        # each progress notification of the call pushes it back by `limit`.
-        deadline = RollingDeadline(limit, progress)
-        for attempt in range(2):
-            try:
-                timed: types.CallToolResult | None = None
-                with deadline.scope() as scope:
-                    timed = await self._call_once(name, args, deadline.callback)
-            except SessionInvalidError:
-                if attempt == 0:
-                    self.logger.info("%s: HTTP session rejected; opening a new session", what())
-                    continue
-                raise
-            if scope.cancelled_caught or timed is None:
-                raise McpTimeoutError(
-                    f"{what()}: no answer within {limit}s (nor progress); the server was told to cancel"
-                )
-            return call_result_to_dict(timed)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _call_once(
-        self, name: str, args: dict[str, Any], callback: ProgressFnT | None
-    ) -> types.CallToolResult:
-        """One attempt of `call_tool`: take (or open) the connection and send the call on it.
-
-        Raises:
-            SessionInvalidError: the HTTP session was rejected (the connection is retired first).
-            TransportError, ProtocolError, JsonRpcError: as `call_tool` (see `_raise_mapped`).
-        """
-        conn = self._ready_connection() or await self._connection()
-        try:
-            return await self._sdk_of(conn).call_tool(name, args, progress_callback=callback)
-        except BaseException as exc:
-            try:
-                self._raise_mapped(exc, conn, lambda: self._call_what(name))
-            except SessionInvalidError:
-                self._retire(conn)
-                raise
-            raise  # pragma: no cover - _raise_mapped always raises
 
     def _call_what(self, name: str) -> str:
         """The operation's name in messages (built only when a message needs it)."""

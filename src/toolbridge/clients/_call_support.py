@@ -3,6 +3,7 @@ note said when `auto` negotiation falls back to the handshake."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from typing import Any, cast
@@ -11,14 +12,18 @@ import anyio
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._deadlines import DeadlineWatch, deadline_watch
+
 __all__ = ["RollingDeadline", "note_fallback"]
 
 
 class RollingDeadline:
     """One call's deadline: `limit` seconds from now, pushed back by each progress notification.
 
-    `scope()` opens the cancel scope of one attempt (a retry on a new session shares the same
-    deadline); `callback` is what the SDK gets as the call's progress callback: it moves the
+    `arm(scope)` gives the cancel scope of one attempt the deadline (a retry on a new session
+    shares it) and `disarm(scope)` takes it back before the scope exits; the event loop's
+    `DeadlineWatch` cancels the scope when the deadline passes (one timer for every call, not
+    one each). `callback` is what the SDK gets as the call's progress callback: it moves the
     deadline to `limit` seconds after the notification, then hands the notification to the
     caller's own handler. With no limit there is no deadline, and `callback` is the caller's
     handler itself.
@@ -27,21 +32,32 @@ class RollingDeadline:
     def __init__(self, limit: float | None, progress: Any) -> None:
         self.limit = limit
         self._progress = progress
-        self._at = anyio.current_time() + limit if limit is not None else math.inf
         self._scope: anyio.CancelScope | None = None
-        self.callback: ProgressFnT | None = (
-            self._on_progress if limit is not None else cast(ProgressFnT | None, progress)
-        )
+        if limit is None:
+            self._watch: DeadlineWatch | None = None
+            self._at = math.inf
+            self.callback = cast(ProgressFnT | None, progress)
+        else:
+            self._watch = deadline_watch()
+            self._at = asyncio.get_running_loop().time() + limit
+            self.callback = self._on_progress
 
-    def scope(self) -> anyio.CancelScope:
-        self._scope = anyio.CancelScope(deadline=self._at)
-        return self._scope
+    def arm(self, scope: anyio.CancelScope) -> None:
+        """Make the deadline `scope`'s (entered, for one attempt)."""
+        self._scope = scope
+        if self._watch is not None:
+            self._watch.arm(scope, self._at)
+
+    def disarm(self, scope: anyio.CancelScope) -> None:
+        """Take the deadline back from `scope` (before it exits)."""
+        if self._watch is not None:
+            self._watch.disarm(scope)
 
     async def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
-        assert self.limit is not None
+        assert self.limit is not None and self._watch is not None
         self._at = max(self._at, anyio.current_time() + self.limit)
         if self._scope is not None:
-            self._scope.deadline = self._at
+            self._watch.move(self._scope, self._at)
         if self._progress is not None:
             await self._progress(progress, total, message)
 

@@ -41,6 +41,7 @@ from typing import Any, Final
 import anyio
 
 from .. import telemetry
+from .._deadlines import deadline_watch
 from ..agent._hooks import PlannedToolCall
 from ..errors import ConfigError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
@@ -370,13 +371,19 @@ class CallRules(SessionCore):
             raw: Any = None
             try:
                 # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
-                # manager); only its deadline can cancel it, so a caught cancellation is a timeout.
+                # manager) whose deadline the loop's `DeadlineWatch` keeps (no timer of its own);
+                # only the deadline can cancel it, so a caught cancellation is a timeout.
                 deadline = min(_now() + plan.timeout_ms / 1000, self._deadline)
-                with anyio.CancelScope(deadline=deadline) as limit:
-                    if plan.tool is not None:
-                        raw = await plan.tool.send(plan.validated, tctx)
-                    else:
-                        raw = await invoke()
+                watch = deadline_watch()
+                with anyio.CancelScope() as limit:
+                    watch.arm(limit, deadline)
+                    try:
+                        if plan.tool is not None:
+                            raw = await plan.tool.send(plan.validated, tctx)
+                        else:
+                            raw = await invoke()
+                    finally:
+                        watch.disarm(limit)
                 if limit.cancelled_caught:
                     raise TimeoutError
             except TimeoutError:
