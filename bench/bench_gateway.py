@@ -13,7 +13,10 @@ Everything is measured in the same run, on the same machine, against server-ever
    `FastMCP.as_proxy` over stdio (the peer: no policy). Rounds are interleaved (direct, gateway,
    proxy, direct, ...); the figure is the median over rounds of (the path's median in the round -
    the direct median in the same round): the time the middle process adds. Target: the gateway
-   adds <= 0.5 ms.
+   adds <= 0.5 ms. Beside it: each middle process's own CPU per call (from /proc, which the
+   machine's load does not inflate the way it inflates latency), and a reference row, a Python
+   SDK server (`bench_servers.py echo`) that answers `echo` itself: what one hop through a Python
+   SDK server costs with no upstream behind it.
 2. **throughput, Streamable HTTP, 32 concurrent clients**: 32 SDK clients (each its own
    connection, `legacy` era) call `echo` back to back for a fixed time against server-everything
    over HTTP (direct), `toolbridge gateway --transport http` (upstream: server-everything over
@@ -132,6 +135,10 @@ def stdio_targets(manifest: Path, peers: bool) -> dict[str, tuple[str, list[str]
     targets = {
         "direct (server-everything)": ("node", [str(EVERYTHING_JS), "stdio"]),
         "toolbridge gateway (governed)": (TOOLBRIDGE, ["gateway", str(manifest)]),
+        "reference: a Python SDK server answering itself": (
+            sys.executable,
+            [str(HERE / "bench_servers.py"), "echo"],
+        ),
     }
     if peers:
         targets["fastmcp FastMCP.as_proxy"] = (str(FASTMCP_PYTHON), [str(PROXY), str(EVERYTHING_JS), "stdio"])
@@ -220,6 +227,8 @@ async def latency_section(cfg: Config, manifest: Path, results: Results) -> None
         is_gateway = name.startswith("toolbridge")
         target = f"<= {TARGET_ADDED_MS} ms added" if is_gateway else ""
         met = ("yes" if added <= TARGET_ADDED_MS else "**no**") if is_gateway else ""
+        if name.startswith("reference"):
+            target = "(no upstream: what one Python SDK server hop costs)"
         cpu_us = results.raw["middle_cpu_us_per_call"][name]
         results.rows.append(
             (

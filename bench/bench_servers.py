@@ -3,6 +3,8 @@
 - `python bench_servers.py sleep`: one tool, `sleep(ms)`, that waits `ms` milliseconds (default 10)
   and answers `"slept"`; concurrency is measured with it, since a tool that waits shows whether
   calls on one connection overlap (an instant tool only measures the CPU).
+- `python bench_servers.py echo`: one tool, `echo(message)`, answered at once (what a Python SDK
+  server costs per call, the reference of the gateway benchmark).
 - `python bench_servers.py many N`: N tools (`tool_0` … `tool_{N-1}`), each with a small
   parameter schema and a description, listed in one page; for the `tools/list` benchmark.
 """
@@ -39,16 +41,27 @@ def _many(n: int) -> list[types.Tool]:
 
 
 def build(kind: str, n: int) -> Server[Any]:
-    """The server of that kind (`sleep` or `many`)."""
-    tools = (
-        [
+    """The server of that kind (`sleep`, `echo` or `many`)."""
+    if kind == "echo":
+        tools = [
             types.Tool(
-                name="sleep", description="Wait.", input_schema={"type": "object", "properties": {"ms": {}}}
+                name="echo",
+                description="Echo.",
+                input_schema={"type": "object", "properties": {"message": {}}},
             )
         ]
-        if kind == "sleep"
-        else _many(n)
-    )
+    else:
+        tools = (
+            [
+                types.Tool(
+                    name="sleep",
+                    description="Wait.",
+                    input_schema={"type": "object", "properties": {"ms": {}}},
+                )
+            ]
+            if kind == "sleep"
+            else _many(n)
+        )
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -61,6 +74,9 @@ def build(kind: str, n: int) -> Server[Any]:
         if params.name == "sleep":
             await anyio.sleep(float((params.arguments or {}).get("ms", 10)) / 1000)
             return types.CallToolResult(content=[types.TextContent(type="text", text="slept")])
+        if params.name == "echo":
+            text = f"Echo: {(params.arguments or {}).get('message')}"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
         return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
 
     return Server(f"bench-{kind}", on_list_tools=list_tools, on_call_tool=call_tool)
