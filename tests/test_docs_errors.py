@@ -29,3 +29,12 @@ def test_every_code_in_the_package_is_documented() -> None:
         used.update(CODE.findall(path.read_text()))
     missing = sorted(code for code in used - _ROOT_DEFAULTS if f"`{code}`" not in documented)
     assert not missing, f"codes raised but not documented in docs/errors.md: {missing}"
+
+
+def test_every_runtime_outcome_code_is_documented() -> None:
+    from toolbridge.runtime import CODES
+
+    for page in ("errors.md", "declare.md"):
+        text = (ROOT / "docs" / page).read_text()
+        missing = sorted(code for code in CODES if f"`{code}`" not in text)
+        assert not missing, f"runtime codes not documented in docs/{page}: {missing}"

@@ -306,3 +306,62 @@ async def test_concurrent_callers_share_one_session_and_their_call_ids_are_journ
     calls = runtime.inspect(session.run_id).calls
     assert sorted(c.call_id for c in calls) == [f"fw-{i}" for i in range(5)]
     assert all(c.outcome == "succeeded" for c in calls)
+
+
+async def test_an_exception_leaving_the_session_ends_it_failed_not_succeeded(tmp_path: Path) -> None:
+    tool = define_tool(
+        "echo", "1", "", Message, Message, "none", [], execute=lambda i, c: {"content": i.content}
+    )
+    runtime = create_runtime(
+        "durable", permissions={"allow": ["tool:echo", "model:m"]}, journal=tmp_path / "runs.sqlite"
+    )
+    with pytest.raises(RuntimeError, match="the caller broke"):
+        async with runtime.session(tools=[tool]) as session:
+            assert (await session.call_tool("echo", {"content": "a"})).structured == {"content": "a"}
+            raise RuntimeError("the caller broke")
+    result = session.result()
+    assert (result.outcome, result.error_code) == ("failed", "ABORTED") and CODES["ABORTED"] == "failed"
+    assert result.error_message is not None and "caller broke" not in result.error_message
+    record = runtime.inspect(session.run_id)
+    assert (record.outcome, record.error_code) == ("failed", "ABORTED")
+    assert [c.outcome for c in record.calls] == ["succeeded"]
+    # a model call that raised (through a framework, say): `MODEL_FAILED`, its reservation settled
+    with pytest.raises(ValueError):
+        async with runtime.session() as model_session:
+            await model_session.before_model_call("m")
+            raise ValueError("provider said no")
+    result = model_session.result()
+    assert (result.outcome, result.error_code) == ("failed", "MODEL_FAILED")
+    assert runtime.inspect(model_session.run_id).error_code == "MODEL_FAILED"
+    # the session's own refusal keeps its code; a clean exit still succeeds
+    with pytest.raises(PolicyError):
+        async with runtime.session() as refused:
+            await refused.call_tool("nothing_here")
+    assert (refused.result().outcome, refused.result().error_code) == ("failed", "NOT_FOUND")
+    async with runtime.session() as clean:
+        pass
+    assert clean.result().ok and runtime.inspect(clean.run_id).outcome == "succeeded"
+    runtime.close()
+
+
+async def test_an_exception_leaving_with_a_call_with_effects_in_flight_is_outcome_unknown() -> None:
+    async with StdioClient(sys.executable, [str(HERE / "rt_server.py")]) as client:
+        slow = define_mcp_tool(
+            id="ops.slow", version="1", description="", input={"type": "object"}, output=Message,
+            effects="write", capabilities=[], remote_name="slow", client=client,
+        )  # fmt: skip
+        runtime = create_runtime(permissions={"allow": ["tool:ops.slow", "effect:write"]})
+
+        async def break_soon() -> None:
+            await anyio.sleep(0.5)
+            raise RuntimeError("a sibling task failed")
+
+        with pytest.raises(BaseExceptionGroup) as left:
+            async with runtime.session(tools=[slow]) as session, anyio.create_task_group() as tg:
+                tg.start_soon(session.call_tool, "ops_slow", {"seconds": 10})
+                tg.start_soon(break_soon)
+    assert left.group_contains(RuntimeError)
+    assert (session.result().outcome, session.result().error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
+    (evidence,) = runtime.inspect(session.run_id).calls
+    assert evidence.request_sent and evidence.outcome == "outcome_unknown"
+

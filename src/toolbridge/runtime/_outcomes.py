@@ -10,13 +10,15 @@ attacker-controlled or secret, so it stops at the runtime boundary (the "no leak
 | `succeeded` | (none) |
 | `failed` | `INVALID_INPUT`, `INVALID_OUTPUT`, `MODEL_FAILED`, `TOOL_FAILED`, `LIMIT_EXCEEDED`, |
 | | `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, |
-| | `TOOLS_UNAVAILABLE` |
+| | `TOOLS_UNAVAILABLE`, `ABORTED` |
 | `blocked` | `PERMISSION_DENIED`, `BUDGET_EXCEEDED`, `GUARD_BLOCKED`, `GUARD_UNAVAILABLE` |
 | `cancelled` | `CANCELLED` |
 | `outcome_unknown` | `OUTCOME_UNKNOWN` |
 
 `INTERRUPTED` is read back from a durable journal for a run whose process died while no call
-with effects was in flight (so nothing is unknown about the outside world).
+with effects was in flight (so nothing is unknown about the outside world). `ABORTED` ends a
+session (`runtime.session`) left by an exception raised by the caller's code (or a framework
+around it) that was neither the session's own refusal nor a model call's failure.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ CODES: Final[dict[str, str]] = {
     "JOURNAL_UNAVAILABLE": "failed",
     "TOOL_COLLISION": "failed",
     "TOOLS_UNAVAILABLE": "failed",
+    "ABORTED": "failed",
     "PERMISSION_DENIED": "blocked",
     "BUDGET_EXCEEDED": "blocked",
     "GUARD_BLOCKED": "blocked",
@@ -73,6 +76,7 @@ GENERIC_MESSAGES: Final[dict[str, str]] = {
     "JOURNAL_UNAVAILABLE": "the evidence journal could not be written, so nothing more was sent",
     "TOOL_COLLISION": "two configured tool sources offer the same model-facing tool name",
     "TOOLS_UNAVAILABLE": "the agent's tools could not be listed, so no tool was called",
+    "ABORTED": "the code using the session raised an error, so the session ended",
     "PERMISSION_DENIED": "a required permission was not granted",
     "BUDGET_EXCEEDED": "the cost budget does not allow this call",
     "GUARD_BLOCKED": "a guard blocked the value",

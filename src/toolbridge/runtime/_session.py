@@ -27,9 +27,11 @@ governor (`_governor`) is built on the same object, so there is one implementati
 - `max_duration_ms` is the session's deadline from its start: a call running past it is
   cancelled (`TIMEOUT`), and later calls are refused.
 - Leaving the `async with` ends the session: its outcome is journaled and `result()` gives it.
-  A session cancelled from outside (its task cancelled) ends `cancelled`, or `outcome_unknown`
-  when a call with effects was in flight. A journal that cannot record the session's start
-  leaves it closed from the start (`failed` / `JOURNAL_UNAVAILABLE`: every call is refused).
+  A session cancelled from outside (its task cancelled) ends `cancelled`; one left by any other
+  exception ends `failed` (`MODEL_FAILED` when a model call failed, else `ABORTED`; a refusal
+  it raised keeps its code); either is `outcome_unknown` when a call with effects was in
+  flight. A journal that cannot record the session's start leaves it closed from the start
+  (`failed` / `JOURNAL_UNAVAILABLE`: every call is refused).
 """
 
 from __future__ import annotations
@@ -43,13 +45,13 @@ import anyio
 from ..agent._catalog import Catalog, ToolCatalog, check_declared
 from ..agent._hooks import PlannedToolCall, ToolTarget
 from ..agent._types import ToolBinding
-from ..errors import AgentError, ConfigError, PolicyError, ToolbridgeError
+from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
 from ..tools import ToolResult, ToolSpec
 from ._calls import CallRules, ms
 from ._journal import JournalWriteError
 from ._limits import Budget
-from ._outcomes import GENERIC_MESSAGES, RuntimeResult
-from ._run_rules import RunRules, code_for
+from ._outcomes import CODES, GENERIC_MESSAGES, RuntimeResult
+from ._run_rules import RunRules, code_for, flatten
 from ._state import RunState, new_run_id
 
 if TYPE_CHECKING:
@@ -202,7 +204,26 @@ class GovernedSession(CallRules, RunRules):
         if self._result is not None:  # never opened (journal) or already closed
             return
         cancelled = exc is not None and isinstance(exc, anyio.get_cancelled_exc_class())
+        if exc is not None and not cancelled:
+            self._fail(self._exit_code(exc))
         self._completed(self._settle(cancelled=cancelled))
+
+    def _exit_code(self, exc: BaseException) -> str:
+        """The code of a session left by an exception (not a cancellation), from what is known.
+
+        The session's own refusal or failure (a `PolicyError` it raised) keeps its code (it is
+        already the session's failure); a model error, or any error while a model call was in
+        flight or had just failed, is `MODEL_FAILED`; anything else (the caller's code, or a
+        framework around it, raised) is `ABORTED`. Calls with effects still in flight make the
+        outcome `outcome_unknown` (`_outcome`).
+        """
+        errors = flatten(exc)
+        for error in errors:
+            if isinstance(error, PolicyError) and error.code in CODES:
+                return error.code
+        if self.state.phase == "model" or any(isinstance(e, ModelError) for e in errors):
+            return "MODEL_FAILED"
+        return "ABORTED"
 
     def result(self) -> RuntimeResult:
         """The session's outcome, error code, usage, cost and run id (like `runtime.run`'s).
