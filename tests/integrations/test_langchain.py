@@ -402,3 +402,34 @@ async def test_streamed_graph_runs_are_governed_too(
         ("fs_read_text_file", True, "succeeded"),
         ("fs_write_file", False, "not_started"),
     ]
+
+
+class Broken(Scripted):
+    """A chat model whose every call raises (a provider outage)."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(SECRET_SERVER_TEXT)
+
+
+async def test_a_model_call_that_raises_keeps_its_reservation_and_fails_the_session(
+    files: Files, make_runtime: Callable[..., Runtime]
+) -> None:
+    runtime = make_runtime([*READ, "model:scripted"], max_cost_micros=100_000)
+    events: list[tuple[str, Any]] = []
+    runtime.subscribe(
+        lambda e: events.append((e.type, e.data.get("code"))) if e.type.startswith("model.") else None
+    )
+    prices = ModelPrices(input_per_million_micros=1_000_000, output_per_million_micros=0)
+    model = Broken(messages=iter([]))
+    with pytest.raises(RuntimeError):
+        async with opened(runtime, files) as session:
+            agent = react(model, await as_tools(session))
+            await agent.ainvoke(
+                {"messages": [HumanMessage("r")]},
+                config={"callbacks": [governor(session, model_id="scripted", prices=prices)]},
+            )
+    outcome = session.result()
+    assert (outcome.outcome, outcome.error_code) == ("failed", "MODEL_FAILED")
+    assert outcome.cost_micros > 0  # the reserved ceiling stays charged: the real cost is unknown
+    assert events == [("model.started", None), ("model.completed", "MODEL_FAILED")]
+    assert SECRET_SERVER_TEXT not in repr(outcome.to_dict())

@@ -298,3 +298,30 @@ async def test_streamed_runs_are_governed_too(files: Files, make_runtime: Callab
             async with agent.run_stream("read") as streamed:
                 await streamed.get_output()
     assert refused.value.code == "PERMISSION_DENIED"
+
+
+async def test_a_model_request_that_raises_keeps_its_reservation_and_fails_the_session(
+    files: Files, make_runtime: Callable[..., Runtime]
+) -> None:
+    runtime = make_runtime([*READ, "model:scripted"], max_cost_micros=100_000)
+    events: list[tuple[str, Any]] = []
+    runtime.subscribe(
+        lambda e: events.append((e.type, e.data.get("code"))) if e.type.startswith("model.") else None
+    )
+
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise RuntimeError(SECRET_SERVER_TEXT)
+
+    prices = ModelPrices(input_per_million_micros=1_000_000, output_per_million_micros=0)
+    with pytest.raises(RuntimeError):
+        async with opened(runtime, files) as session:
+            await Agent(
+                FunctionModel(broken, model_name="scripted"),
+                capabilities=[governed(session, model_id="scripted", prices=prices)],
+            ).run("r")
+    outcome = session.result()
+    assert (outcome.outcome, outcome.error_code) == ("failed", "MODEL_FAILED")
+    assert outcome.cost_micros > 0  # the reserved ceiling stays charged: the real cost is unknown
+    assert events == [("model.started", None), ("model.completed", "MODEL_FAILED")]
+    assert SECRET_SERVER_TEXT not in repr(outcome.to_dict())
+    assert runtime.inspect(session.run_id).error_code == "MODEL_FAILED"

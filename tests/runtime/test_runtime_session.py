@@ -365,3 +365,24 @@ async def test_an_exception_leaving_with_a_call_with_effects_in_flight_is_outcom
     (evidence,) = runtime.inspect(session.run_id).calls
     assert evidence.request_sent and evidence.outcome == "outcome_unknown"
 
+
+async def test_on_model_call_error_settles_the_open_call_and_leaves_the_session_open() -> None:
+    prices = ModelPrices(input_per_million_micros=1_000_000, output_per_million_micros=1_000_000)
+    runtime = create_runtime(permissions={"allow": ["model:m"]}, limits={"max_cost_micros": 1_000})
+    codes: list[Any] = []
+    runtime.subscribe(lambda e: codes.append(e.data.get("code")) if e.type == "model.completed" else None)
+    async with runtime.session() as session:
+        await session.before_model_call("m", context_bytes=10, max_output_tokens=20, prices=prices)
+        session.on_model_call_error(RuntimeError("provider down"))
+        assert session.result().cost_micros == 30  # the full ceiling: the real cost is unknown
+        with pytest.raises(ConfigError):  # nothing is open any more
+            await session.after_model_call(input_tokens=1)
+        # a retry (a framework's fallback) may go on: the session is not ended by the hook
+        await session.before_model_call("m", context_bytes=1, max_output_tokens=1, prices=prices)
+        session.on_model_call_error(anyio.get_cancelled_exc_class()())
+        await session.before_model_call("m", context_bytes=1, max_output_tokens=1, prices=prices)
+        await session.after_model_call(input_tokens=1, output_tokens=1)
+        session.on_model_call_error()  # nothing open: does nothing
+    assert codes == ["MODEL_FAILED", "CANCELLED", None]
+    assert session.result().ok and session.result().cost_micros == 34
+    assert session.result().usage == {"input_tokens": 1, "output_tokens": 1, "model_calls": 3}

@@ -201,7 +201,7 @@ class ModelGovernor(AsyncCallbackHandler):
     async def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
         if run_id in self._open:
             self._open.discard(run_id)
-            self.session._model_failed()
+            self.session.on_model_call_error(error)
 
 
 def governor(session: GovernedSession, *, model_id: str | None = None, prices: Any = None) -> ModelGovernor:

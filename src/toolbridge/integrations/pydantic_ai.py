@@ -171,8 +171,8 @@ class GovernedCapability(AbstractCapability[Any]):
         )
         try:
             response = await handler(request_context)
-        except BaseException:
-            session._model_failed()
+        except BaseException as exc:
+            session.on_model_call_error(exc)
             raise
         usage = response.usage
         calls = sum(1 for part in response.parts if isinstance(part, _messages.ToolCallPart))

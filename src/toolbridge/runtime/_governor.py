@@ -82,7 +82,7 @@ class Governor(AgentHooks):
 
     def model_failed(self) -> None:
         """Settle a model reservation whose call raised (the full ceiling stays charged)."""
-        self.session._model_failed()
+        self.session.on_model_call_error()
 
     async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
         self.state.phase = "tools"

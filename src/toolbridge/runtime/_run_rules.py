@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from .. import telemetry
 from ..agent.models._base import Usage
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
@@ -35,7 +37,7 @@ log = logging.getLogger("toolbridge.runtime")
 
 @dataclass
 class _ModelCall:
-    """A model call between `before_model_call` and `after_model_call`."""
+    """A model call between `before_model_call` and `after_model_call` (or `on_model_call_error`)."""
 
     model_id: str
     number: int
@@ -117,10 +119,10 @@ class RunRules(SessionCore):
                 (it is recorded all the same; the run or session has ended).
         """
         st = self.state
-        st.input_tokens += max(0, int(input_tokens))
-        st.output_tokens += max(0, int(output_tokens))
         if not st.model_reservations:
             raise ConfigError("after_model_call without a before_model_call")
+        st.input_tokens += max(0, int(input_tokens))
+        st.output_tokens += max(0, int(output_tokens))
         pending: _ModelCall = st.model_reservations.pop(0)
         if cost_micros is None:
             cost_micros = model_cost(
@@ -144,13 +146,28 @@ class RunRules(SessionCore):
         self._emit("model.completed", data)
         st.phase = "after_model"
 
-    def _model_failed(self) -> None:
-        """Settle the model calls whose call raised (their full ceilings stay charged)."""
+    def on_model_call_error(self, error: BaseException | None = None) -> None:
+        """Settle the model calls still open after a model call raised instead of answering.
+
+        Call it where `after_model_call` would have been called, when the model call raised
+        (or was cancelled). Each open call keeps its full reserved ceiling charged (its real
+        cost is not known) and gets a `model.completed` event with the code `MODEL_FAILED`
+        (`CANCELLED` when `error` is a cancellation). It does not end the run or session: a
+        framework may retry or fall back; if the error leaves the session, the session ends
+        `failed` / `MODEL_FAILED`. Synchronous (it never waits), so it is safe in cleanup code
+        and during cancellation. Nothing of `error` is recorded but its kind.
+
+        Args:
+            error: the exception the model call raised, if known.
+        """
+        code = "MODEL_FAILED"
+        if error is not None and isinstance(error, anyio.get_cancelled_exc_class()):
+            code = "CANCELLED"
         st = self.state
         while st.model_reservations:
             pending: _ModelCall = st.model_reservations.pop(0)
             st.budget.settle(pending.reservation, None)
-            self._emit("model.completed", {"call": pending.number, "code": "MODEL_FAILED"})
+            self._emit("model.completed", {"call": pending.number, "code": code})
 
     def _outcome(
         self,
@@ -169,7 +186,7 @@ class RunRules(SessionCore):
             if effects != "none":
                 state.unknown = True
             state.in_flight.pop(row, None)
-        self._model_failed()
+        self.on_model_call_error()
         code: str | None = None
         if cancelled:
             code = "CANCELLED"

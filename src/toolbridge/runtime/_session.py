@@ -23,7 +23,8 @@ governor (`_governor`) is built on the same object, so there is one implementati
   session; every later call (and model call) is refused with that code.
 - `before_model_call(model_id, ...)` / `after_model_call(...)` govern a model call the caller
   makes itself (a framework adapter): the `model:<id>` grant, `max_model_calls`, the context
-  size and the budget.
+  size and the budget; `on_model_call_error(error)` replaces `after_model_call` when the model
+  call raised (its reserved ceiling stays charged).
 - `max_duration_ms` is the session's deadline from its start: a call running past it is
   cancelled (`TIMEOUT`), and later calls are refused.
 - Leaving the `async with` ends the session: its outcome is journaled and `result()` gives it.
