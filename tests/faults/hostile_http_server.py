@@ -15,6 +15,10 @@ Tools (arguments in `arguments`):
 * `endless {size}` -> (SSE) one event whose data line grows to `size` bytes and never ends; the
   stream then stays open for 30 s.
 * `deep {depth, sse}` -> a result whose `structuredContent` nests `depth` arrays.
+
+At `/odd/mcp` the same server lists, beside those tools, hostile_server.py's `ODD_SCHEMA_TOOLS`
+(tool definitions the SDK's types refuse); calling `no_schema` or `null_schema` answers
+"ran <name>".
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
+from hostile_server import ODD_SCHEMA_TOOLS  # the script's folder is on sys.path
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -101,6 +106,14 @@ def _text(text: str) -> dict[str, Any]:
 
 
 async def mcp(request: Request) -> Response:
+    return await serve(request, odd=False)
+
+
+async def mcp_odd(request: Request) -> Response:
+    return await serve(request, odd=True)
+
+
+async def serve(request: Request, *, odd: bool) -> Response:
     if request.method != "POST":
         return Response(status_code=405)
     message = json.loads(await request.body())
@@ -117,15 +130,25 @@ async def mcp(request: Request) -> Response:
         return answer(dumps({"jsonrpc": "2.0", "id": request_id, "result": result}), False)
     if method == "tools/list":
         tools = [{"name": n, "description": n, "inputSchema": {"type": "object"}} for n in TOOLS]
+        if odd:
+            tools.extend(ODD_SCHEMA_TOOLS)
         return answer(dumps({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}}), False)
     if method == "tools/call":
         params = message.get("params", {})
+        if odd and params.get("name") in ("no_schema", "null_schema"):
+            body = {"jsonrpc": "2.0", "id": request_id, "result": _text(f"ran {params['name']}")}
+            return answer(dumps(body), False)
         return await call(request_id, params.get("name"), params.get("arguments") or {})
     error = {"code": -32601, "message": "Method not found"}
     return answer(dumps({"jsonrpc": "2.0", "id": request_id, "error": error}), False)
 
 
-app = Starlette(routes=[Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])])
+app = Starlette(
+    routes=[
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+        Route("/odd/mcp", mcp_odd, methods=["GET", "POST", "DELETE"]),
+    ]
+)
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")

@@ -41,10 +41,13 @@ Command-line switches:
 * `--rug-pull` -> the `echo` tool's description changes at every listing, and a
   `notifications/tools/list_changed` follows each listing.
 * `--poison` -> adds a tool whose description holds terminal escapes and invisible Unicode.
-* `--odd-schemas` -> adds tools the SDK's types refuse as listed: `no_schema` (no `inputSchema`, as
-  some servers list a tool without parameters), `null_schema` (`inputSchema: null`), `bad_schema`
-  (`inputSchema: "anything"`), and an entry without a name. Calling `no_schema` or `null_schema`
-  answers "ran <name>".
+* `--odd-schemas` -> adds `ODD_SCHEMA_TOOLS`, tools the SDK's types refuse as listed: `no_schema`
+  (no `inputSchema`, as some servers list a tool without parameters), `null_schema`
+  (`inputSchema: null`), `bad_schema` (`inputSchema: "anything"`), an entry without a name, one
+  with a number for a name, input schemas whose `type` is `"string"` or missing, with list-valued
+  `properties` or a string `required`, a list for a schema, string annotations, an array output
+  schema, and a bad tool whose name holds a terminal escape and a zero-width space. Calling
+  `no_schema` or `null_schema` answers "ran <name>".
 * `--odd-params` -> adds tools whose `inputSchema` passes the SDK's types but is no usable JSON
   Schema (`bad_type`: a property whose `type` is 7; `deep_params`: nested 90 levels), and two whose
   names a model API refuses (control and zero-width characters; 300 characters). Each answers
@@ -78,6 +81,31 @@ _lock = threading.Lock()
 _listings = 0
 _pending_newline = False
 _received: list[str] = []
+
+
+ODD_SCHEMA_TOOLS: list[dict[str, Any]] = [
+    {"name": "no_schema", "description": "Takes no parameters."},
+    {"name": "null_schema", "description": "Null schema.", "inputSchema": None},
+    {"name": "bad_schema", "description": "Broken.", "inputSchema": "anything"},
+    {"description": "A tool without a name."},
+    {"name": "string_type", "description": "Odd.", "inputSchema": {"type": "string"}},
+    {"name": "no_type", "description": "Odd.", "inputSchema": {"properties": {}}},
+    {"name": "list_properties", "description": "Odd.", "inputSchema": {"type": "object", "properties": [1]}},
+    {"name": "string_required", "description": "Odd.", "inputSchema": {"type": "object", "required": "a"}},
+    {"name": "list_schema", "description": "Odd.", "inputSchema": [{"type": "object"}]},
+    {"name": 7, "description": "A number for a name.", "inputSchema": {"type": "object"}},
+    {"name": "bad_annotations", "inputSchema": {"type": "object"}, "annotations": "yes"},
+    {"name": "bad_output", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}},
+    {"name": "evil\x1b[2J\u200bname", "inputSchema": {"type": "object", "required": "a"}},
+]
+"""Tools the SDK's types refuse as listed (beside `no_schema` and `null_schema`, which toolbridge
+repairs with the open object schema); hostile_http_server.py lists them too, at `/odd/mcp`."""
+
+ODD_SCHEMA_SKIPPED = (
+    "bad_schema", "(no name)", "string_type", "no_type", "list_properties", "string_required",
+    "list_schema", "bad_annotations", "bad_output", "evil\x1b[2J\u200bname",
+)  # fmt: skip
+"""The names the client leaves out of an `--odd-schemas` listing (the two nameless entries as one)."""
 
 
 def payload(size: int) -> str:
@@ -157,10 +185,7 @@ def tools() -> list[dict[str, Any]]:
             {"name": "poisoned", "description": POISON_DESCRIPTION, "inputSchema": {"type": "object"}}
         )
     if "--odd-schemas" in sys.argv:
-        listed.append({"name": "no_schema", "description": "Takes no parameters."})
-        listed.append({"name": "null_schema", "description": "Null schema.", "inputSchema": None})
-        listed.append({"name": "bad_schema", "description": "Broken.", "inputSchema": "anything"})
-        listed.append({"description": "A tool without a name."})
+        listed.extend(ODD_SCHEMA_TOOLS)
     if "--odd-params" in sys.argv:
         deep: dict[str, Any] = {"type": "object"}
         for _ in range(45):

@@ -70,6 +70,7 @@ from ..errors import (
     ToolbridgeError,
     TransportError,
 )
+from ..sanitize import visible_text
 from ..telemetry import clear_current, record_mcp_operation
 from ._call_support import RollingDeadline, note_fallback
 from ._changes import (
@@ -252,7 +253,7 @@ class ConnectionClient:
         self._tools_ttl = None if tools_ttl is None else float(tools_ttl)
         self._cache: CachedTools | None = None
         self._generation = 0
-        self._skipped_tools: set[tuple[str, str]] = set()
+        self._skipped_tools: set[str] = set()
 
     # -- subclass hooks --------------------------------------------------------------------------
 
@@ -741,15 +742,15 @@ class ConnectionClient:
             self._generation += 1
 
     def _tool_skipped(self, name: str, detail: str) -> None:
-        """A listed tool the SDK would refuse was left out (logged once per tool and reason)."""
-        key = (name, detail)
-        if key not in self._skipped_tools and len(self._skipped_tools) < 1000:
-            self._skipped_tools.add(key)
+        """A listed tool the SDK would refuse was left out (logged once per tool name, shown
+        through `visible_text`: a server's name may hold terminal escapes)."""
+        if name not in self._skipped_tools and len(self._skipped_tools) < 1000:
+            self._skipped_tools.add(name)
             self.logger.warning(
-                "%s: tool %r left out of the listing: its definition is invalid (%s)",
+                "%s: tool '%s' left out of the listing: its definition is invalid (%s)",
                 self._describe(),
-                name,
-                detail,
+                visible_text(name),
+                visible_text(detail),
             )
 
     def _message_handler(self, conn: _Connection) -> Callable[[Any], Awaitable[None]]:

@@ -15,21 +15,27 @@ The same wrapper sees every `tools/list` result before the SDK validates it
 (`repair_tool_listing`): a tool listed without an `inputSchema` (or with `null`) gets the open
 object schema, the default toolbridge documents for a tool that declares no parameters; a tool
 the SDK would still refuse is left out of the listing (reported to a callback), so one bad
-definition does not hide the server's other tools. And it counts the `subscriptions/listen`
+definition does not hide the server's other tools. The SDK checks a listing twice: against the
+wire model of the negotiated protocol revision (stricter: an `inputSchema` whose `type` is not
+`"object"`, list-valued `properties`, a string `required`, ...) and against its version-free
+`Tool`; each entry is checked against both, on its own. And it counts the `subscriptions/listen`
 requests in flight, so that a closing connection can wait until the SDK has abandoned its change
 stream (`wait_listens_done`).
 """
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
+import mcp_types.methods as _methods
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..telemetry import with_context
 from ._stdio_transport import validation_detail
@@ -112,15 +118,37 @@ def _tool_name(entry: Any) -> str:
     return name[:200] if isinstance(name, str) else "(no name)"
 
 
-def repair_tool_listing(raw: dict[str, Any], skipped: Callable[[str, str], None]) -> dict[str, Any]:
+SDK_FALLBACK_VERSION = "2025-11-25"
+"""The revision the SDK checks results against before one is negotiated (as the SDK does)."""
+
+
+@functools.cache
+def _wire_tool_model(version: str) -> type[BaseModel] | None:
+    """The `Tool` model of `version`'s `tools/list` wire surface (None: a revision unknown here)."""
+    row = _methods.SERVER_RESULTS.get(("tools/list", version))
+    field = row.model_fields.get("tools") if isinstance(row, type) and issubclass(row, BaseModel) else None
+    args = typing.get_args(field.annotation) if field is not None else ()
+    model = args[0] if len(args) == 1 else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def repair_tool_listing(
+    raw: dict[str, Any], skipped: Callable[[str, str], None], version: str | None = None
+) -> dict[str, Any]:
     """A `tools/list` result the SDK will accept: defaults applied, refused tools left out.
 
+    Each entry is checked on its own against the SDK's `Tool` models (the wire model of
+    `version`, the negotiated protocol revision, default the SDK's own fallback; then the
+    version-free one), so one bad entry never makes the SDK refuse the whole listing.
+
     Returns `raw` itself when every tool is fine (the common case). `skipped(name, reason)` is
-    called for each tool left out.
+    called for each tool left out (the name as listed, cut to 200 characters; the caller makes
+    it safe to show).
     """
     listed = raw.get("tools")
     if not isinstance(listed, list):
         return raw  # the listing as a whole is broken: the SDK reports it
+    wire = _wire_tool_model(version or SDK_FALLBACK_VERSION)
     kept: list[Any] = []
     changed = False
     for entry in listed:
@@ -129,6 +157,8 @@ def repair_tool_listing(raw: dict[str, Any], skipped: Callable[[str, str], None]
             tool = {**entry, "inputSchema": dict(OPEN_INPUT_SCHEMA)}
             changed = True
         try:
+            if wire is not None:
+                wire.model_validate(tool, by_name=False)
             types.Tool.model_validate(tool, by_name=False)
         except ValidationError as exc:
             skipped(_tool_name(entry), validation_detail(exc))
@@ -145,14 +175,21 @@ class PreservingDispatcher:
     Args:
         inner: the SDK's dispatcher.
         tool_skipped: told `(name, reason)` of each listed tool left out (default: nobody).
+        version: gives the negotiated protocol revision (default: the SDK's fallback).
     """
 
-    def __init__(self, inner: Any, tool_skipped: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        tool_skipped: Callable[[str, str], None] | None = None,
+        version: Callable[[], str | None] | None = None,
+    ) -> None:
         self._inner = inner
         # The SDK's JSON-RPC dispatcher puts the trace context into every request's `_meta`; the
         # in-process direct dispatcher does not, so this wrapper does it there.
         self._add_context = not isinstance(inner, JSONRPCDispatcher)
         self._tool_skipped = tool_skipped or (lambda name, reason: None)
+        self._version = version or (lambda: None)
         self._listens = 0
         self._listens_done = anyio.Event()
         self._listens_done.set()
@@ -176,7 +213,7 @@ class PreservingDispatcher:
         if method == "tools/call":
             return preserve_unknown_content(raw)
         if method == "tools/list":
-            return repair_tool_listing(raw, self._tool_skipped)
+            return repair_tool_listing(raw, self._tool_skipped, self._version())
         return raw
 
     async def _listen(self, method: str, params: Mapping[str, Any] | None, opts: Any) -> dict[str, Any]:
@@ -214,6 +251,11 @@ def guard_dispatcher_of(
         return dispatcher.inner, dispatcher
     if dispatcher is None:
         return None, None
-    guard = PreservingDispatcher(dispatcher, tool_skipped=tool_skipped)
+
+    def version() -> str | None:
+        negotiated = getattr(session, "protocol_version", None)
+        return negotiated if isinstance(negotiated, str) else None
+
+    guard = PreservingDispatcher(dispatcher, tool_skipped=tool_skipped, version=version)
     session._dispatcher = guard
     return dispatcher, guard
