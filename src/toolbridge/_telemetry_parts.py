@@ -4,10 +4,31 @@ JSON shape for opt-in capture."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Instruments", "bounded_text", "messages_json", "output_json"]
+__all__ = [
+    "CAPTURE_ENV",
+    "MAX_CONTENT_CHARS",
+    "Instruments",
+    "bounded_text",
+    "capture_mode",
+    "content_text",
+    "error_code",
+    "messages_json",
+    "output_json",
+    "provider_of",
+]
+
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI conventions' switch for recording message content (off unless set)."""
+
+MAX_CONTENT_CHARS = 16_384
+"""The longest captured content attribute; longer text is cut and ends with `…`."""
+
+_SPAN_MODES = frozenset({"true", "1", "span_only", "span_and_event"})
+_EVENT_MODES = frozenset({"event_only", "span_and_event"})
 
 
 def bounded_text(value: Any, limit: int) -> str:
@@ -105,6 +126,49 @@ class Instruments:
         self.blocked = meter.create_counter(
             "toolbridge.tool.blocked", unit="{call}", description="Tool calls refused by the runtime"
         )
+        self.runs = meter.create_counter(
+            "toolbridge.agent.runs", unit="{run}", description="Agent runs by outcome"
+        )
         self.cost = meter.create_counter(
             "toolbridge.cost", unit="{micro}", description="Cost charged by the runtime, in micro-units"
         )
+
+
+def capture_mode() -> str:
+    """What `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks: `off` (default), `span`,
+    `event` or `span_and_event`."""
+    raw = os.environ.get(CAPTURE_ENV, "").strip().lower()
+    if raw == "span_and_event":
+        return "span_and_event"
+    if raw in _SPAN_MODES:
+        return "span"
+    if raw in _EVENT_MODES:
+        return "event"
+    return "off"
+
+
+def content_text(value: Any) -> str:
+    """Content as captured: text or JSON, cut at `MAX_CONTENT_CHARS`, secrets redacted."""
+    return bounded_text(value, MAX_CONTENT_CHARS)
+
+
+def error_code(error: BaseException) -> str:
+    code = getattr(error, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    if isinstance(error, GeneratorExit) or type(error).__name__ == "CancelledError":
+        return "CANCELLED"  # a cancelled call, or a stream closed before its end
+    return type(error).__qualname__
+
+
+def provider_of(model: Any) -> tuple[str, str]:
+    """(gen_ai.provider.name, model name) of a toolbridge model object."""
+    model_id = str(getattr(model, "id", "") or "")
+    provider = getattr(model, "provider", None)
+    name = getattr(model, "model", None)
+    if not isinstance(provider, str):
+        provider, _, rest = model_id.partition(":") if ":" in model_id else ("toolbridge", "", model_id)
+        name = name if isinstance(name, str) else rest
+    if not isinstance(name, str) or not name:
+        name = model_id.partition(":")[2] or model_id
+    return {"google": "gcp.gemini"}.get(provider, provider), name

@@ -1,49 +1,23 @@
 """OpenTelemetry traces and metrics for agent runs, model calls, tool calls, tasks and servers.
 
-toolbridge speaks only the OpenTelemetry **API** (`pip install toolbridge[otel]`; the `mcp` SDK
-already depends on it). What you see depends on what your application configures: with no SDK
-(no `TracerProvider` / `MeterProvider` set) every helper here returns at once and nothing is
-built; with the SDK installed and configured, the spans and metrics below flow to whatever
-exporter you set up (`toolbridge run --trace` and the OTLP variables do it for the command line,
-see docs/observability.md). `import toolbridge` never imports OpenTelemetry.
+Only the OpenTelemetry **API** is used (`toolbridge[otel]`; the `mcp` SDK depends on it anyway),
+imported on first use: `import toolbridge` never imports it. With no SDK configured, every
+helper returns the shared no-op `NO_SPAN` after one check. With an SDK, the spans follow the
+GenAI and MCP conventions: `invoke_agent {agent}` per run, `chat {model}` per model call,
+`execute_tool {tool}` per tool call (the SDK's `MCP send tools/call …` span beneath it, the trace
+context in the request's `_meta`), the runtime's decision as `toolbridge.*` attributes (a call
+refused before it ran is a span ended at once), `execute_task {tool}` / `task_instruction
+{action}` in `serve-tasks`, and `server_span(...)` for a server's requests (the gateway). A
+failure is status ERROR with `error.type` = the toolbridge code; exceptions are not recorded
+(their text may carry arguments or server output). Metrics: `gen_ai.client.token.usage`,
+`gen_ai.client.operation.duration`, `gen_ai.execute_tool.duration`,
+`mcp.client.operation.duration`, and the counters `toolbridge.agent.runs`,
+`toolbridge.tool.calls`, `toolbridge.tool.blocked`, `toolbridge.cost`.
 
-Spans (OpenTelemetry GenAI conventions):
-
-- `invoke_agent {agent}` per `Agent.run` / `Agent.stream`;
-- `chat {model}` per model call: `gen_ai.operation.name`, `gen_ai.provider.name`,
-  `gen_ai.request.model`, `gen_ai.usage.input_tokens` / `output_tokens`,
-  `gen_ai.response.finish_reasons`;
-- `execute_tool {tool}` per tool call: `gen_ai.tool.name`, `gen_ai.tool.call.id`,
-  `gen_ai.tool.type`; the SDK's own MCP client span (`MCP send tools/call …`) is its child, and
-  the SDK puts the trace context into the request's `_meta` (`traceparent`, `tracestate`,
-  `baggage`), on stdio as on Streamable HTTP;
-- governed calls add `toolbridge.outcome`, `toolbridge.error.code`, `toolbridge.effects`,
-  `toolbridge.permission` (`granted` / `denied`, and `toolbridge.permission.missing`),
-  `toolbridge.cost.reserved_micros`, `toolbridge.cost.settled_micros`, `toolbridge.principal`,
-  `toolbridge.run.id`; a call refused before it ran (a batch check) is a span too, ended at
-  once with `toolbridge.call.sent = false`;
-- `execute_task {tool}` and `task_instruction {action}` inside `serve-tasks` (under the SDK's
-  server span, whose parent comes from the request's `_meta`);
-- `server_span(method, target, meta)`: a SERVER span for any request a toolbridge server
-  receives (the gateway), its parent taken from the request's `_meta`.
-
-Failures follow the conventions: status ERROR and `error.type` = the toolbridge code
-(`OUTCOME_UNKNOWN`, `PERMISSION_DENIED`, `ERR_MCP_TIMEOUT`, ...). Exceptions are **not** recorded
-as span events (their text may carry arguments or server output).
-
-Metrics: `gen_ai.client.token.usage` ({token}), `gen_ai.client.operation.duration` (s),
-`gen_ai.execute_tool.duration` (s), `mcp.client.operation.duration` (s), and the counters
-`toolbridge.tool.calls` (by outcome and code), `toolbridge.tool.blocked` and `toolbridge.cost`
-(micro-units, by kind `tool` / `model`).
-
-Content (prompts, arguments, results) is never recorded unless
-`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for it (`true`, `SPAN_ONLY`,
-`SPAN_AND_EVENT` record span attributes; `EVENT_ONLY` a span event); what is recorded passes
-through `toolbridge.redact` (registered secrets become `***`) and is cut at
-`MAX_CONTENT_CHARS`.
-
-`TOOLBRIDGE_TELEMETRY=off` (or `set_enabled(False)`) turns toolbridge's own spans and metrics
-off (the SDK's MCP spans are the SDK's).
+Content (prompts, arguments, results) is recorded only when
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks (`capture_mode`), redacted and bounded.
+`TOOLBRIDGE_TELEMETRY=off` or `set_enabled(False)` turns toolbridge's own telemetry off.
+The whole picture, with the attribute tables: docs/observability.md.
 """
 
 from __future__ import annotations
@@ -56,7 +30,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from . import _telemetry_parts as _content
+from . import _telemetry_parts as _parts
+from ._telemetry_parts import CAPTURE_ENV, MAX_CONTENT_CHARS, capture_mode
 from ._telemetry_parts import Instruments as _Instruments
 
 __all__ = [
@@ -84,17 +59,9 @@ __all__ = [
     "with_context",
 ]
 
-CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-"""The GenAI conventions' switch for recording message content (off unless set)."""
-
-MAX_CONTENT_CHARS = 16_384
-"""The longest captured content attribute; longer text is cut and ends with `…`."""
-
 _CARRIER_KEYS = (("traceparent", 512), ("tracestate", 512), ("baggage", 8192))
 _BAGGAGE_MEMBER = re.compile(r"\s*[!#$%&'*+\-.^_`|~0-9A-Za-z]+\s*=[^,;]*(;[^,]*)?\Z")
 _OFF = frozenset({"0", "false", "off", "no", "disabled"})
-_SPAN_MODES = frozenset({"true", "1", "span_only", "span_and_event"})
-_EVENT_MODES = frozenset({"event_only", "span_and_event"})
 
 
 _enabled = os.environ.get("TOOLBRIDGE_TELEMETRY", "").strip().lower() not in _OFF
@@ -288,7 +255,7 @@ class Span:
         mode = capture_mode()
         if mode == "off" or self._ended:
             return
-        text = _content_text(value)
+        text = _parts.content_text(value)
         if mode in ("span", "span_and_event"):
             self.otel.set_attribute(key, text)
         if mode in ("event", "span_and_event"):
@@ -364,45 +331,6 @@ def _start(
     return Span(otel, name, call_id)
 
 
-def capture_mode() -> str:
-    """What `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks: `off` (default), `span`,
-    `event` or `span_and_event`."""
-    raw = os.environ.get(CAPTURE_ENV, "").strip().lower()
-    if raw == "span_and_event":
-        return "span_and_event"
-    if raw in _SPAN_MODES:
-        return "span"
-    if raw in _EVENT_MODES:
-        return "event"
-    return "off"
-
-
-def _content_text(value: Any) -> str:
-    return _content.bounded_text(value, MAX_CONTENT_CHARS)
-
-
-def _error_code(error: BaseException) -> str:
-    code = getattr(error, "code", None)
-    if isinstance(code, str) and code:
-        return code
-    if isinstance(error, GeneratorExit) or type(error).__name__ == "CancelledError":
-        return "CANCELLED"  # a cancelled call, or a stream closed before its end
-    return type(error).__qualname__
-
-
-def _provider_of(model: Any) -> tuple[str, str]:
-    """(gen_ai.provider.name, model name) of a toolbridge model object."""
-    model_id = str(getattr(model, "id", "") or "")
-    provider = getattr(model, "provider", None)
-    name = getattr(model, "model", None)
-    if not isinstance(provider, str):
-        provider, _, rest = model_id.partition(":") if ":" in model_id else ("toolbridge", "", model_id)
-        name = name if isinstance(name, str) else rest
-    if not isinstance(name, str) or not name:
-        name = model_id.partition(":")[2] or model_id
-    return {"google": "gcp.gemini"}.get(provider, provider), name
-
-
 # -- agent runs and model calls ------------------------------------------------------------------
 
 
@@ -411,7 +339,7 @@ def start_run(agent_name: str, model: Any) -> Span:
     tracer = _tracer()
     if tracer is None:
         return NO_SPAN
-    provider, name = _provider_of(model)
+    provider, name = _parts.provider_of(model)
     return _start(
         tracer,
         f"invoke_agent {agent_name}",
@@ -433,17 +361,22 @@ def end_run(span: Span, *, run_id: str | None, usage: Any = None, error: BaseExc
     if usage is not None:
         span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
         span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
+    code: str | None = None
+    outcome = "succeeded"
     if error is not None:
-        code = _error_code(error)
+        code = _parts.error_code(error)
         span.fail(code)
         span.set("toolbridge.error.code", code)
-        outcome = getattr(error, "outcome", None)
-        if not isinstance(outcome, str):
-            outcome = "cancelled" if code == "CANCELLED" else "failed"
-        span.set("toolbridge.outcome", outcome)
-    else:
-        span.set("toolbridge.outcome", "succeeded")
+        given = getattr(error, "outcome", None)
+        outcome = given if isinstance(given, str) else "cancelled" if code == "CANCELLED" else "failed"
+    span.set("toolbridge.outcome", outcome)
     span.end()
+    instruments = _instruments()
+    if instruments is not None:
+        attrs = {"gen_ai.agent.name": span.name.partition(" ")[2], "toolbridge.outcome": outcome}
+        if code is not None:
+            attrs["toolbridge.error.code"] = code
+        instruments.runs.add(1, attrs)
 
 
 def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
@@ -451,7 +384,7 @@ def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
     tracer = _tracer()
     if tracer is None:
         return NO_SPAN
-    provider, name = _provider_of(model)
+    provider, name = _parts.provider_of(model)
     span = _start(
         tracer,
         f"chat {name}",
@@ -474,7 +407,7 @@ def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 span.set(attr, value)
     if request is not None and capture_mode() != "off":
-        span.content("gen_ai.input.messages", _content.messages_json(getattr(request, "messages", ())))
+        span.content("gen_ai.input.messages", _parts.messages_json(getattr(request, "messages", ())))
     return span
 
 
@@ -492,15 +425,15 @@ def end_chat(span: Span, model: Any, response: Any = None, error: BaseException 
             span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
             span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
         if capture_mode() != "off":
-            span.content("gen_ai.output.messages", _content.output_json(response))
+            span.content("gen_ai.output.messages", _parts.output_json(response))
     if error is not None:
-        error_type = _error_code(error)
+        error_type = _parts.error_code(error)
         span.fail(error_type)
     seconds = span.end()
     instruments = _instruments()
     if instruments is None:
         return
-    provider, name = _provider_of(model)
+    provider, name = _parts.provider_of(model)
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
@@ -554,7 +487,7 @@ def end_tool(span: Span, result: Any = None, error: BaseException | None = None)
         return
     error_type = None
     if error is not None:
-        error_type = _error_code(error)
+        error_type = _parts.error_code(error)
         span.fail(error_type)
         if getattr(error, "outcome", None) is None:
             span.set("toolbridge.outcome", "failed")
@@ -688,7 +621,7 @@ def record_mcp_operation(
         attrs["gen_ai.tool.name"] = tool
         attrs["gen_ai.operation.name"] = "execute_tool"
     if error is not None:
-        attrs["error.type"] = _error_code(error)
+        attrs["error.type"] = _parts.error_code(error)
     instruments.mcp_duration.record(seconds, attrs)
 
 
@@ -791,7 +724,7 @@ def server_span(
         with span.attach():
             yield span
     except BaseException as exc:
-        span.fail(_error_code(exc))
+        span.fail(_parts.error_code(exc))
         raise
     finally:
         span.end()
@@ -815,7 +748,7 @@ def task_span(tool: str, arguments: Any = None) -> Iterator[Span]:
         with span.attach():
             yield span
     except BaseException as exc:
-        span.fail(_error_code(exc))
+        span.fail(_parts.error_code(exc))
         raise
     finally:
         span.end()
@@ -837,7 +770,7 @@ def instruction_span(action: str, index: int, path: str) -> Iterator[Span]:
         with span.attach():
             yield span
     except BaseException as exc:
-        span.fail(_error_code(exc))
+        span.fail(_parts.error_code(exc))
         raise
     finally:
         span.end()

@@ -289,6 +289,12 @@ async def test_outcome_unknown_span(
     assert attrs["toolbridge.cost.settled_micros"] == 40  # charged in full: the server may have acted
     run = named["invoke_agent agent"]
     assert dict(run.attributes or {})["toolbridge.outcome"] == "outcome_unknown"
+    runs = metric_points(metric_reader)["toolbridge.agent.runs"]
+    assert any(
+        p.attributes.get("toolbridge.outcome") == "outcome_unknown"
+        and p.attributes.get("toolbridge.error.code") == "OUTCOME_UNKNOWN"
+        for p in runs
+    )
     calls = metric_points(metric_reader)["toolbridge.tool.calls"]
     assert any(
         p.attributes.get("toolbridge.outcome") == "outcome_unknown"
