@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from gw_helpers import TOOLBRIDGE, calls_of, gateway_stdio, upstream_manifest
+from gw_helpers import TOOLBRIDGE, calls_of, gateway_http, gateway_stdio, upstream_manifest
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 APPROVAL_BINDING = """    effects: read
@@ -105,3 +106,37 @@ async def test_rug_pull_is_withheld_until_the_lock_approves_it(tmp_path: Path) -
         assert set(renewed) == {"up_echo", "up_evil", "up_mutate", "w_note"}
         assert "ssh" in renewed["up_echo"]
     assert "echo" not in calls_of(tmp_path)  # the withheld tool never reached the upstream
+
+
+@pytest.mark.parametrize("transport", ["stdio", "stateless-http"])
+async def test_approval_in_the_2026_era_is_an_input_required_round_trip(
+    tmp_path: Path, transport: str
+) -> None:
+    """2026-07-28 has no server-to-client request on a call: the gateway answers `input_required`
+    with the approval form, bound to the tool and its exact arguments; the client's retry carries
+    the person's answer."""
+    runtime = "permissions: { allow: [tool:w_note, effect:write] }"  # no clients: stdio and HTTP alike
+    manifest = upstream_manifest(tmp_path, binding=APPROVAL_BINDING, runtime=runtime)
+    answers = ["yes", "no"]
+    asked: list[str] = []
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": answers.pop(0) == "yes"})
+
+    async def exercise(client: Any) -> None:
+        assert client.protocol_version == "2026-07-28"
+        ok = await client.call_tool("w_note", {"text": "first"})
+        assert not ok.is_error and ok.content[0].text == "noted"
+        refused = await client.call_tool("w_note", {"text": "second"})
+        assert refused.is_error and refused.content[0].text.endswith("approval declined")
+
+    if transport == "stdio":
+        async with gateway_stdio(manifest, "auto", elicitation_callback=elicit) as client:
+            await exercise(client)
+    else:
+        with gateway_http(manifest, "--stateless") as url:
+            async with Client(url, elicitation_callback=elicit) as client:
+                await exercise(client)
+    assert len(asked) == 2 and "first" in asked[0] and "second" in asked[1]
+    assert calls_of(tmp_path) == ["note"]

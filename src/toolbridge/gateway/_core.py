@@ -16,8 +16,11 @@ the approval settings. The MCP server (`_server`) hands it each `tools/list` and
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,12 +28,14 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..agent._catalog import Catalog, ToolCatalog
 from ..agent._hooks import ToolTarget
 from ..agent._types import ToolBinding
 from ..content import to_json_text
 from ..errors import PolicyError, ToolbridgeError, bounded
+from ..runtime._canonical import canonical_json
 from ..runtime._permissions import ToolGrantNeeds, effective_effects
 from ..runtime._session import GovernedSession
 from ..sanitize import clean_text
@@ -45,6 +50,9 @@ ERROR_TEXT_LIMIT = 2000
 """An upstream tool error reaches the client cleaned and cut to this many characters."""
 
 Approval = Literal["never", "write", "always"]
+
+APPROVAL_KEY = "toolbridge/approval"
+"""The key of the approval in a 2026-07-28 `InputRequiredResult` (and of its answer)."""
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -164,6 +172,7 @@ class GatewayCore:
     approval_timeout_s: float = 120.0
     catalog: ToolCatalog = field(init=False)
     _approval: dict[int, Approval] = field(init=False, default_factory=dict)
+    _state_key: bytes = field(init=False, repr=False, default_factory=lambda: secrets.token_bytes(32))
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
@@ -256,8 +265,13 @@ class GatewayCore:
         downstream: Any = None,
         request_id: Any = None,
         progress: Any = None,
-    ) -> types.CallToolResult:
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward one call under `identity`'s governed session; never raises but for -32602.
+
+        An approval asked in the 2026-07-28 era is an `InputRequiredResult` (nothing journaled
+        yet); the client's retry carries the answer (`input_responses`, `request_state`).
 
         Raises:
             MCPError: -32602 (invalid params) for a tool the gateway does not serve.
@@ -270,6 +284,19 @@ class GatewayCore:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {bounded(name, 200)!r}")
         if arguments is not None and not isinstance(arguments, Mapping):
             raise MCPError(types.INVALID_PARAMS, "arguments must be an object")
+        args = dict(arguments or {})
+        needs = self._needs(target)
+        approval = self._approval_for(target)
+        why: str | None = None
+        if (approval == "always" or (approval == "write" and needs.effects != "none")) and self.granted(
+            identity, target
+        ):
+            asked = await self._approve(
+                downstream, request_id, name, needs.effects, args, input_responses, request_state
+            )
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            why = asked
         box = CallBox(progress=progress, downstream=downstream, request_id=request_id)
         token = CURRENT_CALL.set(box)
         try:
@@ -279,14 +306,9 @@ class GatewayCore:
                 label=f"gateway {self.name}",
                 catalog=self.catalog,
             ) as session:
-                needs = self._needs(target)
-                approval = self._approval_for(target)
-                wants = approval == "always" or (approval == "write" and needs.effects != "none")
-                if wants and self.granted(identity, target):
-                    why = await self._ask(downstream, request_id, name, needs.effects, arguments or {})
-                    if why is not None:
-                        raise session._fail("PERMISSION_DENIED", why)
-                result = await session.call_tool(name, dict(arguments or {}))
+                if why is not None:
+                    raise session._fail("PERMISSION_DENIED", why)
+                result = await session.call_tool(name, args)
             return _from_tool_result(result, box)
         except PolicyError as exc:
             return refusal(exc)
@@ -296,20 +318,54 @@ class GatewayCore:
         finally:
             CURRENT_CALL.reset(token)
 
+    def _approval_state(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """What a 2026-07-28 approval is bound to: this tool and these exact arguments."""
+        digest = hashlib.sha256(canonical_json({"tool": name, "arguments": dict(arguments)})).digest()
+        return hmac.new(self._state_key, digest, hashlib.sha256).hexdigest()
+
+    async def _approve(
+        self,
+        downstream: Any,
+        request_id: Any,
+        name: str,
+        effects: str,
+        arguments: Mapping[str, Any],
+        input_responses: Mapping[str, Any] | None,
+        request_state: str | None,
+    ) -> str | types.InputRequiredResult | None:
+        """None when approved; why not (a fixed phrase); or the request for it (2026-07-28)."""
+        caps = getattr(downstream, "client_capabilities", None)
+        if caps is None or caps.elicitation is None:
+            return "approval needed, but the client cannot be asked (no elicitation)"
+        if getattr(downstream, "can_send_request", False):
+            return await self._ask(downstream, request_id, name, effects, arguments)
+        if getattr(downstream, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+            return "approval needed, but the client cannot be asked (no elicitation)"
+        expected = self._approval_state(name, arguments)
+        answer = (input_responses or {}).get(APPROVAL_KEY)
+        if answer is None or request_state is None or not hmac.compare_digest(request_state, expected):
+            return types.InputRequiredResult(
+                input_requests={
+                    APPROVAL_KEY: types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message=self._message(name, effects, arguments), requested_schema=APPROVAL_SCHEMA
+                        )
+                    )
+                },
+                request_state=expected,
+            )
+        return _judge(answer)
+
+    @staticmethod
+    def _message(name: str, effects: str, arguments: Mapping[str, Any]) -> str:
+        shown = bounded(clean_text(to_json_text(dict(arguments))), 500)
+        return f"Allow `{name}` ({effects}) with {shown}?"
+
     async def _ask(
         self, downstream: Any, request_id: Any, name: str, effects: str, arguments: Mapping[str, Any]
     ) -> str | None:
         """Ask the person at the client; None when approved, else why not (a fixed phrase)."""
-        caps = getattr(downstream, "client_capabilities", None)
-        if (
-            downstream is None
-            or caps is None
-            or caps.elicitation is None
-            or not getattr(downstream, "can_send_request", False)
-        ):
-            return "approval needed, but the client cannot be asked (no elicitation)"
-        shown = bounded(clean_text(to_json_text(dict(arguments))), 500)
-        message = f"Allow `{name}` ({effects}) with {shown}?"
+        message = self._message(name, effects, arguments)
         try:
             with anyio.fail_after(self.approval_timeout_s):
                 answer = await downstream.elicit_form(message, APPROVAL_SCHEMA, related_request_id=request_id)
@@ -318,8 +374,15 @@ class GatewayCore:
         except Exception as exc:  # the client refused the request or went away
             log.info("approval request failed: %s", type(exc).__name__)
             return "approval could not be asked"
-        if answer.action != "accept":
-            return f"approval {'declined' if answer.action == 'decline' else 'cancelled'}"
-        if not isinstance(answer.content, Mapping) or answer.content.get("approve") is not True:
-            return "approval declined"
-        return None
+        return _judge(answer)
+
+
+def _judge(answer: Any) -> str | None:
+    """None for an accepted yes; else why not."""
+    action = getattr(answer, "action", None)
+    if action != "accept":
+        return f"approval {'declined' if action == 'decline' else 'cancelled'}"
+    content = getattr(answer, "content", None)
+    if not isinstance(content, Mapping) or content.get("approve") is not True:
+        return "approval declined"
+    return None

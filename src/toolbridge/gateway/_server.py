@@ -101,7 +101,9 @@ def create_server(gateway: OpenGateway, connections: Connections | None = None) 
         page, nxt = page_of(tools, params.cursor if params else None, core.page_size)
         return types.ListToolsResult(tools=page, next_cursor=nxt)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         conns.seen(ctx.session)
         session = ctx.session
@@ -119,6 +121,8 @@ def create_server(gateway: OpenGateway, connections: Connections | None = None) 
             downstream=session,
             request_id=ctx.request_id,
             progress=progress,
+            input_responses=params.input_responses,
+            request_state=params.request_state,
         )
 
     server = _GatewayServer(
