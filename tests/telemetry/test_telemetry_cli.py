@@ -146,3 +146,29 @@ def test_set_enabled_turns_toolbridge_spans_off(spans: InMemorySpanExporter) -> 
     assert span.recording
     telemetry.end_tool(span)
     assert [s.name for s in spans.get_finished_spans()] == ["execute_tool t"]
+
+
+def test_the_tree_shows_hostile_names_as_escapes() -> None:
+    """Span names come from servers (tool names): the tree never prints control characters."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter as Memory
+    from opentelemetry.trace import Status, StatusCode
+
+    from toolbridge.cli._trace import format_tree
+
+    memory = Memory()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    hostile = "execute_tool \x1b[2Jevil\u202e" + "x" * 500
+    with tracer.start_as_current_span(hostile), tracer.start_as_current_span("child") as child:
+        child.set_attribute("error.type", "\x1b]0;title\x07")
+        child.set_status(Status(StatusCode.ERROR))
+    text = format_tree(memory.get_finished_spans())
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    lines = text.splitlines()
+    assert lines[0] == "trace:" and lines[1].startswith("  execute_tool \\x1b[2Jevil")
+    assert all(len(line) < 320 for line in lines)
+    assert lines[2].startswith("  └─ child  ") and "error \\x1b]0;title\\x07" in lines[2]
+    assert format_tree([]) == "trace: no spans were recorded\n"

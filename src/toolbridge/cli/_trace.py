@@ -135,9 +135,9 @@ def _status(span: Any) -> str:
     attrs = span.attributes or {}
     code = attrs.get("error.type")
     if span.status.status_code.name == "ERROR":
-        return f"error {code}" if code else "error"
+        return f"error {visible_text(str(code))[:80]}" if code else "error"
     outcome = attrs.get("toolbridge.outcome")
-    return str(outcome) if isinstance(outcome, str) and outcome != "succeeded" else "ok"
+    return visible_text(outcome)[:40] if isinstance(outcome, str) and outcome != "succeeded" else "ok"
 
 
 def format_tree(spans: Sequence[Any]) -> str:
@@ -154,7 +154,8 @@ def format_tree(spans: Sequence[Any]) -> str:
     def walk(span: Any, prefix: str, last: bool, depth: int) -> None:
         duration = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
         branch = "" if depth == 0 else ("└─ " if last else "├─ ")
-        lines.append(f"{prefix}{branch}{visible_text(span.name)}  {duration:.1f} ms  {_status(span)}")
+        name = visible_text(span.name)[:200]
+        lines.append(f"{prefix}{branch}{name}  {duration:.1f} ms  {_status(span)}")
         kids = children.get(span.context.span_id, [])
         below = prefix + ("" if depth == 0 else ("   " if last else "│  "))
         for i, child in enumerate(kids):
