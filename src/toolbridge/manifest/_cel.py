@@ -25,7 +25,8 @@ __all__ = ["MAX_EXPRESSION_CHARS", "CelError", "evaluate", "members_of", "variab
 MAX_EXPRESSION_CHARS = 2048
 MAX_COMPREHENSIONS = 2
 
-_PATH = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+# A plain dotted path; used with fullmatch, since `$` would also pass a trailing newline.
+_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _MACRO = re.compile(r"\.\s*(?:map|filter|exists_one|exists|all)\s*\(\s*([A-Za-z_]\w*)\s*,")
 _EXTRA_HINT = "pip install 'toolbridge[cel]'"
 
@@ -79,7 +80,7 @@ def variables_of(expr: str) -> set[str]:
             for an expression that is not a plain dotted path.
     """
     _check_size(expr)
-    if _PATH.match(expr):
+    if _PATH.fullmatch(expr):
         return {expr.split(".", 1)[0]}
     program = _compile(expr)
     names = set(program.references()["variables"])
@@ -132,7 +133,7 @@ def evaluate(expr: str, scope: Mapping[str, Any], *, redact: tuple[str, ...] = (
             message names the problem; any `redact` value in it reads `***`.
     """
     _check_size(expr)
-    if _PATH.match(expr):
+    if _PATH.fullmatch(expr):
         return _jsonable(_walk(expr, scope))
     program = _compile(expr)
     try:
