@@ -153,14 +153,23 @@ async def _watch(gateway: OpenGateway, connections: Connections, interval_s: flo
 
 
 async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) -> None:
-    """Serve over stdin/stdout until the client closes the connection."""
+    """Serve over stdin/stdout until the client closes the connection.
+
+    On pipes (what an MCP client gives), the event loop reads and writes them itself (`_stdio`);
+    otherwise the SDK's `stdio_server()` does (through `tasks._server.run_stdio`).
+    """
     from ..tasks._server import run_stdio
+    from ._stdio import pipe_stdio, pipes_usable
 
     connections = Connections()
     server = create_server(gateway, connections)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_watch, gateway, connections, watch_interval_s)
-        await run_stdio(server)
+        if pipes_usable():
+            async with pipe_stdio() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+        else:
+            await run_stdio(server)
         tg.cancel_scope.cancel()
 
 

@@ -1,0 +1,109 @@
+"""The gateway's stdio: the SDK's server streams over event-loop pipes instead of worker threads.
+
+The SDK's `stdio_server()` reads each line and writes (and flushes) each message through a worker
+thread (`anyio.wrap_file`): three thread hand-offs per call, each waiting for a CPU on a busy
+machine. A gateway sits between a client and a server, so it pays that on every forwarded call.
+`pipe_stdio()` gives the SDK the same `(read_stream, write_stream)` pair, read and written by the
+event loop itself on non-blocking pipes, and keeps the SDK's protection: while serving, fd 0 reads
+the null device and fd 1 points at stderr, so stray output of a handler or a child never reaches
+the wire; both are restored on exit. Lines are capped (`MAX_LINE_BYTES`); a line that is not
+JSON-RPC reaches the server as an exception, as with the SDK's transport.
+
+When stdin or stdout is not a pipe, socket or terminal (a regular file), `pipe_stdio` is not
+usable and `serve_stdio` falls back to the SDK's `stdio_server()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+__all__ = ["MAX_LINE_BYTES", "pipe_stdio", "pipes_usable"]
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line (one JSON-RPC message) read from the client."""
+
+
+def pipes_usable() -> bool:
+    """Whether fds 0 and 1 are pipes, sockets or terminals (what the event loop can watch)."""
+    try:
+        modes = [os.fstat(fd).st_mode for fd in (0, 1)]
+    except OSError:
+        return False
+    return all(stat.S_ISFIFO(m) or stat.S_ISSOCK(m) or stat.S_ISCHR(m) for m in modes)
+
+
+@asynccontextmanager
+async def pipe_stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """`(read_stream, write_stream)` for `Server.run`, over the process's stdin and stdout."""
+    saved_in, saved_out = os.dup(0), os.dup(1)  # to give the wire back on exit
+    wire_in, wire_out = os.dup(0), os.dup(1)  # owned (and closed) by the pipe transports
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0)
+    )
+    write_transport, write_protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_lines() -> None:
+        async with read_send:
+            while True:
+                try:
+                    line = await reader.readuntil(b"\n")
+                except asyncio.IncompleteReadError as exc:
+                    line = exc.partial
+                    if not line.strip():
+                        return
+                except asyncio.LimitOverrunError as exc:
+                    await reader.readexactly(exc.consumed)  # drop the oversized part, then go on
+                    await read_send.send(ValueError("message too large"))
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except Exception as exc:  # junk from the client: the server answers or drops it
+                    await read_send.send(exc)
+                    continue
+                await read_send.send(SessionMessage(message))
+
+    async def write_lines() -> None:
+        async with write_receive:
+            async for session_message in write_receive:
+                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                writer.write(data.encode("utf-8") + b"\n")
+                await writer.drain()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_lines)
+            tg.start_soon(write_lines)
+            try:
+                yield read_receive, write_send
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        write_transport.close()
+        # give the wire back: the process's fds 0 and 1 point at the client again
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
