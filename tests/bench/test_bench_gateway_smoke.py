@@ -24,4 +24,5 @@ def test_the_gateway_bench_runs_with_tiny_counts() -> None:
     paths = [row[1] for row in results.rows]
     assert paths.count("toolbridge gateway (governed)") == 2  # latency and throughput rows
     assert "latency, stdio (SDK client)" in table and "calls/s" in table
-    assert results.raw["middle_cpu_us_per_call"]["toolbridge gateway (governed)"] > 0
+    # CPU is read in clock ticks (10 ms): with 3 calls it may well read 0
+    assert results.raw["middle_cpu_us_per_call"]["toolbridge gateway (governed)"] >= 0
