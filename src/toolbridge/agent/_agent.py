@@ -114,6 +114,8 @@ class _HookChain(AgentHooks):
     async def call_tool(
         self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]
     ) -> ToolResult:
+        if len(self.hooks) == 1:  # the common case (a governed run): no wrapper layer
+            return await self.hooks[0].call_tool(ctx, call, invoke)
         chained = invoke
         for hook in reversed(self.hooks):
             chained = _wrap(hook, ctx, call, chained)
@@ -478,13 +480,19 @@ class Agent:
             try:
                 with chat.attach():
                     await hook.before_model_call(ctx, self.model, request)
-                async with aclosing(self._model_turn(request, streaming, chat)) as items:
-                    async for item in items:
-                        if isinstance(item, TextDelta):
-                            if item.text:
-                                yield TextDeltaEvent(step=step, text=item.text)
-                        elif isinstance(item, ModelResponse):
-                            response = item
+                if not streaming:  # `run`: one request, no generator around it
+                    with chat.attach():  # the model's own instrumentation (HTTP) nests under `chat`
+                        answer = await self.model.request(request)
+                    if isinstance(answer, ModelResponse):
+                        response = answer
+                else:
+                    async with aclosing(self._model_turn(request, streaming, chat)) as items:
+                        async for item in items:
+                            if isinstance(item, TextDelta):
+                                if item.text:
+                                    yield TextDeltaEvent(step=step, text=item.text)
+                            elif isinstance(item, ModelResponse):
+                                response = item
                 if response is None:
                     raise ModelError(
                         f"model {self.model.id!r} ended its turn without a response",
@@ -505,7 +513,8 @@ class Agent:
 
             if not calls:
                 steps.append(Step(response.text, (), (), finish_reason, response.usage))
-                yield StepFinishedEvent(step=step, record=steps[-1])
+                if streaming:  # `run` keeps only the RunFinishedEvent: no other event is built for it
+                    yield StepFinishedEvent(step=step, record=steps[-1])
                 if self.output_type is None:
                     output, done = response.text, True
                     break
@@ -562,7 +571,8 @@ class Agent:
                 messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)
                 steps.append(Step(response.text, call_records, results, "stop", response.usage))
                 finish_reason = "stop"
-                yield StepFinishedEvent(step=step, record=steps[-1])
+                if streaming:
+                    yield StepFinishedEvent(step=step, record=steps[-1])
                 break
 
             planned = [
@@ -581,19 +591,16 @@ class Agent:
             # or the stream closed early.
             if not streaming and len(planned) == 1 and not final_records:
                 # `run` with one call: nothing to report while it runs, so it runs right here
-                # (no batch task); `_run_one` holds no cancel scope across the yields below.
-                for record in call_records:
-                    yield ToolCallStartedEvent(step=step, call=record)
+                # (no batch task). `run` keeps only the RunFinishedEvent, so the step's other
+                # events are not built.
                 failures: dict[int, BaseException] = {}
                 with span.attach():  # no yield inside: the tool span nests under the run
                     only = await self._run_one(ctx, hook, planned[0], 0, failures)
                 if only is None:
                     raise failures[0]
-                yield ToolCallFinishedEvent(step=step, result=only)
                 results = (only,)
                 messages.append(_tool_message(only, supports_images, supports_audio))
                 steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
-                yield StepFinishedEvent(step=step, record=steps[-1])
                 continue
             runner, finished = self._start_tools(ctx, hook, planned, span)
             try:
@@ -621,7 +628,8 @@ class Agent:
             results = tuple(by_id[c.id] for c in calls)
             messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)
             steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
-            yield StepFinishedEvent(step=step, record=steps[-1])
+            if streaming:
+                yield StepFinishedEvent(step=step, record=steps[-1])
 
         if not done:
             if self.on_max_steps == "throw":

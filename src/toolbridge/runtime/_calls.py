@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
@@ -292,19 +292,30 @@ class CallRules(SessionCore):
                 args_bytes=size,
             )
 
-    async def _run(
+    def _run(
         self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]]
-    ) -> ToolResult:
+    ) -> Coroutine[Any, Any, ToolResult]:
         """Run one planned call under its rules; raises `PolicyError` when it does not succeed.
 
         The call's `execute_tool` span is the caller's (the agent's) when it opened one, else
-        the session's own, current while the call runs.
+        the session's own, current while the call runs. A plain function returning what to
+        await: with no span of its own to open, that is the call itself (no coroutine layer
+        around it, paid again at every suspension of the call).
         """
         if telemetry.current_tool(call.call_id) is not None:
-            return await self._run_call(call, step, invoke)
+            return self._run_call(call, step, invoke)
         span = telemetry.start_tool(call.name, call.call_id, arguments=call.arguments)
         if not span.recording:
-            return await self._run_call(call, step, invoke)
+            return self._run_call(call, step, invoke)
+        return self._run_traced(span, call, step, invoke)
+
+    async def _run_traced(
+        self,
+        span: telemetry.Span,
+        call: PlannedToolCall,
+        step: int,
+        invoke: Callable[[], Awaitable[ToolResult]],
+    ) -> ToolResult:
         try:
             with span.attach():
                 result = await self._run_call(call, step, invoke)

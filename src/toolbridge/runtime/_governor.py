@@ -12,7 +12,7 @@ implementation of the rules.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from .. import telemetry
@@ -89,7 +89,8 @@ class Governor(AgentHooks):
         self._step(ctx)
         self.session._plan(calls, int(getattr(ctx, "step", 0) or 0))
 
-    async def call_tool(
+    def call_tool(
         self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]
-    ) -> ToolResult:
-        return await self.session._run(call, int(getattr(ctx, "step", 0) or 0), invoke)
+    ) -> Coroutine[Any, Any, ToolResult]:
+        # What the session's `_run` gives, to be awaited by the agent: no layer of our own.
+        return self.session._run(call, int(getattr(ctx, "step", 0) or 0), invoke)

@@ -175,6 +175,7 @@ class Budget:
 DEFAULT_MAX_OUTPUT_TOKENS: Final = 4096
 _CACHEABLE: Final = (Message, ToolSpec)
 """Frozen types whose context size `context_bytes` may remember for the rest of a run."""
+_CACHEABLE_SET: Final = frozenset(_CACHEABLE)
 
 
 def parts_bytes(parts: Any) -> int:
@@ -274,7 +275,7 @@ class ContextMeter:
         for message in new:
             total += _sized(message, message_bytes, self.sizes)
         # Only frozen messages may be remembered as a prefix (anything else is measured again).
-        if type(messages) is tuple and all(type(m) in _CACHEABLE for m in new):
+        if type(messages) is tuple and _CACHEABLE_SET.issuperset(map(type, new)):
             self._messages, self._messages_bytes = messages, total
         else:
             self._messages, self._messages_bytes = (), 0
@@ -283,7 +284,7 @@ class ContextMeter:
             tools_bytes = 0
             for spec in tools:
                 tools_bytes += _sized(spec, spec_bytes, self.sizes)
-            if type(tools) is tuple and all(type(t) in _CACHEABLE for t in tools):
+            if type(tools) is tuple and _CACHEABLE_SET.issuperset(map(type, tools)):
                 self._tools, self._tools_bytes = tools, tools_bytes
             else:
                 self._tools = None
