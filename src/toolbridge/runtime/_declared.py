@@ -288,7 +288,7 @@ class DeclaredTool:
     def input_json(self, validated: Any) -> dict[str, Any]:
         """The JSON arguments for a validated input."""
         data = self._input.dump(validated)
-        return dict(data) if isinstance(data, Mapping) else {}
+        return dict(data) if type(data) is dict or isinstance(data, Mapping) else {}
 
     def validate_output(self, value: Any) -> Any:
         """Validate a value against the output schema; returns its JSON data.
@@ -407,6 +407,8 @@ class PythonTool(DeclaredTool):
 
 
 def _envelope(raw: Any, tool_id: str) -> dict[str, Any]:
+    if type(raw) is dict:  # a toolbridge client's wire form: no ABC checks
+        return dict(raw)
     if isinstance(raw, pydantic.BaseModel):
         try:
             raw = raw.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -148,7 +148,7 @@ class Guards:
         return cls(**values)
 
 
-EmitFn: TypeAlias = Callable[[str, dict[str, Any]], None]
+EmitFn: TypeAlias = Callable[[str, dict[str, Any]], object]
 
 
 async def _call_guard(guard: Guard, value: Any, ctx: GuardContext) -> Any:

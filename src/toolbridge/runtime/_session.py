@@ -113,6 +113,7 @@ class GovernedSession(CallRules, RunRules):
         self.run_id = run_id or new_run_id()
         self.principal = principal
         self.state = RunState(run_id=self.run_id, budget=Budget(runtime.limits.max_cost_micros))
+        self.bind_events()
         self.max_parallel_tools = max_parallel_tools
         self._catalog = catalog
         self._label = label or (f"session ({principal})" if principal else "session")
@@ -364,7 +365,9 @@ class GovernedSession(CallRules, RunRules):
             or len(set(call_ids)) != len(call_ids)
         ):
             raise self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
-        if isinstance(calls, str | bytes) or not isinstance(calls, Sequence) or not calls:
+        if (  # a list (the common case) needs no ABC check
+            type(calls) is not list and (isinstance(calls, str | bytes) or not isinstance(calls, Sequence))
+        ) or not calls:
             raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
         catalog = await self._resolve()
         step = self._turns
@@ -376,7 +379,7 @@ class GovernedSession(CallRules, RunRules):
             name, args = item
             if args is None:
                 args = {}
-            if not isinstance(args, Mapping):
+            if type(args) is not dict and not isinstance(args, Mapping):
                 raise self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
             call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
             planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))

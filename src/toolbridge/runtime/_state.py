@@ -8,6 +8,7 @@ themselves live in `_calls` (per call) and `_run_rules` (per run: model calls, l
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent._hooks import PlannedToolCall
 from ._declared import DeclaredTool
+from ._guards import EmitFn
 from ._journal import CallEnd, JournalBackend
 from ._limits import Budget, Reservation
 from ._outcomes import CODES, policy_error
@@ -79,9 +81,13 @@ class SessionCore:
     rt: Runtime
     state: RunState
     _journal: JournalBackend
+    _emit: EmitFn
+    """Emit an event of this run: `(type, data)`; bound once to the runtime's bus and the run id
+    (see `bind_events`), so each event is one call into the bus."""
 
-    def _emit(self, type_: str, data: dict[str, Any]) -> None:
-        self.rt._bus.emit(self.state.run_id, type_, data)
+    def bind_events(self) -> None:
+        """Bind `_emit` to the runtime's event bus and this run's id (once `rt` and `state` are set)."""
+        self._emit = functools.partial(self.rt._bus.emit, self.state.run_id)
 
     def _fail(self, code: str, detail: str | None = None) -> PolicyError:
         """The error for `code`; the first one becomes the run's failure (it ends the run)."""
