@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -173,6 +174,7 @@ class GatewayCore:
     catalog: ToolCatalog = field(init=False)
     _approval: dict[int, Approval] = field(init=False, default_factory=dict)
     _state_key: bytes = field(init=False, repr=False, default_factory=lambda: secrets.token_bytes(32))
+    _warned_at: float = field(init=False, repr=False, default=-1e9)
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
@@ -185,7 +187,10 @@ class GatewayCore:
         try:
             return await self.catalog.resolve()
         except ToolbridgeError as exc:
-            log.warning("the gateway's tools could not be listed: %s", bounded(str(exc), 300))
+            now = time.monotonic()
+            if now - self._warned_at >= 60:  # the watcher asks every second: say it once a minute
+                self._warned_at = now
+                log.warning("the gateway's tools could not be listed: %s", bounded(str(exc), 300))
             return None
 
     @staticmethod

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +37,7 @@ from ..content import media_from_mcp, parts_from_mcp
 from ..errors import ConfigError
 from ..tools import ToolResult
 
-__all__ = ["CURRENT_CALL", "CallBox", "ServerRequestRouter", "UpstreamProvider"]
+__all__ = ["CURRENT_CALL", "CallBox", "ServerRequestRouter", "UpstreamProvider", "attach_router"]
 
 log = logging.getLogger("toolbridge.gateway")
 
@@ -187,6 +187,3 @@ def attach_router(client: Any, router: ServerRequestRouter) -> None:
     """
     client._sampling_handler = router.sampling
     client._elicitation_handler = router.elicitation
-
-
-SamplingFn = Callable[[types.CreateMessageRequestParams], Awaitable[Any]]
