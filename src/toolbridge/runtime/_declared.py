@@ -51,6 +51,7 @@ from ..tools import ToolResult, ToolSpec
 from ._canonical import canonical_json
 from ._guards import Guard, GuardContext, check_guards, run_guards
 from ._permissions import EFFECTS
+from ._schema_fast import Prover, compile_prover
 
 __all__ = [
     "MAX_RESULT_BYTES",
@@ -69,6 +70,17 @@ MAX_RESULT_BYTES: Final = 1024 * 1024
 _ID_RE: Final = re.compile(r"^[A-Za-z][A-Za-z0-9._/-]{0,127}$")
 _REMOTE_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
 _ALLOWED_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta", "resultType"})
+_PROVABLE_DRAFTS: Final = frozenset(
+    {
+        jsonschema.Draft4Validator,
+        jsonschema.Draft6Validator,
+        jsonschema.Draft7Validator,
+        jsonschema.Draft201909Validator,
+        jsonschema.Draft202012Validator,
+    }
+)
+"""The drafts whose `type`, `properties`, `required`, `additionalProperties` and `items` mean what
+`_schema_fast` assumes (draft 3's `required` is a boolean in each property)."""
 MAX_DESCRIPTION: Final = 4096
 MAX_VERSION: Final = 64
 MAX_CAPABILITIES: Final = 64
@@ -116,6 +128,7 @@ class _Schema:
     def __init__(self, schema: Any, where: str, *, require_object: bool) -> None:
         self.model: type[pydantic.BaseModel] | None = None
         self.validator: jsonschema.protocols.Validator | None = None
+        self._prove: Prover | None = None
         if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
             self.model = schema
             self.json_schema: dict[str, Any] = schema.model_json_schema()
@@ -132,6 +145,8 @@ class _Schema:
             except jsonschema.SchemaError as exc:
                 raise ConfigError(f"{where} is not a valid JSON Schema: {exc.message}") from None
             self.validator = cls(self.json_schema)
+            if cls in _PROVABLE_DRAFTS:  # the plain cases proven valid before the validator runs
+                self._prove = compile_prover(self.json_schema)
         else:
             raise ConfigError(f"{where} must be a pydantic model class or a JSON Schema dict")
         if require_object and self.json_schema.get("type", "object") != "object":
@@ -147,6 +162,9 @@ class _Schema:
                     f"{exc.error_count()} validation error(s): {_pydantic_summary(exc)}"
                 ) from None
         assert self.validator is not None
+        prove = self._prove
+        if prove is not None and prove(value):  # proven with exact types (see `_schema_fast`)
+            return value
         if self.validator.is_valid(value):  # the common case, without collecting errors
             return value
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(value))
