@@ -225,8 +225,10 @@ def latency_section(report: Report, cfg: Config, transport: str, server: str, pe
             workers.append((Worker(label, lib, server, tool), n))
         for worker, _ in workers:
             worker.ready()
-        for _ in range(cfg.rounds):
-            for worker, n in workers:
+        for r in range(cfg.rounds):
+            # Each round starts one worker further on: a worker measured right after another
+            # one's burst (its server still busy) is slower, so no worker keeps that place.
+            for worker, n in workers[r % len(workers) :] + workers[: r % len(workers)]:
                 worker.round(n)
         by_label = {w.label: w for w, _ in workers}
         raw = by_label["raw SDK mcp.Client"]
