@@ -9,6 +9,7 @@ by the fixture that starts it.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -24,6 +25,19 @@ class Reply:
     chunks: list[Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hung up (a cancelled request) is normal here, not an error to print.
+
+    Without this, a delayed reply written after the client left prints a traceback on stderr
+    seconds later, inside whichever test runs then.
+    """
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOpenAI:
@@ -68,7 +82,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
