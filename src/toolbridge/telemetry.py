@@ -689,6 +689,19 @@ def extract_context(meta: Mapping[str, Any] | None) -> Any:
 
 
 @contextmanager
+def _current(span: Span) -> Iterator[Span]:
+    """`span` current while the block runs, failed with the error's code if it raises, then ended."""
+    try:
+        with span.attach():
+            yield span
+    except BaseException as exc:
+        span.fail(_parts.error_code(exc))
+        raise
+    finally:
+        span.end()
+
+
+@contextmanager
 def server_span(
     method: str, target: str | None = None, meta: Mapping[str, Any] | None = None, **attributes: Any
 ) -> Iterator[Span]:
@@ -720,14 +733,8 @@ def server_span(
         context=extract_context(meta),
         kind="SERVER",
     )
-    try:
-        with span.attach():
-            yield span
-    except BaseException as exc:
-        span.fail(_parts.error_code(exc))
-        raise
-    finally:
-        span.end()
+    with _current(span):
+        yield span
 
 
 @contextmanager
@@ -744,14 +751,8 @@ def task_span(tool: str, arguments: Any = None) -> Iterator[Span]:
     )
     if arguments is not None:
         span.content("gen_ai.tool.call.arguments", arguments)
-    try:
-        with span.attach():
-            yield span
-    except BaseException as exc:
-        span.fail(_parts.error_code(exc))
-        raise
-    finally:
-        span.end()
+    with _current(span):
+        yield span
 
 
 @contextmanager
@@ -766,11 +767,5 @@ def instruction_span(action: str, index: int, path: str) -> Iterator[Span]:
         f"task_instruction {action}",
         {"toolbridge.task.action": action, "toolbridge.task.index": index, "toolbridge.task.path": path},
     )
-    try:
-        with span.attach():
-            yield span
-    except BaseException as exc:
-        span.fail(_parts.error_code(exc))
-        raise
-    finally:
-        span.end()
+    with _current(span):
+        yield span
