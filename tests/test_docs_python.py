@@ -26,6 +26,7 @@ RUN_BY = {
     "describe.md": "tests/tasks/test_tasks_docs.py",
     "discover.md": "tests/test_bridge.py",
     "errors.md": "tests/test_docs_errors.py",
+    "gateway.md": "tests/gateway/test_gateway_oauth_manifest.py",
     "limits.md": "tests/faults/test_faults_docs.py",
     "manifests.md": "tests/manifest/test_docs.py",
     "observability.md": "tests/telemetry/test_telemetry_docs.py",

@@ -4,6 +4,8 @@ A `Gateway` manifest document names the sources (`toolProviders` with prefixes, 
 effects, capabilities and approval; declared `tools`; `tasks`), the `runtime` (grants, limits,
 journal), the `lock` (pinning) and the `clients` (identities). `open_gateway(path)` builds it;
 `serve_stdio` / `serve_http` serve it with the official SDK's server (both protocol eras).
+Over HTTP, clients are known by secret bearer tokens or, in OAuth resource-server mode
+(`OAuthSettings`, `OAuthGate`), by access tokens verified by JWT/JWKS or introspection.
 See docs/gateway.md.
 """
 
@@ -11,12 +13,21 @@ from __future__ import annotations
 
 from ._build import OpenGateway, open_gateway
 from ._core import GatewayCore, Identity
+from ._oauth import IntrospectionVerifier, JwtVerifier, OAuthSettings, OAuthVerifier, TokenRejected
+from ._oauth_gate import ClientRule, OAuthGate
 from ._server import create_server, serve_http, serve_stdio
 
 __all__ = [
+    "ClientRule",
     "GatewayCore",
     "Identity",
+    "IntrospectionVerifier",
+    "JwtVerifier",
+    "OAuthGate",
+    "OAuthSettings",
+    "OAuthVerifier",
     "OpenGateway",
+    "TokenRejected",
     "create_server",
     "open_gateway",
     "serve_http",

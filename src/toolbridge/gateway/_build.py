@@ -30,6 +30,8 @@ from ..manifest._kinds import ToolProviderDoc
 from ..manifest._kinds_gateway import GatewayDoc
 from ..manifest._secrets import Secret
 from ._core import GatewayCore, Identity, Source
+from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
+from ._oauth_gate import ClientRule
 from ._upstream import ServerRequestRouter, UpstreamProvider, attach_router
 
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
@@ -75,6 +77,8 @@ class OpenGateway:
         local_identity: who a stdio client is.
         tokens: bearer token -> identity name (HTTP).
         anonymous: the identity of HTTP clients when no token is configured (else None).
+        oauth: OAuth resource-server settings (HTTP), or None.
+        oauth_rules: which verified OAuth tokens are which identity, in manifest order.
     """
 
     name: str
@@ -83,6 +87,8 @@ class OpenGateway:
     local_identity: Identity
     tokens: dict[str, str] = field(repr=False)
     anonymous: str | None
+    oauth: OAuthSettings | None = None
+    oauth_rules: tuple[ClientRule, ...] = ()
     _pins: list[_Pin] = field(default_factory=list, repr=False)
     _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
     _listing: dict[int, str] = field(default_factory=dict, repr=False)
@@ -242,8 +248,9 @@ async def open_gateway(
         if local is None:
             local = Identity(f"local:{_user()}", base)
         identities.setdefault(local.name, local)
+        oauth, rules = _oauth_of(doc)
         anonymous: str | None = None
-        if not tokens:
+        if not tokens and oauth is None:
             anonymous = "anonymous"
             identities.setdefault(anonymous, Identity(anonymous, base))
         core = GatewayCore(
@@ -262,10 +269,48 @@ async def open_gateway(
             local_identity=local,
             tokens=tokens,
             anonymous=anonymous,
+            oauth=oauth,
+            oauth_rules=rules,
             _pins=pins,
             _upstreams=upstreams,
         )
         yield gateway
+
+
+def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, ...]]:
+    """The OAuth settings and client rules a `Gateway` document declares (None without `oauth`)."""
+    o = doc.oauth
+    if o is None:
+        return None, ()
+    intro = o.introspection
+    secret = intro.client_secret if intro is not None else None
+    settings = OAuthSettings(
+        resource=o.resource,
+        issuer=o.issuer,
+        jwks_url=o.jwks_uri,
+        introspection_url=intro.url if intro is not None else None,
+        client_id=intro.client_id if intro is not None else None,
+        client_secret=secret.reveal() if isinstance(secret, Secret) else None,
+        authorization_servers=tuple(o.authorization_servers or ()),
+        scopes=tuple(o.scopes),
+        algorithms=tuple(o.algorithms) if o.algorithms else DEFAULT_ALGORITHMS,
+        leeway_s=float(o.leeway_seconds),
+        jwks_ttl_s=float(o.jwks_cache_seconds),
+        introspection_ttl_s=float(o.introspection_cache_seconds),
+        timeout_s=o.timeout_ms / 1000,
+    )
+    rules = tuple(
+        ClientRule(
+            name=c.name,
+            subject=c.oauth.subject,
+            client_id=c.oauth.client_id,
+            claims=dict(c.oauth.claims),
+            scopes=tuple(c.oauth.scopes),
+        )
+        for c in doc.clients
+        if c.oauth is not None
+    )
+    return settings, rules
 
 
 def _server_lock(path: Path, server: str) -> tuple[Any, float]:

@@ -236,8 +236,25 @@ async def serve_http(
     connections = Connections()
     server = create_server(gateway, connections)
     app = server.streamable_http_app(host=host, stateless_http=stateless)
-    wrapped = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch, gateway, connections, watch_interval_s)
-        await run_http(wrapped, host=host, port=port)
-        tg.cancel_scope.cancel()
+    wrapped: Any = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
+    if gateway.oauth is not None:  # OAuth resource-server mode (`_oauth_gate`)
+        from ._oauth_gate import OAuthGate
+
+        wrapped = OAuthGate(
+            app,
+            gateway.oauth,
+            gateway.oauth_rules,
+            tokens=gateway.tokens,
+            identity_key=IDENTITY_KEY,
+            resource_name=gateway.name,
+        )
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch, gateway, connections, watch_interval_s)
+            await run_http(wrapped, host=host, port=port)
+            tg.cancel_scope.cancel()
+    finally:
+        closing = getattr(getattr(wrapped, "verifier", None), "aclose", None)
+        if closing is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await closing()

@@ -7,7 +7,9 @@ like every kind.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -26,7 +28,16 @@ from ._kinds import (
 )
 from ._yaml import Ref
 
-__all__ = ["Approval", "GatewayBinding", "GatewayClient", "GatewayDoc"]
+__all__ = [
+    "Approval",
+    "GatewayBinding",
+    "GatewayClient",
+    "GatewayClientOAuth",
+    "GatewayDoc",
+    "GatewayIntrospection",
+    "GatewayOAuth",
+    "endpoint_problem",
+]
 
 Approval = Literal["never", "write", "always"]
 """When a call asks the person at the client first: `never`, `write` (effects not `none`), `always`."""
@@ -59,6 +70,131 @@ class GatewayBinding(_Closed):
     """The longest one call may take (default: the runtime's `toolTimeoutMs`)."""
 
 
+JwtAlgorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+]  # fmt: skip
+"""The JWT signature algorithms the gateway can accept: asymmetric only (no `none`, no `HS*`)."""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def endpoint_problem(url: str, what: str) -> str | None:
+    """Why `url` cannot be an authorization-server endpoint, or None when it can.
+
+    HTTPS only, plain HTTP only to a loopback host; no user info, no fragment.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return f"{what} is not a URL"
+    if parts.scheme not in ("https", "http") or not host:
+        return f"{what} must be an https:// URL"
+    if parts.scheme == "http" and not _is_loopback(host):
+        return f"{what} must use https (plain http only to a loopback address)"
+    if parts.username is not None or parts.password is not None or parts.fragment:
+        return f"{what} must not carry user info or a fragment"
+    return None
+
+
+def _url_error(url: str, what: str) -> None:
+    problem = endpoint_problem(url, what)
+    if problem is not None:
+        raise PydanticCustomError("oauth_url", problem)
+
+
+class GatewayIntrospection(_Closed):
+    """The authorization server's token introspection endpoint (RFC 7662)."""
+
+    url: str
+    """The endpoint (https; plain http only to a loopback address)."""
+    client_id: Annotated[str, Field(min_length=1, max_length=256)]
+    """The gateway's client id there."""
+    client_secret: SecretText
+    """The gateway's client secret there, written as `"${{ secrets.NAME }}"`."""
+
+    @model_validator(mode="after")
+    def _checked(self) -> GatewayIntrospection:
+        _url_error(self.url, "`introspection.url`")
+        if isinstance(self.client_secret, str):
+            raise PydanticCustomError(
+                "secret_inline", 'write the client secret as a secret: `"${{ secrets.NAME }}"`'
+            )
+        return self
+
+
+class GatewayOAuth(_Closed):
+    """OAuth 2.1 resource-server mode: HTTP clients bring access tokens of an authorization server."""
+
+    resource: str
+    """The gateway's resource URL as clients reach it (`https://gw.example.com/mcp`): a token's
+    audience must contain it; the protected-resource metadata names it."""
+    issuer: str | None = None
+    """The authorization server's issuer: a JWT's `iss` must equal it (needed with `jwksUri`)."""
+    jwks_uri: str | None = None
+    """Where the authorization server publishes its signing keys: tokens that are JWTs are
+    verified with them."""
+    introspection: GatewayIntrospection | None = None
+    """Its introspection endpoint: tokens that are not JWTs (or all, without `jwksUri`)."""
+    authorization_servers: list[str] | None = None
+    """Advertised in the protected-resource metadata (default: the issuer)."""
+    scopes: list[Annotated[str, Field(min_length=1, pattern=r"^[!#-\[\]-~]+$")]] = []
+    """Scopes every token needs."""
+    algorithms: list[JwtAlgorithm] | None = None
+    """JWT algorithms accepted (default RS256, PS256, ES256, EdDSA)."""
+    leeway_seconds: Annotated[int, Field(ge=0, le=300, strict=True)] = 30
+    """Clock skew allowed on `exp`, `nbf` and `iat`."""
+    jwks_cache_seconds: Annotated[int, Field(ge=0, le=86_400, strict=True)] = 300
+    """How long fetched keys are used before being fetched again."""
+    introspection_cache_seconds: Annotated[int, Field(ge=0, le=3_600, strict=True)] = 60
+    """How long an introspection answer is reused (never past the token's `exp`)."""
+    timeout_ms: Annotated[int, Field(ge=100, le=60_000, strict=True)] = 5_000
+    """The longest one key fetch or introspection may take."""
+
+    @model_validator(mode="after")
+    def _checked(self) -> GatewayOAuth:
+        resource = urlsplit(self.resource)
+        if resource.scheme not in ("https", "http") or not resource.netloc or resource.fragment:
+            raise PydanticCustomError("oauth_url", "`resource` must be an http(s) URL without a fragment")
+        if self.jwks_uri is None and self.introspection is None:
+            raise PydanticCustomError("oauth_verify", "give `jwksUri`, `introspection`, or both")
+        if self.jwks_uri is not None:
+            _url_error(self.jwks_uri, "`jwksUri`")
+            if not self.issuer:
+                raise PydanticCustomError("oauth_issuer", "`jwksUri` needs the `issuer`")
+        if not self.issuer and not self.authorization_servers:
+            raise PydanticCustomError("oauth_issuer", "give the `issuer` or `authorizationServers`")
+        return self
+
+
+class GatewayClientOAuth(_Closed):
+    """Which verified OAuth tokens are this client; every condition given must hold."""
+
+    subject: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """The token's `sub` equals this."""
+    client_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """The token's `client_id` (or `azp`) equals this."""
+    claims: dict[str, str | int | bool] = {}
+    """Each claim equals the value, or is a list that contains it (`groups: admins`)."""
+    scopes: list[Annotated[str, Field(min_length=1, pattern=r"^[!#-\[\]-~]+$")]] = []
+    """Scopes this client's tokens must carry (else 403 `insufficient_scope`)."""
+
+    @model_validator(mode="after")
+    def _selects(self) -> GatewayClientOAuth:
+        if self.subject is None and self.client_id is None and not self.claims:
+            raise PydanticCustomError(
+                "oauth_match", "give `subject`, `clientId` or `claims` to say which tokens this client is"
+            )
+        return self
+
+
 class GatewayClient(_Closed):
     """One identity that may use the gateway, with its own permissions and limits."""
 
@@ -68,6 +204,8 @@ class GatewayClient(_Closed):
     """Its bearer token over HTTP, normally `"${{ secrets.aliceToken }}"` (never written inline)."""
     local: bool = False
     """This identity is the local user over stdio (at most one client says so)."""
+    oauth: GatewayClientOAuth | None = None
+    """Over HTTP with the gateway's `oauth`: which verified tokens are this client."""
     permissions: Permissions | None = None
     """Its grants (default: the runtime's)."""
     limits: Limits | None = None
@@ -75,8 +213,8 @@ class GatewayClient(_Closed):
 
     @model_validator(mode="after")
     def _how_known(self) -> GatewayClient:
-        if self.token is None and not self.local:
-            raise PydanticCustomError("client_identity", "a client needs a `token` or `local: true`")
+        if self.token is None and not self.local and self.oauth is None:
+            raise PydanticCustomError("client_identity", "a client needs a `token`, `oauth` or `local: true`")
         if isinstance(self.token, str):
             raise PydanticCustomError(
                 "token_inline", 'write the token as a secret: `token: "${{ secrets.NAME }}"`'
@@ -103,7 +241,10 @@ class GatewayDoc(KindDoc):
     only while its definition matches its pin (servers named by their client documents); a
     changed or new tool is withheld until the lock approves it. Re-read when the file changes."""
     clients: list[GatewayClient] = []
-    """Identities: bearer tokens over HTTP, the local user over stdio."""
+    """Identities: bearer tokens or OAuth rules over HTTP, the local user over stdio."""
+    oauth: GatewayOAuth | None = None
+    """OAuth 2.1 resource-server mode over HTTP: access tokens verified by JWT/JWKS or
+    introspection, mapped to `clients` by their `oauth` rules."""
     page_size: Annotated[int, Field(ge=1, le=1000, strict=True)] = 100
     """Items per page of `tools/list`, `resources/list` and `prompts/list`."""
     approval_timeout_ms: PositiveInt = 120_000
@@ -116,6 +257,8 @@ class GatewayDoc(KindDoc):
             raise PydanticCustomError("client_names", "two clients have the same `name`")
         if sum(1 for c in self.clients if c.local) > 1:
             raise PydanticCustomError("client_local", "at most one client is `local: true`")
+        if self.oauth is None and any(c.oauth is not None for c in self.clients):
+            raise PydanticCustomError("client_oauth", "a client has `oauth` but the gateway has no `oauth`")
         if not self.tool_providers and not self.tools and not self.tasks:
             raise PydanticCustomError("gateway_sources", "give `toolProviders`, `tools` or `tasks`")
         return self

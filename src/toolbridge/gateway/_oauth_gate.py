@@ -1,0 +1,268 @@
+"""The gateway's HTTP door with OAuth: bearer tokens from secrets, and verified OAuth access tokens.
+
+`OAuthGate` is an ASGI middleware in front of the SDK's Streamable HTTP app (it takes the place of
+`BearerAuth` when the `Gateway` has `oauth`):
+
+1. `GET /.well-known/oauth-protected-resource[/<resource path>]` answers the protected-resource
+   metadata (RFC 9728, built by the SDK's `create_protected_resource_routes`): the resource URL,
+   the authorization servers, the scopes, `bearer_methods_supported: ["header"]`.
+2. Every other request needs `Authorization: Bearer TOKEN`. A token equal (in constant time) to
+   a configured secret token names its identity, as without OAuth. Any other token is verified
+   (`OAuthVerifier`: JWT/JWKS or introspection), and then mapped to an identity by the clients'
+   rules (`ClientRule`, first match in manifest order: `sub`, `client_id`/`azp`, claims).
+3. Refusals: no token, or a refused one, is **401** with `WWW-Authenticate: Bearer
+   error="invalid_token", error_description="<reason>", resource_metadata="<url>"` (no error
+   for a missing token, per RFC 6750); a token without a scope the gateway or the identity
+   requires is **403** `insufficient_scope` with `scope="<needed>"`; a valid token that no
+   client rule matches is **403** too. The body is `{"error", "error_description"}`. A token is
+   never logged; a refusal is logged at INFO with its reason only.
+
+A verified token is also put where the SDK looks for it (`scope["user"]` as an
+`AuthenticatedUser`, and the SDK's auth context): a Streamable HTTP session then belongs to the
+principal that opened it (the SDK answers 404 to another token), and `get_access_token()` works
+inside handlers.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._oauth import OAuthSettings, OAuthVerifier, TokenRejected
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+
+__all__ = ["PRM_PREFIX", "ClientRule", "OAuthGate", "metadata_url"]
+
+log = logging.getLogger("toolbridge.gateway.oauth")
+
+PRM_PREFIX = "/.well-known/oauth-protected-resource"
+ClaimValue = str | int | bool
+
+
+@dataclass(frozen=True)
+class ClientRule:
+    """Which verified tokens are one gateway identity, and the scopes that identity needs.
+
+    Attributes:
+        name: the identity (a `clients` entry's name).
+        subject: the token's `sub` must equal this.
+        client_id: the token's `client_id` (or `azp`) must equal this.
+        claims: each claim must equal the value, or be a list containing it.
+        scopes: scopes a token of this identity must carry (else 403 `insufficient_scope`).
+
+    Every condition given must hold; a rule with none matches no token.
+    """
+
+    name: str
+    subject: str | None = None
+    client_id: str | None = None
+    claims: Mapping[str, ClaimValue] = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
+
+    def matches(self, token: AccessToken) -> bool:
+        if self.subject is None and self.client_id is None and not self.claims:
+            return False
+        claims = token.claims or {}
+        if self.subject is not None and token.subject != self.subject:
+            return False
+        if self.client_id is not None and self.client_id not in (
+            claims.get("client_id"),
+            claims.get("azp"),
+        ):
+            return False
+        for name, want in self.claims.items():
+            have = claims.get(name)
+            if isinstance(have, list):
+                if not any(_same(item, want) for item in have):
+                    return False
+            elif not _same(have, want):
+                return False
+        return True
+
+
+def _same(have: Any, want: ClaimValue) -> bool:
+    return type(have) is type(want) and bool(have == want)
+
+
+def metadata_url(resource: str) -> str:
+    """Where the protected-resource metadata of `resource` is served (RFC 9728 §3.1)."""
+    from mcp.server.auth.routes import build_resource_metadata_url
+    from pydantic import AnyHttpUrl
+
+    return str(build_resource_metadata_url(AnyHttpUrl(resource)))
+
+
+def _quoted(text: str) -> str:
+    return "".join(c for c in text if c not in '"\\' and 32 <= ord(c) < 127)
+
+
+ASGIApp = Any
+
+
+class OAuthGate:
+    """ASGI middleware: who the request is, by a secret token or a verified OAuth token.
+
+    Args:
+        app: the SDK's Streamable HTTP app.
+        settings: the OAuth settings.
+        rules: how verified tokens map to identities, in order.
+        tokens: secret bearer tokens -> identity names (as without OAuth).
+        verifier: the verifier (default: `OAuthVerifier(settings)`); the gate does not close it.
+        identity_key: where the identity's name goes in the ASGI scope.
+        resource_name: advertised in the metadata.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: OAuthSettings,
+        rules: Sequence[ClientRule],
+        *,
+        tokens: Mapping[str, str] | None = None,
+        verifier: Any = None,
+        identity_key: str = "toolbridge.identity",
+        resource_name: str | None = None,
+    ) -> None:
+        from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+
+        self.app = app
+        self._authed_app = AuthContextMiddleware(app)
+        self.settings = settings
+        self.rules = tuple(rules)
+        self._tokens = [(t.encode("utf-8"), name) for t, name in (tokens or {}).items()]
+        self.verifier = verifier if verifier is not None else OAuthVerifier(settings)
+        self._key = identity_key
+        self.metadata_url = metadata_url(settings.resource)
+        self._metadata = self._metadata_app(resource_name)
+        required = set(settings.scopes)
+        for rule in self.rules:
+            required.update(rule.scopes)
+        self.scopes_supported = sorted(required)
+
+    def _metadata_app(self, resource_name: str | None) -> ASGIApp:
+        from mcp.server.auth.routes import create_protected_resource_routes
+        from starlette.routing import Route, Router
+
+        scopes = set(self.settings.scopes)
+        for rule in self.rules:
+            scopes.update(rule.scopes)
+        # Strings, so that the SDK's metadata model keeps them as written (no "/" added to a
+        # path-less issuer: RFC 8414 compares issuers as exact strings).
+        servers: Any = list(self.settings.advertised_servers)
+        resource: Any = self.settings.resource
+        routes = create_protected_resource_routes(
+            resource_url=resource,
+            authorization_servers=servers,
+            scopes_supported=sorted(scopes) or None,
+            resource_name=resource_name,
+        )
+        if routes and routes[0].path != PRM_PREFIX:  # also at the root, for older clients
+            routes.append(Route(PRM_PREFIX, endpoint=routes[0].endpoint, methods=["GET", "OPTIONS"]))
+        return Router(routes=list(routes))
+
+    def _static(self, given: bytes) -> str | None:
+        found: str | None = None
+        for token, name in self._tokens:  # compare with every token, in constant time each
+            if hmac.compare_digest(given, token):
+                found = name
+        return found
+
+    def identify(self, token: AccessToken) -> str:
+        """The identity of a verified token.
+
+        Raises:
+            TokenRejected: 403 when a required scope is missing or no client rule matches.
+        """
+        have = set(token.scopes)
+        missing = [s for s in self.settings.scopes if s not in have]
+        if missing:
+            raise TokenRejected(
+                "the token lacks a required scope",
+                status=403,
+                error="insufficient_scope",
+                scopes=self.settings.scopes,
+            )
+        for rule in self.rules:
+            if rule.matches(token):
+                needed = (*self.settings.scopes, *rule.scopes)
+                if any(s not in have for s in needed):
+                    raise TokenRejected(
+                        "the token lacks a scope this client needs",
+                        status=403,
+                        error="insufficient_scope",
+                        scopes=needed,
+                    )
+                return rule.name
+        raise TokenRejected("the token names no client of this gateway", status=403, error="access_denied")
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        if str(scope.get("path", "")).startswith(PRM_PREFIX):
+            await self._metadata(scope, receive, send)
+            return
+        header = next((v for k, v in scope.get("headers") or [] if k == b"authorization"), None)
+        if header is None or header[:7].lower() != b"bearer " or not header[7:].strip():
+            await self._refuse(send, None)
+            return
+        given = header[7:].strip()
+        who = self._static(given)
+        if who is not None:
+            scope[self._key] = who
+            await self.app(scope, receive, send)
+            return
+        try:
+            text = given.decode("ascii")
+            access = await self.verifier.check(text)
+            who = self.identify(access)
+        except UnicodeDecodeError:
+            await self._refuse(send, TokenRejected("malformed token"))
+            return
+        except TokenRejected as exc:
+            log.info("ERR_GATEWAY_AUTH: a request was refused: %s", exc.reason)
+            await self._refuse(send, exc)
+            return
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from starlette.authentication import AuthCredentials
+
+        scope[self._key] = who
+        scope["user"] = AuthenticatedUser(access)
+        scope["auth"] = AuthCredentials(list(access.scopes))
+        await self._authed_app(scope, receive, send)
+
+    async def _refuse(self, send: Any, exc: TokenRejected | None) -> None:
+        parts: list[str] = []
+        if exc is not None:
+            error = exc.error if exc.error != "access_denied" else "insufficient_scope"
+            parts += [f'error="{error}"', f'error_description="{_quoted(exc.reason)}"']
+            if exc.scopes:
+                parts.append(f'scope="{_quoted(" ".join(exc.scopes))}"')
+        elif self.scopes_supported:
+            parts.append(f'scope="{_quoted(" ".join(self.settings.scopes or self.scopes_supported))}"')
+        parts.append(f'resource_metadata="{self.metadata_url}"')
+        status = exc.status if exc is not None else 401
+        body = json.dumps(
+            {
+                "error": exc.error if exc is not None else "invalid_token",
+                "error_description": exc.reason if exc is not None else "a bearer token is required",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", ("Bearer " + ", ".join(parts)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
