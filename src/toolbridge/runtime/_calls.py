@@ -113,6 +113,18 @@ def _now() -> float:
     return asyncio.get_running_loop().time()
 
 
+_Batch = tuple[
+    list[tuple[PlannedToolCall, ToolGrantNeeds, str, str | None, DeclaredTool | None]],
+    list[tuple[str, int]],
+    list[Any],
+    list[int],
+    list[int],
+    PolicyError | None,
+]
+"""A checked batch: (resolved calls, (digest, size)s, validated arguments, costs, timeouts,
+the permission error when it was denied)."""
+
+
 class CallRules(SessionCore):
     """The per-call rules of a run or session (see the module docs)."""
 
@@ -148,33 +160,18 @@ class CallRules(SessionCore):
         value = _binding_value(binding, name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
-    def _plan_row(
-        self,
-        step: int,
-        call: PlannedToolCall,
-        needs: ToolGrantNeeds,
-        kind: str,
-        version: str | None,
-        digest: str,
-        size: int,
-    ) -> int:
-        """Journal one planned call (outcome `running`, nothing sent); returns its row id."""
-        return self._journal.plan_call(
-            self.state.run_id,
-            call.call_id,
-            step=step,
-            tool_id=needs.tool_id,
-            tool_version=version,
-            kind=kind,
-            effects=needs.effects,
-            args_sha256=digest,
-            args_bytes=size,
-        )
-
     def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
         """Check a whole batch (the turn rule) and plan each call; raises on the first refusal."""
         try:
-            self._plan_checked(calls, step)
+            self._plan_rows(self._plan_checked(calls, step), step)
+        except PolicyError as exc:
+            self._refused(calls, exc)
+            raise
+
+    async def _aplan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
+        """`_plan` with the rows written through the async journal (`_ajournal`)."""
+        try:
+            await self._aplan_rows(self._plan_checked(calls, step), step)
         except PolicyError as exc:
             self._refused(calls, exc)
             raise
@@ -203,7 +200,7 @@ class CallRules(SessionCore):
                 run_id=self.state.run_id,
             )
 
-    def _plan_checked(self, calls: Sequence[PlannedToolCall], step: int) -> None:
+    def _plan_checked(self, calls: Sequence[PlannedToolCall], step: int) -> _Batch:
         st, rt, limits = self.state, self.rt, self.rt.limits
         st.phase = "tools"
         self._check_deadline()
@@ -227,14 +224,7 @@ class CallRules(SessionCore):
             if missing and denied is None:
                 denied = missing[0]
         if denied is not None:
-            error = self._fail("PERMISSION_DENIED", denied)
-            for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
-                try:
-                    row = self._plan_row(step, call, needs, kind, version, digest, size)
-                except PolicyError:
-                    break
-                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
-            raise error
+            return resolved, hashed, [], [], [], self._fail("PERMISSION_DENIED", denied)
         # 3. tool-call count
         if st.tool_calls + len(calls) > limits.max_tool_calls:
             raise self._fail("LIMIT_EXCEEDED", "max_tool_calls")
@@ -250,46 +240,93 @@ class CallRules(SessionCore):
                     raise self._fail("INVALID_INPUT", f"arguments of tool {needs.tool_id!r}") from None
             else:
                 validated.append(call.arguments)
-        # 5. the whole batch's cost
+        # 5. the whole batch's cost (and each call's timeout)
         costs = []
+        timeouts = []
         for call, _needs, _kind, _version, tool in resolved:
             if tool is not None:
                 costs.append(tool.cost_micros)
+                timeouts.append(tool.timeout_ms)
             else:
-                costs.append(
-                    self._binding_int(call.target.binding if call.target else None, "cost_micros") or 0
-                )
+                binding = call.target.binding if call.target else None
+                costs.append(self._binding_int(binding, "cost_micros") or 0)
+                timeouts.append(self._binding_int(binding, "timeout_ms") or limits.tool_timeout_ms)
         if not st.budget.can_reserve(sum(costs)):
             raise self._fail("BUDGET_EXCEEDED", "the tool calls of this turn")
         st.tool_calls += len(calls)
-        for (call, needs, kind, version, tool), (digest, size), value, cost in zip(
-            resolved, hashed, validated, costs, strict=True
+        return resolved, hashed, validated, costs, timeouts, None
+
+    # Journaling a checked batch: each call gets its row (`running`, nothing sent) and its plan;
+    # a denied batch gets rows ended `not_started` and raises. Sync and async twins: the memory
+    # and SQLite journals are called without a coroutine layer (see `_journal`).
+
+    def _plan_rows(self, batch: _Batch, step: int) -> None:
+        st, journal = self.state, self._journal
+        resolved, hashed, validated, costs, timeouts, denied = batch
+        if denied is not None:
+            for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
+                try:
+                    row = journal.plan_call(
+                        st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
+                        kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
+                    )  # fmt: skip
+                except PolicyError:
+                    break
+                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
+            raise denied
+        for (call, needs, kind, version, tool), (digest, size), value, cost, timeout_ms in zip(
+            resolved, hashed, validated, costs, timeouts, strict=True
         ):
             reservation = st.budget.reserve(cost)
-            if tool is not None:
-                timeout_ms = tool.timeout_ms
-            else:
-                binding = call.target.binding if call.target else None
-                timeout_ms = self._binding_int(binding, "timeout_ms") or limits.tool_timeout_ms
             try:
-                row = self._plan_row(step, call, needs, kind, version, digest, size)
+                row = journal.plan_call(
+                    st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
+                    kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
+                )  # fmt: skip
             except JournalWriteError:
                 rt_settle(st.budget, reservation, 0)
                 raise self._fail(
                     "JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent"
                 ) from None
             st.plans[(step, call.call_id)] = Plan(
-                call=call,
-                needs=needs,
-                kind=kind,
-                version=version,
-                tool=tool,
-                validated=value,
-                timeout_ms=timeout_ms,
-                row=row,
-                reservation=reservation,
-                cost_micros=cost,
-                args_bytes=size,
+                call, needs, kind, version, tool, value, timeout_ms, row, reservation, cost, size
+            )
+
+    async def _aplan_rows(self, batch: _Batch, step: int) -> None:
+        st, journal = self.state, self._ajournal
+        assert journal is not None
+        resolved, hashed, validated, costs, timeouts, denied = batch
+        if denied is not None:
+            for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
+                try:
+                    row = await journal.aplan_call(
+                        st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
+                        kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
+                    )  # fmt: skip
+                except PolicyError:
+                    break
+                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
+                await self._aflush_end(row)
+            raise denied
+        for (call, needs, kind, version, tool), (digest, size), value, cost, timeout_ms in zip(
+            resolved, hashed, validated, costs, timeouts, strict=True
+        ):
+            reservation = st.budget.reserve(cost)
+            try:
+                row = await journal.aplan_call(
+                    st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
+                    kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
+                )  # fmt: skip
+            except JournalWriteError:
+                rt_settle(st.budget, reservation, 0)
+                raise self._fail(
+                    "JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent"
+                ) from None
+            except BaseException:  # cancelled while writing: nothing of this call was sent
+                rt_settle(st.budget, reservation, 0)
+                raise
+            st.plans[(step, call.call_id)] = Plan(
+                call, needs, kind, version, tool, value, timeout_ms, row, reservation, cost, size
             )
 
     def _run(
@@ -349,6 +386,8 @@ class CallRules(SessionCore):
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
             self._record_end(plan.row, "not_started", st.failure.code, charged)
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
             raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {
@@ -366,14 +405,26 @@ class CallRules(SessionCore):
         received = False
         code: str | None = None
         try:
-            self._journal.request_sent(plan.row)
+            if self._ajournal is None:
+                self._journal.request_sent(plan.row)
+            else:
+                await self._ajournal.arequest_sent(plan.row)
         except JournalWriteError:
             # No evidence, no call: the request is not sent.
             error = self._fail("JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent")
             self._end_unfinished(
                 plan, meta, "not_started", "JOURNAL_UNAVAILABLE", sent=False, received=False, started=started
             )
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
             raise error from None
+        except BaseException:  # cancelled while recording it: the request is not sent
+            self._end_unfinished(
+                plan, meta, "not_started", "CANCELLED", sent=False, received=False, started=started
+            )
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
+            raise
         st.sent_unended[plan.row] = effects
         try:
             tctx = ToolContext(run_id=st.run_id, call_id=call.call_id, tool_id=plan.needs.tool_id)
@@ -419,7 +470,10 @@ class CallRules(SessionCore):
             received = True
             st.in_flight.pop(plan.row, None)
             try:
-                self._journal.response_received(plan.row)
+                if self._ajournal is None:
+                    self._journal.response_received(plan.row)
+                else:
+                    await self._ajournal.aresponse_received(plan.row)
             except JournalWriteError:
                 code = "JOURNAL_UNAVAILABLE"
                 raise self._call_failure(code, effects, sent=True) from None
@@ -446,6 +500,8 @@ class CallRules(SessionCore):
             if code in ("GUARD_BLOCKED", "GUARD_UNAVAILABLE"):
                 outcome = "blocked"
             self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
             raise
         except BaseException:
             # cancelled (the run was cancelled or timed out, or a sibling call failed)
@@ -457,10 +513,17 @@ class CallRules(SessionCore):
             else:
                 outcome, code = "cancelled", "CANCELLED"
             self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
             raise
         charged = rt_settle(st.budget, plan.reservation, plan.cost_micros)
         try:
-            self._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
+            if self._ajournal is None:
+                self._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
+            else:
+                await self._ajournal.aend_call(
+                    plan.row, outcome="succeeded", error_code=None, cost_micros=charged
+                )
         except JournalWriteError:
             # The result is not given to anyone: the journal could not say the call succeeded.
             error = self._call_failure("JOURNAL_UNAVAILABLE", effects, sent=True)
@@ -468,7 +531,23 @@ class CallRules(SessionCore):
             self._end_unfinished(
                 plan, meta, outcome, error.code, sent=True, received=True, started=started, charged=charged
             )
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
             raise error from None
+        except BaseException:  # cancelled while recording the success: the result is given to no one
+            self._end_unfinished(
+                plan,
+                meta,
+                "cancelled",
+                "CANCELLED",
+                sent=True,
+                received=True,
+                started=started,
+                charged=charged,
+            )
+            if self._ajournal is not None:
+                await self._aflush_end(plan.row)
+            raise
         st.sent_unended.pop(plan.row, None)
         self._emit(
             "tool.completed", dict(meta, duration_ms=ms(started), outcome="succeeded", cost_micros=charged)
@@ -505,13 +584,40 @@ class CallRules(SessionCore):
         )
 
     def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
-        """Journal a call's end; when that write fails, keep it for the run's end."""
+        """Journal a call's end; when that write fails, keep it for the run's end.
+
+        With an async journal the end is only kept: the caller awaits `_aflush_end` next.
+        """
+        if self._ajournal is not None:
+            self.state.unrecorded[row] = CallEnd(row, outcome, code, charged)
+            return
         try:
             self._journal.end_call(row, outcome=outcome, error_code=code, cost_micros=charged)
         except JournalWriteError:
             log.warning("the evidence journal could not be written")
             self.state.unrecorded[row] = CallEnd(row, outcome, code, charged)
             return
+        self.state.sent_unended.pop(row, None)
+
+    async def _aflush_end(self, row: int) -> None:
+        """Write the end `_record_end` kept for `row` (async journals).
+
+        Shielded from the cancellation that may be ending the call: it is bounded by the
+        journal's own timeouts. When it fails, the end stays for the run's end.
+        """
+        end = self.state.unrecorded.get(row)
+        journal = self._ajournal
+        if end is None or journal is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await journal.aend_call(
+                    row, outcome=end.outcome, error_code=end.error_code, cost_micros=end.cost_micros
+                )
+            except JournalWriteError:
+                log.warning("the evidence journal could not be written")
+                return
+        self.state.unrecorded.pop(row, None)
         self.state.sent_unended.pop(row, None)
 
     def _call_failure(self, code: str, effects: str, *, sent: bool, detail: str | None = None) -> PolicyError:

@@ -37,6 +37,17 @@ A backend (a PostgreSQL one, say) subclasses `JournalBackend` and implements:
 - `list_runs(limit) -> list[RunRecord]`: newest first, without calls, read back the same way.
 - `close()`: release everything.
 
+## The async interface
+
+The same writes, to be awaited on the event loop: `astart_run` (returns False, writing
+nothing, when the journal already holds the run id), `aplan_call`, `arequest_sent`,
+`aresponse_received`, `aend_call`, `aend_run`. Their defaults call the sync methods (cheap for
+the memory and SQLite backends). A backend whose writes are network round trips
+(`PostgresJournal`) sets `is_async = True` and implements them on the loop; the governed session
+then awaits them, and keeps the plain sync calls for every other backend (no coroutine layer on
+the in-memory path). A write made while the session is being cancelled (a call's end, the
+run's end) is shielded from that cancellation, bounded by the backend's own timeouts.
+
 Every write either succeeds completely or raises `JournalWriteError` (a `PolicyError`, code
 `JOURNAL_UNAVAILABLE`) and leaves the stored state as it was before the write; the runtime
 relies on that to keep its result and the journal in agreement (see `_runtime`). Reads raise
@@ -58,7 +69,7 @@ import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import PolicyError
 
@@ -235,6 +246,8 @@ class JournalBackend:
 
     path: str = ""
     writer: Writer
+    is_async: ClassVar[bool] = False
+    """True when the `a*` methods are the backend's own (its writes wait on the network)."""
 
     def start_run(
         self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
@@ -287,6 +300,78 @@ class JournalBackend:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    # -- the async interface (see the module docs); defaults: the sync methods ------------------
+
+    async def astart_run(
+        self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
+    ) -> bool:
+        from ..errors import ConfigError
+
+        try:
+            if self.get_run(run_id) is not None:
+                return False
+        except ConfigError:
+            pass  # unreadable now: the insert tells (a duplicate id fails it too)
+        self.start_run(run_id, agent=agent, profile=profile, principal=principal)
+        return True
+
+    async def aend_run(
+        self,
+        run_id: str,
+        *,
+        outcome: str,
+        error_code: str | None,
+        cost_micros: int,
+        input_tokens: int,
+        output_tokens: int,
+        model_calls: int,
+        calls: Sequence[CallEnd] = (),
+    ) -> None:
+        self.end_run(
+            run_id,
+            outcome=outcome,
+            error_code=error_code,
+            cost_micros=cost_micros,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model_calls=model_calls,
+            calls=calls,
+        )
+
+    async def aplan_call(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        step: int | None,
+        tool_id: str,
+        tool_version: str | None,
+        kind: str,
+        effects: str,
+        args_sha256: str,
+        args_bytes: int,
+    ) -> int:
+        return self.plan_call(
+            run_id,
+            call_id,
+            step=step,
+            tool_id=tool_id,
+            tool_version=tool_version,
+            kind=kind,
+            effects=effects,
+            args_sha256=args_sha256,
+            args_bytes=args_bytes,
+        )
+
+    async def arequest_sent(self, row: int) -> None:
+        self.request_sent(row)
+
+    async def aresponse_received(self, row: int) -> None:
+        self.response_received(row)
+
+    async def aend_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
+        self.end_call(row, outcome=outcome, error_code=error_code, cost_micros=cost_micros)
 
 
 def read_back(record: RunRecord, *, alive: bool) -> RunRecord:

@@ -33,22 +33,26 @@ removed.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import anyio
+
+from .._pgpool import AsyncPgPool, PoolUnavailable
 from ..errors import ConfigError
-from ..redact import redact_value
-from ._journal import (
-    CallEnd,
-    CallRecord,
-    JournalBackend,
-    JournalWriteError,
-    RunRecord,
-    Writer,
-    process_alive,
-    read_back,
+from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
+from ._journal_sql import MIGRATIONS as _TEMPLATES
+from ._journal_sql import (
+    POSTGRES,
+    Statements,
+    budget_dict,
+    needs_calls,
+    plan_call_params,
+    run_record,
+    start_run_params,
 )
 
 __all__ = ["MIGRATIONS", "PostgresJournal", "is_postgres_url", "migrate", "redact_url"]
@@ -56,78 +60,10 @@ __all__ = ["MIGRATIONS", "PostgresJournal", "is_postgres_url", "migrate", "redac
 _SCHEMES = ("postgresql://", "postgres://")
 _LOCK_KEY = 0x7462_6A6F  # advisory lock id for migrations ("tbjo")
 
-MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (
-        1,
-        """
-CREATE TABLE toolbridge_runs (
-    run_id TEXT PRIMARY KEY,
-    agent TEXT,
-    profile TEXT NOT NULL,
-    status TEXT NOT NULL,
-    error_code TEXT,
-    started_at DOUBLE PRECISION NOT NULL,
-    ended_at DOUBLE PRECISION,
-    cost_micros BIGINT NOT NULL DEFAULT 0,
-    input_tokens BIGINT NOT NULL DEFAULT 0,
-    output_tokens BIGINT NOT NULL DEFAULT 0,
-    model_calls BIGINT NOT NULL DEFAULT 0,
-    pid INTEGER,
-    host TEXT,
-    proc_start TEXT,
-    principal TEXT
-);
-CREATE INDEX toolbridge_runs_by_start ON toolbridge_runs (started_at DESC);
-CREATE TABLE toolbridge_calls (
-    id BIGSERIAL PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES toolbridge_runs (run_id),
-    call_id TEXT NOT NULL,
-    step INTEGER,
-    tool_id TEXT NOT NULL,
-    tool_version TEXT,
-    kind TEXT NOT NULL,
-    effects TEXT NOT NULL,
-    args_sha256 TEXT NOT NULL,
-    args_bytes BIGINT NOT NULL DEFAULT 0,
-    request_sent BOOLEAN NOT NULL DEFAULT FALSE,
-    response_received BOOLEAN NOT NULL DEFAULT FALSE,
-    outcome TEXT NOT NULL,
-    error_code TEXT,
-    planned_at DOUBLE PRECISION NOT NULL,
-    sent_at DOUBLE PRECISION,
-    ended_at DOUBLE PRECISION,
-    cost_micros BIGINT NOT NULL DEFAULT 0
-);
-CREATE INDEX toolbridge_calls_by_run ON toolbridge_calls (run_id, id);
-CREATE TABLE toolbridge_budgets (
-    budget_id TEXT PRIMARY KEY,
-    max_micros BIGINT NOT NULL CHECK (max_micros >= 0),
-    spent_micros BIGINT NOT NULL DEFAULT 0,
-    reserved_micros BIGINT NOT NULL DEFAULT 0 CHECK (reserved_micros >= 0)
-);
-""",
-    ),
-    (
-        2,
-        """
-CREATE TABLE toolbridge_batch_items (
-    batch_id TEXT NOT NULL,
-    item_id TEXT NOT NULL,
-    line INTEGER NOT NULL,
-    input_sha256 TEXT NOT NULL,
-    state TEXT NOT NULL,
-    run_id TEXT,
-    attempt INTEGER NOT NULL DEFAULT 0,
-    reserved_micros BIGINT NOT NULL DEFAULT 0,
-    result TEXT,
-    updated_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (batch_id, item_id)
-);
-CREATE INDEX toolbridge_batch_items_by_state ON toolbridge_batch_items (batch_id, state);
-""",
-    ),
-)
-"""Schema versions in order: (version, SQL). Never edit one that shipped; append a new one."""
+MIGRATIONS: tuple[tuple[int, str], ...] = tuple((v, POSTGRES.sql(t)) for v, t in _TEMPLATES)
+"""Schema versions in order: (version, SQL), from `_journal_sql.MIGRATIONS`. Never edit one that
+shipped; append a new one."""
+_SQL = Statements.of(POSTGRES)
 
 LATEST = MIGRATIONS[-1][0]
 
@@ -240,21 +176,29 @@ def _too_new(url: str, version: int) -> ConfigError:
 class PostgresJournal(JournalBackend):
     """The PostgreSQL evidence journal (writer); `open_existing` opens a read-only reader.
 
+    A governed session awaits its writes on the event loop (`is_async`): they go through a pool
+    of psycopg `AsyncConnection`s (`toolbridge._pgpool`), so a database round trip never holds
+    the loop. The sync methods (`Runtime.inspect`, `toolbridge runs`, the batch store, shared
+    budgets from threads) use a small psycopg-pool `ConnectionPool`, opened on first use.
+
     Args:
         url: `postgresql://user:password@host:port/dbname` (libpq parameters such as
             `?sslmode=require` are passed on).
         migrate: apply missing schema versions now (the default for writers).
-        pool_size: most connections this process keeps open.
+        pool_size: most connections this process keeps open, per pool.
         connect_timeout_s: how long opening a connection, or waiting for a free pooled one, may
             take before a write fails with `JournalWriteError`.
         statement_timeout_ms: how long one statement may run, waiting for locks included
             (PostgreSQL's `statement_timeout`), before the write fails with `JournalWriteError`
-            (the SQLite journal's busy timeout, 5 s by default).
+            (the SQLite journal's busy timeout, 5 s by default). The async writes are also cut
+            on the client 2 s after it, should the server never answer (a lost network).
 
     Raises:
         ConfigError: (`ERR_CONFIG`) when psycopg is not installed, the URL cannot be parsed, the
             database cannot be reached, or (readers) it holds no journal.
     """
+
+    is_async = True
 
     def __init__(
         self,
@@ -278,13 +222,14 @@ class PostgresJournal(JournalBackend):
             raise ConfigError("statement_timeout_ms must be a positive integer")
         _parts(url)  # psycopg present, URL parseable
         import psycopg
-        from psycopg_pool import ConnectionPool
 
         self._url = url
         self.path = redact_url(url)
         self.readonly = _readonly
         self.writer = Writer.current()
         self._timeout = float(connect_timeout_s)
+        self._statement_s = statement_timeout_ms / 1000 + 2.0
+        self._pool_size = pool_size
         options = "-c default_transaction_read_only=on" if _readonly else None
         try:
             extra: dict[str, Any] = {"options": options} if options else {}
@@ -299,25 +244,20 @@ class PostgresJournal(JournalBackend):
             raise
         except (psycopg.Error, OSError, UnicodeError, ValueError) as exc:
             raise _connect_error(url, exc) from None
-        kwargs: dict[str, Any] = {
+        self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, int(connect_timeout_s)),
             "options": f"-c statement_timeout={statement_timeout_ms}" + (f" {options}" if options else ""),
         }
-        self._pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=kwargs,
-            timeout=self._timeout,
-            open=False,
-            name="toolbridge-journal",
-        )
-        try:
-            self._pool.open(wait=True, timeout=self._timeout)
-        except Exception as exc:
-            self._pool.close()
-            raise _connect_error(url, exc) from None
+        self._apool = AsyncPgPool(url, max_size=pool_size, timeout_s=self._timeout, kwargs=self._kwargs)
+        self._sync_pool: Any = None
+        self._sync_lock = threading.Lock()
+        self._closed = False
+        if _readonly:  # a reader is used from sync code: its pool is opened now
+            try:
+                self._pool  # noqa: B018 - opens it
+            except Exception as exc:
+                raise _connect_error(url, exc) from None
 
     @classmethod
     def open_existing(cls, url: str, *, connect_timeout_s: float = 10.0) -> PostgresJournal:
@@ -358,20 +298,51 @@ class PostgresJournal(JournalBackend):
             raise _too_new(self._url, version)
 
     def close(self) -> None:
-        """Close every pooled connection."""
-        self._pool.close()
+        """Close every pooled connection (busy async ones as soon as their write ends)."""
+        self._closed = True
+        self._apool.close()
+        with self._sync_lock:
+            pool, self._sync_pool = self._sync_pool, None
+        if pool is not None:
+            pool.close()
 
     # -- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def _pool(self) -> Any:
+        """The sync `ConnectionPool`, opened on first use."""
+        from psycopg_pool import ConnectionPool, PoolClosed
+
+        with self._sync_lock:
+            if self._closed:
+                raise PoolClosed(f"journal {self.path} is closed")
+            if self._sync_pool is None:
+                pool = ConnectionPool(
+                    self._url,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    kwargs=self._kwargs,
+                    timeout=self._timeout,
+                    open=False,
+                    name="toolbridge-journal",
+                )
+                try:
+                    pool.open(wait=True, timeout=self._timeout)
+                except BaseException:
+                    pool.close()
+                    raise
+                self._sync_pool = pool
+            return self._sync_pool
 
     @contextmanager
     def _conn(self, *, write: bool) -> Iterator[Any]:
         import psycopg
-        from psycopg_pool import PoolTimeout
+        from psycopg_pool import PoolClosed, PoolTimeout
 
         try:
             with self._pool.connection(timeout=self._timeout) as conn:
                 yield conn
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+        except (psycopg.Error, PoolTimeout, PoolClosed, OSError) as exc:
             if write:
                 raise JournalWriteError(self.path) from None
             raise ConfigError(
@@ -386,27 +357,37 @@ class PostgresJournal(JournalBackend):
             cur = conn.execute(sql, params)
             return cur.fetchone() if cur.description else None
 
-    # -- writing ---------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _aconn(self) -> AsyncIterator[Any]:
+        """A connection of the async pool for one write, cut after the statement timeout.
+
+        A failure of any kind (no connection in time, the server gone or the connection killed
+        mid-statement, the statement timeout) is `JournalWriteError`; the connection is then
+        closed, not reused.
+        """
+        import psycopg
+
+        if self.readonly:
+            raise JournalWriteError(self.path)
+        try:
+            async with self._apool.connection() as conn:
+                with anyio.fail_after(self._statement_s):
+                    yield conn
+        except (psycopg.Error, PoolUnavailable, OSError, TimeoutError):
+            raise JournalWriteError(self.path) from None
+
+    async def _awrite(self, sql: str, params: Sequence[Any]) -> Any:
+        async with self._aconn() as conn:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchone() if cur.description else None
+
+    # -- writing (sync) --------------------------------------------------------------------------
 
     def start_run(
         self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
     ) -> None:
         """Record a run as started (status `running`)."""
-        w = self.writer
-        self._write(
-            "INSERT INTO toolbridge_runs (run_id, agent, profile, status, started_at, pid, host, proc_start, "
-            "principal) VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s)",
-            (
-                run_id,
-                redact_value(agent),
-                profile,
-                time.time(),
-                w.pid,
-                w.host,
-                w.proc_start,
-                redact_value(principal),
-            ),
-        )
+        self._write(_SQL.start_run, start_run_params(self.writer, run_id, agent, profile, principal))
 
     def end_run(
         self,
@@ -426,14 +407,9 @@ class PostgresJournal(JournalBackend):
         now = time.time()
         with self._conn(write=True) as conn, conn.transaction():
             for end in calls:
-                conn.execute(
-                    "UPDATE toolbridge_calls SET outcome=%s, error_code=%s, ended_at=%s, cost_micros=%s "
-                    "WHERE id=%s",
-                    (end.outcome, end.error_code, now, end.cost_micros, end.row),
-                )
+                conn.execute(_SQL.end_call, (end.outcome, end.error_code, now, end.cost_micros, end.row))
             conn.execute(
-                "UPDATE toolbridge_runs SET status=%s, error_code=%s, ended_at=%s, cost_micros=%s, "
-                "input_tokens=%s, output_tokens=%s, model_calls=%s WHERE run_id=%s",
+                _SQL.end_run,
                 (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
             )
 
@@ -451,176 +427,138 @@ class PostgresJournal(JournalBackend):
         args_bytes: int,
     ) -> int:
         """Record a planned call (outcome `running`, nothing sent); returns its row id."""
-        row = self._write(
-            "INSERT INTO toolbridge_calls (run_id, call_id, step, tool_id, tool_version, kind, effects, "
-            "args_sha256, args_bytes, outcome, planned_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s) RETURNING id",
-            (
-                run_id,
-                call_id,
-                step,
-                redact_value(tool_id),  # names are free text: registered secrets never stored
-                redact_value(tool_version),
-                kind,
-                effects,
-                args_sha256,
-                args_bytes,
-                time.time(),
-            ),
+        params = plan_call_params(
+            run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, args_bytes
         )
-        return int(row[0])
+        return int(self._write(_SQL.plan_call, params)[0])
 
     def request_sent(self, row: int) -> None:
         """Record that the request is about to leave (committed before it is sent)."""
-        self._write(
-            "UPDATE toolbridge_calls SET request_sent=TRUE, sent_at=%s WHERE id=%s", (time.time(), row)
-        )
+        self._write(_SQL.request_sent, (time.time(), row))
 
     def response_received(self, row: int) -> None:
         """Record that a response arrived."""
-        self._write("UPDATE toolbridge_calls SET response_received=TRUE WHERE id=%s", (row,))
+        self._write(_SQL.response_received, (row,))
 
     def end_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
         """Record a call's end."""
-        self._write(
-            "UPDATE toolbridge_calls SET outcome=%s, error_code=%s, ended_at=%s, cost_micros=%s WHERE id=%s",
-            (outcome, error_code, time.time(), cost_micros, row),
+        self._write(_SQL.end_call, (outcome, error_code, time.time(), cost_micros, row))
+
+    # -- writing (async: what a governed session awaits) -----------------------------------------
+
+    async def astart_run(
+        self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
+    ) -> bool:
+        """Record a run as started; False (nothing written) when the journal already has it."""
+        params = start_run_params(self.writer, run_id, agent, profile, principal)
+        return await self._awrite(_SQL.start_new_run, params) is not None
+
+    async def aend_run(
+        self,
+        run_id: str,
+        *,
+        outcome: str,
+        error_code: str | None,
+        cost_micros: int,
+        input_tokens: int,
+        output_tokens: int,
+        model_calls: int,
+        calls: Sequence[CallEnd] = (),
+    ) -> None:
+        """Record a run's end, with the call ends given, in one transaction."""
+        now = time.time()
+        async with self._aconn() as conn, conn.transaction():
+            for end in calls:
+                await conn.execute(
+                    _SQL.end_call, (end.outcome, end.error_code, now, end.cost_micros, end.row)
+                )
+            await conn.execute(
+                _SQL.end_run,
+                (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
+            )
+
+    async def aplan_call(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        step: int | None,
+        tool_id: str,
+        tool_version: str | None,
+        kind: str,
+        effects: str,
+        args_sha256: str,
+        args_bytes: int,
+    ) -> int:
+        """Record a planned call (outcome `running`, nothing sent); returns its row id."""
+        params = plan_call_params(
+            run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, args_bytes
         )
+        return int((await self._awrite(_SQL.plan_call, params))[0])
+
+    async def arequest_sent(self, row: int) -> None:
+        """Record that the request is about to leave (committed before it is sent)."""
+        await self._awrite(_SQL.request_sent, (time.time(), row))
+
+    async def aresponse_received(self, row: int) -> None:
+        """Record that a response arrived."""
+        await self._awrite(_SQL.response_received, (row,))
+
+    async def aend_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
+        """Record a call's end."""
+        await self._awrite(_SQL.end_call, (outcome, error_code, time.time(), cost_micros, row))
 
     # -- shared budgets --------------------------------------------------------------------------
 
     def open_shared(self, budget_id: str, max_micros: int) -> None:
         """Create the shared budget `budget_id`, or set its maximum (what is spent stays)."""
-        self._write(
-            "INSERT INTO toolbridge_budgets (budget_id, max_micros) VALUES (%s, %s) "
-            "ON CONFLICT (budget_id) DO UPDATE SET max_micros = EXCLUDED.max_micros",
-            (budget_id, max_micros),
-        )
+        self._write(_SQL.open_budget, (budget_id, max_micros))
 
     def reserve_shared(self, budget_id: str, amount: int) -> bool:
         """Reserve `amount` of a shared budget, atomically; False (nothing reserved) when it does not fit."""
-        row = self._write(
-            "UPDATE toolbridge_budgets SET reserved_micros = reserved_micros + %s "
-            "WHERE budget_id = %s AND max_micros - spent_micros - reserved_micros >= %s RETURNING 1",
-            (max(0, amount), budget_id, max(0, amount)),
-        )
-        return row is not None
+        amount = max(0, amount)
+        return self._write(_SQL.reserve_budget, (amount, budget_id, amount)) is not None
 
     def settle_shared(self, budget_id: str, reserved: int, actual: int) -> None:
         """Charge `actual` against a shared budget and release the `reserved` amount, in one statement."""
-        self._write(
-            "UPDATE toolbridge_budgets SET reserved_micros = GREATEST(0, reserved_micros - %s), "
-            "spent_micros = spent_micros + %s WHERE budget_id = %s",
-            (max(0, reserved), max(0, actual), budget_id),
-        )
+        reserved = max(0, reserved)
+        self._write(_SQL.settle_budget, (reserved, reserved, max(0, actual), budget_id))
+
+    async def areserve_shared(self, budget_id: str, amount: int) -> bool:
+        """`reserve_shared`, awaited on the event loop."""
+        amount = max(0, amount)
+        return await self._awrite(_SQL.reserve_budget, (amount, budget_id, amount)) is not None
+
+    async def asettle_shared(self, budget_id: str, reserved: int, actual: int) -> None:
+        """`settle_shared`, awaited on the event loop."""
+        reserved = max(0, reserved)
+        await self._awrite(_SQL.settle_budget, (reserved, reserved, max(0, actual), budget_id))
 
     def shared(self, budget_id: str) -> dict[str, int] | None:
         """`{"max_micros", "spent_micros", "reserved_micros"}` of a shared budget, or None."""
         with self._conn(write=False) as conn:
-            row = conn.execute(
-                "SELECT max_micros, spent_micros, reserved_micros FROM toolbridge_budgets WHERE budget_id=%s",
-                (budget_id,),
-            ).fetchone()
-        if row is None:
-            return None
-        return {"max_micros": int(row[0]), "spent_micros": int(row[1]), "reserved_micros": int(row[2])}
+            return budget_dict(conn.execute(_SQL.get_budget, (budget_id,)).fetchone())
 
     # -- reading ---------------------------------------------------------------------------------
 
     def list_runs(self, limit: int = 100) -> list[RunRecord]:
         """The most recent runs (newest first), without their calls, with outcomes read back."""
         with self._conn(write=False) as conn:
-            rows = conn.execute(
-                f"SELECT {_RUN_FIELDS} FROM toolbridge_runs ORDER BY started_at DESC LIMIT %s",
-                (max(0, limit),),
-            ).fetchall()
+            rows = conn.execute(_SQL.list_runs, (max(0, limit),)).fetchall()
             return [self._record(conn, row, with_calls=False) for row in rows]
 
     def get_run(self, run_id: str, *, active: bool = False) -> RunRecord | None:
         """One run with its calls, or `None` when the journal has no such run."""
         with self._conn(write=False) as conn:
-            row = conn.execute(
-                f"SELECT {_RUN_FIELDS} FROM toolbridge_runs WHERE run_id=%s", (run_id,)
-            ).fetchone()
+            row = conn.execute(_SQL.get_run, (run_id,)).fetchone()
             if row is None:
                 return None
             return self._record(conn, row, with_calls=True, active=active)
 
     def _record(self, conn: Any, row: Sequence[Any], *, with_calls: bool, active: bool = False) -> RunRecord:
-        r = dict(zip(_RUN_NAMES, row, strict=True))
-        read_calls = with_calls or r["status"] == "running"
-        calls: list[CallRecord] = []
-        if read_calls:
-            for c in conn.execute(
-                f"SELECT {_CALL_FIELDS} FROM toolbridge_calls WHERE run_id=%s ORDER BY id", (r["run_id"],)
-            ).fetchall():
-                d = dict(zip(_CALL_NAMES, c, strict=True))
-                calls.append(
-                    CallRecord(
-                        **{k: d[k] for k in _CALL_NAMES if k != "id"},
-                    )
-                )
-        record = RunRecord(
-            run_id=r["run_id"],
-            agent=r["agent"],
-            profile=r["profile"],
-            outcome=r["status"],
-            error_code=r["error_code"],
-            started_at=r["started_at"],
-            ended_at=r["ended_at"],
-            cost_micros=int(r["cost_micros"]),
-            usage={
-                "input_tokens": int(r["input_tokens"]),
-                "output_tokens": int(r["output_tokens"]),
-                "model_calls": int(r["model_calls"]),
-            },
-            pid=r["pid"],
-            calls=calls,
-            principal=r["principal"],
+        calls = (
+            conn.execute(_SQL.calls_of_run, (row[0],)).fetchall()
+            if needs_calls(row, with_calls=with_calls)
+            else ()
         )
-        alive = active or record.outcome != "running" or process_alive(r["pid"], r["host"], r["proc_start"])
-        read_back(record, alive=alive)
-        if not with_calls:
-            record.calls = []
-        return record
-
-
-_RUN_NAMES = (
-    "run_id",
-    "agent",
-    "profile",
-    "status",
-    "error_code",
-    "started_at",
-    "ended_at",
-    "cost_micros",
-    "input_tokens",
-    "output_tokens",
-    "model_calls",
-    "pid",
-    "host",
-    "proc_start",
-    "principal",
-)
-_CALL_NAMES = (
-    "id",
-    "run_id",
-    "call_id",
-    "step",
-    "tool_id",
-    "tool_version",
-    "kind",
-    "effects",
-    "args_sha256",
-    "args_bytes",
-    "request_sent",
-    "response_received",
-    "outcome",
-    "error_code",
-    "planned_at",
-    "sent_at",
-    "ended_at",
-    "cost_micros",
-)
-_RUN_FIELDS = ", ".join(_RUN_NAMES)
-_CALL_FIELDS = ", ".join(_CALL_NAMES)
+        return run_record(row, calls, with_calls=with_calls, active=active)

@@ -23,64 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..redact import redact_value
-from ._journal import (
-    CallEnd,
-    CallRecord,
-    JournalBackend,
-    JournalWriteError,
-    RunRecord,
-    Writer,
-    process_alive,
-    read_back,
+from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
+from ._journal_sql import (
+    JOURNAL_TABLES,
+    SQLITE,
+    Statements,
+    needs_calls,
+    plan_call_params,
+    run_record,
+    start_run_params,
 )
 
 __all__ = ["Journal", "SqliteJournal"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    agent TEXT,
-    profile TEXT NOT NULL,
-    status TEXT NOT NULL,
-    error_code TEXT,
-    started_at REAL NOT NULL,
-    ended_at REAL,
-    cost_micros INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    model_calls INTEGER NOT NULL DEFAULT 0,
-    pid INTEGER,
-    host TEXT,
-    proc_start TEXT,
-    principal TEXT
-);
-CREATE TABLE IF NOT EXISTS calls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    call_id TEXT NOT NULL,
-    step INTEGER,
-    tool_id TEXT NOT NULL,
-    tool_version TEXT,
-    kind TEXT NOT NULL,
-    effects TEXT NOT NULL,
-    args_sha256 TEXT NOT NULL,
-    args_bytes INTEGER NOT NULL DEFAULT 0,
-    request_sent INTEGER NOT NULL DEFAULT 0,
-    response_received INTEGER NOT NULL DEFAULT 0,
-    outcome TEXT NOT NULL,
-    error_code TEXT,
-    planned_at REAL NOT NULL,
-    sent_at REAL,
-    ended_at REAL,
-    cost_micros INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS calls_by_run ON calls(run_id, id);
-"""
-
 _RUN_COLUMNS = frozenset({"run_id", "profile", "status", "started_at", "pid", "host", "proc_start"})
 _CALL_COLUMNS = frozenset({"id", "run_id", "call_id", "tool_id", "effects", "request_sent", "outcome"})
 _MAGIC = b"SQLite format 3\x00"
+_SQL = Statements.of(SQLITE)
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -131,7 +90,6 @@ class SqliteJournal(JournalBackend):
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"journal {self.path!r} cannot be opened: {exc}") from None
         try:
-            self._db.row_factory = sqlite3.Row
             self._db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             kind = _kind_of(self._db)
             if kind == "foreign":
@@ -139,9 +97,10 @@ class SqliteJournal(JournalBackend):
             if not memory:
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SQLITE.sql(JOURNAL_TABLES))
             if "principal" not in _columns(self._db, "runs"):  # a journal written before principals
                 self._db.execute("ALTER TABLE runs ADD COLUMN principal TEXT")
+            self._principal = True
         except ConfigError:
             self._db.close()
             raise
@@ -183,7 +142,6 @@ class SqliteJournal(JournalBackend):
             db: sqlite3.Connection | None = None
             try:
                 db = sqlite3.connect(f"{uri}?{mode}", uri=True, isolation_level=None, check_same_thread=False)
-                db.row_factory = sqlite3.Row
                 kind = _kind_of(db)
             except sqlite3.Error as exc:
                 if db is not None:
@@ -195,6 +153,10 @@ class SqliteJournal(JournalBackend):
                 why = "it has no tables" if kind == "empty" else "it holds tables of another application"
                 raise _not_a_journal(shown, why)
             self._db = db
+            try:  # a journal written before principals (a writer adds the column)
+                self._principal = "principal" in _columns(db, "runs")
+            except sqlite3.Error:
+                self._principal = True  # the reads will say what is wrong
             return self
         raise ConfigError(f"journal {shown!r} cannot be read: {last}", details={"journal": shown})
 
@@ -216,21 +178,7 @@ class SqliteJournal(JournalBackend):
         self, run_id: str, *, agent: str | None, profile: str, principal: str | None = None
     ) -> None:
         """Record a run as started (status `running`)."""
-        w = self.writer
-        self._write(
-            "INSERT INTO runs (run_id, agent, profile, status, started_at, pid, host, proc_start, principal) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                redact_value(agent),  # free text: registered secrets are never stored
-                profile,
-                time.time(),
-                w.pid,
-                w.host,
-                w.proc_start,
-                redact_value(principal),
-            ),
-        )
+        self._write(_SQL.start_run, start_run_params(self.writer, run_id, agent, profile, principal))
 
     def end_run(
         self,
@@ -251,12 +199,10 @@ class SqliteJournal(JournalBackend):
             try:
                 for end in calls:
                     self._db.execute(
-                        "UPDATE calls SET outcome=?, error_code=?, ended_at=?, cost_micros=? WHERE id=?",
-                        (end.outcome, end.error_code, now, end.cost_micros, end.row),
+                        _SQL.end_call, (end.outcome, end.error_code, now, end.cost_micros, end.row)
                     )
                 self._db.execute(
-                    "UPDATE runs SET status=?, error_code=?, ended_at=?, cost_micros=?, input_tokens=?, "
-                    "output_tokens=?, model_calls=? WHERE run_id=?",
+                    _SQL.end_run,
                     (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
                 )
                 self._db.execute("COMMIT")
@@ -282,40 +228,27 @@ class SqliteJournal(JournalBackend):
     ) -> int:
         """Record a planned call (outcome `running`, nothing sent); returns its row id."""
         return self._write(
-            "INSERT INTO calls (run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, "
-            "args_bytes, outcome, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-            (
-                run_id,
-                call_id,
-                step,
-                redact_value(tool_id),  # names are free text: registered secrets never stored
-                redact_value(tool_version),
-                kind,
-                effects,
-                args_sha256,
-                args_bytes,
-                time.time(),
+            _SQL.plan_call,
+            plan_call_params(
+                run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, args_bytes
             ),
         )
 
     def request_sent(self, row: int) -> None:
         """Record that the request is about to leave (committed before it is sent)."""
-        self._write("UPDATE calls SET request_sent=1, sent_at=? WHERE id=?", (time.time(), row))
+        self._write(_SQL.request_sent, (time.time(), row))
 
     def response_received(self, row: int) -> None:
         """Record that a response arrived."""
-        self._write("UPDATE calls SET response_received=1 WHERE id=?", (row,))
+        self._write(_SQL.response_received, (row,))
 
     def end_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
         """Record a call's end."""
-        self._write(
-            "UPDATE calls SET outcome=?, error_code=?, ended_at=?, cost_micros=? WHERE id=?",
-            (outcome, error_code, time.time(), cost_micros, row),
-        )
+        self._write(_SQL.end_call, (outcome, error_code, time.time(), cost_micros, row))
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         try:
             return self._db.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
@@ -323,8 +256,8 @@ class SqliteJournal(JournalBackend):
 
     def list_runs(self, limit: int = 100) -> list[RunRecord]:
         """The most recent runs (newest first), without their calls, with outcomes read back."""
-        rows = self._read("SELECT * FROM runs ORDER BY started_at DESC LIMIT ?", (limit,))
-        return [self._read_run(row, with_calls=False) for row in rows]
+        sql = _SQL.list_runs if self._principal else _SQL.list_runs_without_principal
+        return [self._read_run(row, with_calls=False) for row in self._read(sql, (limit,))]
 
     def get_run(self, run_id: str, *, active: bool = False) -> RunRecord | None:
         """One run with its calls, or `None` when the journal has no such run.
@@ -333,67 +266,15 @@ class SqliteJournal(JournalBackend):
             run_id: the run.
             active: the caller knows the run is still in progress (never read it as interrupted).
         """
-        rows = self._read("SELECT * FROM runs WHERE run_id=?", (run_id,))
+        sql = _SQL.get_run if self._principal else _SQL.get_run_without_principal
+        rows = self._read(sql, (run_id,))
         if not rows:
             return None
         return self._read_run(rows[0], with_calls=True, active=active)
 
-    def _read_run(self, row: sqlite3.Row, *, with_calls: bool, active: bool = False) -> RunRecord:
-        # An ended run's outcome is stored; the calls of a `running` one may decide it (see
-        # `read_back`), so they are read for it even when the caller drops them.
-        read_calls = with_calls or row["status"] == "running"
-        calls = [
-            CallRecord(
-                run_id=c["run_id"],
-                call_id=c["call_id"],
-                step=c["step"],
-                tool_id=c["tool_id"],
-                tool_version=c["tool_version"],
-                kind=c["kind"],
-                effects=c["effects"],
-                args_sha256=c["args_sha256"],
-                args_bytes=c["args_bytes"],
-                request_sent=bool(c["request_sent"]),
-                response_received=bool(c["response_received"]),
-                outcome=c["outcome"],
-                error_code=c["error_code"],
-                planned_at=c["planned_at"],
-                sent_at=c["sent_at"],
-                ended_at=c["ended_at"],
-                cost_micros=c["cost_micros"],
-            )
-            for c in (
-                self._read("SELECT * FROM calls WHERE run_id=? ORDER BY id", (row["run_id"],))
-                if read_calls
-                else ()
-            )
-        ]
-        keys = row.keys()
-        record = RunRecord(
-            run_id=row["run_id"],
-            agent=row["agent"],
-            profile=row["profile"],
-            outcome=row["status"],
-            error_code=row["error_code"],
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            cost_micros=row["cost_micros"],
-            usage={
-                "input_tokens": row["input_tokens"],
-                "output_tokens": row["output_tokens"],
-                "model_calls": row["model_calls"],
-            },
-            pid=row["pid"],
-            calls=calls,
-            principal=row["principal"] if "principal" in keys else None,
-        )
-        alive = (
-            active or record.outcome != "running" or process_alive(row["pid"], row["host"], row["proc_start"])
-        )
-        read_back(record, alive=alive)
-        if not with_calls:
-            record.calls = []
-        return record
+    def _read_run(self, row: Any, *, with_calls: bool, active: bool = False) -> RunRecord:
+        calls = self._read(_SQL.calls_of_run, (row[0],)) if needs_calls(row, with_calls=with_calls) else ()
+        return run_record(row, calls, with_calls=with_calls, active=active)
 
 
 Journal = SqliteJournal

@@ -9,7 +9,7 @@ the rest of the budget is recorded, and the run ends `BUDGET_EXCEEDED`.
 The run's outcome comes from its first failure (`RunState.failure`, set by every rule), or from
 what stopped it (cancelled, timed out, an error from the agent), made `outcome_unknown` when a
 call with effects may have acted. The run's end is journaled with every call end an earlier
-write could not record, in one transaction (see `_end_run`).
+write could not record, in one transaction (see `_run_end`).
 """
 
 from __future__ import annotations
@@ -232,15 +232,25 @@ class RunRules(SessionCore):
             run_id=state.run_id,
         )
 
-    def _end_run(self, result: RuntimeResult) -> RuntimeResult:
-        """Journal the run's end with every call end not yet recorded, all or nothing.
+    async def _aend_run(self, result: RuntimeResult) -> RuntimeResult:
+        """Journal the run's end with every call end not yet recorded, all or nothing (async).
 
-        When even that fails, the journal keeps the run `running`, and it is read back (once this
-        process is gone) from what it holds: `outcome_unknown` if a call with effects has its
-        request recorded as sent and no end, else `failed` / `INTERRUPTED`. The result returned
-        is made to say the same outcome (`outcome_unknown`, or `failed` / `JOURNAL_UNAVAILABLE`),
-        and the write is tried again at the next run's start and at `close()`.
+        Shielded from a cancellation that is ending the run, bounded by the journal's own timeouts.
+        The sync twin is `GovernedSession._settle`; when the write fails, see `_end_unrecorded`.
         """
+        journal = self._ajournal
+        assert journal is not None
+        end = self._run_end(result)
+        with anyio.CancelScope(shield=True):
+            try:
+                await journal.aend_run(self.state.run_id, **end)
+                return result
+            except JournalWriteError:
+                log.warning("the evidence journal could not record the end of a run")
+        return self._end_unrecorded(result, end)
+
+    def _run_end(self, result: RuntimeResult) -> dict[str, Any]:
+        """What the run's end writes: the result, usage and every call end not yet recorded."""
         state = self.state
         ends = dict(state.unrecorded)
         for plan in state.plans.values():  # planned, never run: the turn was stopped before them
@@ -248,7 +258,7 @@ class RunRules(SessionCore):
             charged = rt_settle(state.budget, plan.reservation, 0)
             ends.setdefault(plan.row, CallEnd(plan.row, "not_started", code, charged))
         state.plans.clear()
-        end: dict[str, Any] = {
+        return {
             "outcome": result.outcome,
             "error_code": result.error_code,
             "cost_micros": result.cost_micros,
@@ -257,11 +267,18 @@ class RunRules(SessionCore):
             "model_calls": state.model_calls,
             "calls": tuple(ends.values()),
         }
-        try:
-            self._journal.end_run(state.run_id, **end)
-            return result
-        except JournalWriteError:
-            log.warning("the evidence journal could not record the end of a run")
+
+    def _end_unrecorded(self, result: RuntimeResult, end: dict[str, Any]) -> RuntimeResult:
+        """The honest result of a run whose end could not be written; the end is kept to retry.
+
+        The journal keeps the run `running`, and it is read back (once this process is gone)
+        from what it holds: `outcome_unknown` if a call with effects has its request recorded as
+        sent and no end, else `failed` / `INTERRUPTED`. The result returned is made to say the
+        same outcome (`outcome_unknown`, or `failed` / `JOURNAL_UNAVAILABLE`), and the write is
+        tried again at the next run's start and at `close()`.
+        """
+        state = self.state
+        ends = {e.row: e for e in end["calls"]}
         for row in ends:
             if ends[row].outcome != "not_started":
                 continue

@@ -137,6 +137,15 @@ class Runtime:
                 return
             del self._pending_ends[run_id]
 
+    async def _aflush_pending(self) -> None:
+        """`_flush_pending` through the journal's async interface."""
+        for run_id, end in list(self._pending_ends.items()):
+            try:
+                await self._journal.aend_run(run_id, **end)
+            except PolicyError:
+                return
+            self._pending_ends.pop(run_id, None)
+
     def session(
         self,
         *,
@@ -232,12 +241,23 @@ class Runtime:
         model = getattr(agent, "model", None)
         label = f"{getattr(agent, 'name', None) or type(agent).__name__} ({getattr(model, 'id', '?')})"
         session = GovernedSession(self, run_id=run_id, label=label, catalog=ToolCatalog((), ()))
-        refused = session._open(deadline=False)
-        if refused is not None:
-            return refused
         run_id = session.run_id
-        governor = Governor(session)
         scope = anyio.CancelScope()
+        if session._ajournal is None:
+            refused = session._open(deadline=False)
+        else:
+            self._active[run_id] = scope  # cancellable while its start is written
+            try:
+                refused = await session._aopen(deadline=False)
+            except BaseException:
+                self._active.pop(run_id, None)
+                self._cancel_requested.discard(run_id)
+                raise
+        if refused is not None:
+            self._active.pop(run_id, None)
+            self._cancel_requested.discard(run_id)
+            return refused
+        governor = Governor(session)
         self._active[run_id] = scope
         output: Any = None
         text: str | None = None
@@ -260,9 +280,24 @@ class Runtime:
             self._active.pop(run_id, None)
             cancelled = run_id in self._cancel_requested or outer_cancel
             self._cancel_requested.discard(run_id)
-            result = session._settle(
-                output=output, text=text, steps=steps, error=error, timed_out=timed_out, cancelled=cancelled
-            )
+            if session._ajournal is None:
+                result = session._settle(
+                    output=output,
+                    text=text,
+                    steps=steps,
+                    error=error,
+                    timed_out=timed_out,
+                    cancelled=cancelled,
+                )
+            else:
+                result = await session._asettle(
+                    output=output,
+                    text=text,
+                    steps=steps,
+                    error=error,
+                    timed_out=timed_out,
+                    cancelled=cancelled,
+                )
             governor.end_step(result.error_code)
             session._completed(result)
         return result

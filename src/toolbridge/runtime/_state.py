@@ -81,6 +81,8 @@ class SessionCore:
     rt: Runtime
     state: RunState
     _journal: JournalBackend
+    _ajournal: JournalBackend | None
+    """The journal when its writes are awaited (`is_async`: PostgreSQL), else None (sync calls)."""
     _emit: EmitFn
     """Emit an event of this run: `(type, data)`; bound once to the runtime's bus and the run id
     (see `bind_events`), so each event is one call into the bus."""
