@@ -73,13 +73,13 @@ def _reset(srv: AuthServer) -> None:
 
 
 @contextmanager
-def serve(manifest: Path, port: int, env: dict[str, str]) -> Iterator[tuple[str, Path]]:
+def serve(manifest: Path, port: int, env: dict[str, str], *extra: str) -> Iterator[tuple[str, Path]]:
     """`toolbridge gateway MANIFEST --transport http` as a process; yields its MCP URL and the
     file its stderr goes to."""
     err = manifest.parent / "gateway.err"
     with err.open("wb") as sink:
         proc = subprocess.Popen(
-            [TOOLBRIDGE, "gateway", str(manifest), "--transport", "http", "--port", str(port), "-v"],
+            [TOOLBRIDGE, "gateway", str(manifest), "--transport", "http", "--port", str(port), "-v", *extra],
             env={**os.environ, **env},
             stdout=subprocess.DEVNULL,
             stderr=sink,
@@ -104,13 +104,14 @@ def serve(manifest: Path, port: int, env: dict[str, str]) -> Iterator[tuple[str,
 
 
 @contextmanager
-def oauth_gateway(tmp_path: Path, srv: AuthServer, **kw: Any) -> Iterator[tuple[str, Path]]:
+def oauth_gateway(tmp_path: Path, srv: AuthServer, *extra: str, **kw: Any) -> Iterator[tuple[str, Path]]:
     """The test manifest's gateway, with `oauth` pointing at `srv`."""
     port = free_port()
     manifest = upstream_manifest(
         tmp_path, clients=CLIENTS, binding="    effects: read\n", gateway=oauth_block(srv, port, **kw)
     )
-    with serve(manifest, port, {"INTROSPECTION_SECRET": CLIENT_SECRET, "CI_TOKEN": CI_TOKEN}) as out:
+    env = {"INTROSPECTION_SECRET": CLIENT_SECRET, "CI_TOKEN": CI_TOKEN}
+    with serve(manifest, port, env, *extra) as out:
         yield out
 
 
@@ -333,3 +334,13 @@ async def test_a_session_belongs_to_the_principal_that_opened_it(tmp_path: Path,
         assert ping(alice_again) == 200
         assert ping(bob) == 404  # the SDK answers as if the session did not exist
         assert ping(alice) == 200
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_stateless_serving_verifies_every_request(tmp_path: Path, srv: AuthServer, mode: str) -> None:
+    with oauth_gateway(tmp_path, srv, "--stateless") as (url, _err):
+        alice = srv.issue(sub="alice", aud=url, scope="mcp")
+        async with connect(url, alice, mode) as client:
+            assert tool_names(await client.list_tools()) == ["up_echo"]
+            assert (await client.call_tool("up_echo", {"text": "s"})).content[0].text == "s"  # type: ignore[union-attr]
+        assert post(url, srv.issue(sub="alice", aud=url, scope="mcp", lifetime=-600)).status_code == 401

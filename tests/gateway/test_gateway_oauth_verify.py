@@ -261,6 +261,32 @@ async def test_cancelled_verification_leaves_the_cache_usable(srv: AuthServer) -
         await v.aclose()
 
 
+async def test_verified_jwts_are_remembered_briefly(srv: AuthServer) -> None:
+    quick = {"jwks_ttl_s": 0, "jwks_min_refetch_s": 0}
+    remembering = JwtVerifier(jwt_settings(srv, **quick))
+    strict = JwtVerifier(jwt_settings(srv, jwt_cache_s=0, **quick))
+    try:
+        token = srv.issue(aud=RES)
+        for v in (remembering, strict):
+            assert (await v.check(token)).token == token
+        srv.jwks_mode = "empty"  # the key is withdrawn
+        assert (await remembering.check(token)).subject == "alice"  # within jwt_cache_s
+        assert await reason(strict, token) == "unknown signing key"
+        assert await reason(remembering, srv.issue(aud=RES)) == "unknown signing key"
+    finally:
+        await remembering.aclose()
+        await strict.aclose()
+    srv.jwks_mode = "ok"
+    v = JwtVerifier(jwt_settings(srv, leeway_s=1))
+    try:  # never past the token's exp (+ leeway)
+        short = srv.issue(aud=RES, lifetime=1.5)
+        assert (await v.check(short)).subject == "alice"
+        await anyio.sleep(2.7)
+        assert await reason(v, short) == "token expired"
+    finally:
+        await v.aclose()
+
+
 def test_settings_are_checked(srv: AuthServer) -> None:
     bad: list[dict[str, Any]] = [
         {"resource": RES, "issuer": srv.issuer},  # no way to verify
@@ -354,7 +380,7 @@ async def test_introspection_cache_is_bounded(srv: AuthServer) -> None:
         for token in tokens:
             await v.check(token)
         assert len(v._cache) == 4
-        assert all(token not in key for key in v._cache for token in tokens)  # hashed, never kept
+        assert all(token not in key for key in v._cache.digests() for token in tokens)  # hashed only
     finally:
         await v.aclose()
 

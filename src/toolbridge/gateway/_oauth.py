@@ -125,6 +125,9 @@ class OAuthSettings:
         jwks_min_refetch_s: the shortest time between two fetches of the key set (a flood of
             tokens with unknown `kid`s makes at most one fetch per this period).
         introspection_ttl_s: how long an introspection answer is reused (never past `exp`).
+        jwt_cache_s: how long a verified JWT is taken again without checking its signature
+            (never past `exp`; 0: every request is verified). A key removed from the key set
+            stops its tokens after at most this long (and `jwks_ttl_s`).
         timeout_s: the longest one fetch or introspection may take.
         max_response_bytes: the largest key set or introspection answer read.
         cache_size: the most introspection answers kept.
@@ -143,6 +146,7 @@ class OAuthSettings:
     jwks_ttl_s: float = 300.0
     jwks_min_refetch_s: float = 10.0
     introspection_ttl_s: float = 60.0
+    jwt_cache_s: float = 30.0
     timeout_s: float = 5.0
     max_response_bytes: int = 262_144
     cache_size: int = 1024
@@ -167,7 +171,13 @@ class OAuthSettings:
             problems.append(f"algorithms must be among {', '.join(ALLOWED_ALGORITHMS)}")
         if not self.issuer and not self.authorization_servers:
             problems.append("give the issuer or the authorization servers (for the metadata)")
-        numbers = (self.leeway_s, self.jwks_ttl_s, self.jwks_min_refetch_s, self.introspection_ttl_s)
+        numbers = (
+            self.leeway_s,
+            self.jwks_ttl_s,
+            self.jwks_min_refetch_s,
+            self.introspection_ttl_s,
+            self.jwt_cache_s,
+        )
         if any(n < 0 for n in numbers) or self.timeout_s <= 0:
             problems.append("times must not be negative")
         if self.max_response_bytes < 1024 or self.cache_size < 1:
@@ -267,6 +277,54 @@ def _access_token(token: str, claims: Mapping[str, Any], resource: str) -> Acces
         subject=str(subject)[:256] if subject is not None else None,
         claims=dict(claims),
     )
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Outcomes:
+    """Verification outcomes by the token's SHA-256 (never the token), each until its deadline,
+    the most recent `size` kept. An outcome is an `AccessToken` (without its token) or a reason."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, tuple[float, AccessToken | str]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def digests(self) -> list[str]:
+        return list(self._items)
+
+    def get(self, key: str) -> AccessToken | str | None:
+        found = self._items.get(key)
+        if found is None:
+            return None
+        if found[0] <= time.monotonic():
+            del self._items[key]
+            return None
+        self._items.move_to_end(key)
+        return found[1]
+
+    def put(self, key: str, outcome: AccessToken | str, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        if not isinstance(outcome, str):
+            outcome = outcome.model_copy(update={"token": ""})
+        self._items[key] = (time.monotonic() + ttl, outcome)
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+def _reuse(outcome: AccessToken | str, token: str, leeway_s: float) -> AccessToken:
+    """A remembered outcome for `token`: its access info again, or its refusal again."""
+    if isinstance(outcome, str):
+        raise TokenRejected(outcome)
+    if outcome.expires_at is not None and outcome.expires_at <= time.time() - leeway_s:
+        raise TokenRejected("token expired")
+    return outcome.model_copy(update={"token": token})
 
 
 class _Closable:
@@ -418,6 +476,7 @@ class JwtVerifier(_Closable):
             raise ConfigError("JWT verification needs the jwks URL", code="ERR_GATEWAY_CONFIG")
         self.settings = settings
         self.jwks = JwksCache(settings)
+        self._verified = _Outcomes(settings.cache_size)
 
     async def aclose(self) -> None:
         await self.jwks.aclose()
@@ -440,6 +499,10 @@ class JwtVerifier(_Closable):
         s = self.settings
         if len(token) > MAX_TOKEN_CHARS:
             raise TokenRejected("token too long")
+        key_of_token = _digest(token)
+        remembered = self._verified.get(key_of_token) if s.jwt_cache_s > 0 else None
+        if remembered is not None:
+            return _reuse(remembered, token, s.leeway_s)
         if not looks_like_jwt(token):
             raise TokenRejected("malformed token")
         header = _b64_json(token.split(".", 1)[0])  # a dict: looks_like_jwt checked it
@@ -480,7 +543,11 @@ class JwtVerifier(_Closable):
             raise TokenRejected("malformed token") from None
         if not isinstance(claims, dict):
             raise TokenRejected("malformed token")
-        return _access_token(token, claims, s.resource)
+        verified = _access_token(token, claims, s.resource)
+        if verified.expires_at is not None:
+            ttl = min(s.jwt_cache_s, verified.expires_at + s.leeway_s - time.time())
+            self._verified.put(key_of_token, verified, ttl)
+        return verified
 
 
 class IntrospectionVerifier(_Closable):
@@ -494,7 +561,7 @@ class IntrospectionVerifier(_Closable):
                 code="ERR_GATEWAY_CONFIG",
             )
         self.settings = settings
-        self._cache: OrderedDict[str, tuple[float, AccessToken | str]] = OrderedDict()
+        self._cache = _Outcomes(settings.cache_size)
         self._limiter = anyio.CapacityLimiter(32)
         self.requests = 0
 
@@ -513,17 +580,10 @@ class IntrospectionVerifier(_Closable):
         """
         if len(token) > MAX_TOKEN_CHARS:
             raise TokenRejected("token too long")
-        key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-        now = time.monotonic()
+        key = _digest(token)
         cached = self._cache.get(key)
-        if cached is not None and cached[0] > now:
-            self._cache.move_to_end(key)
-            outcome = cached[1]
-            if isinstance(outcome, str):
-                raise TokenRejected(outcome)
-            if outcome.expires_at is not None and outcome.expires_at < time.time() - self.settings.leeway_s:
-                raise TokenRejected("token expired")
-            return outcome.model_copy(update={"token": token})
+        if cached is not None:
+            return _reuse(cached, token, self.settings.leeway_s)
         try:
             answer = await self._introspect(token)
         except _FetchFailed as exc:
@@ -532,21 +592,13 @@ class IntrospectionVerifier(_Closable):
         try:
             outcome = self._judge(token, answer)
         except TokenRejected as exc:
-            self._remember(key, exc.reason, self.settings.introspection_ttl_s)
+            self._cache.put(key, exc.reason, self.settings.introspection_ttl_s)
             raise
         ttl = self.settings.introspection_ttl_s
         if outcome.expires_at is not None:
-            ttl = min(ttl, max(0.0, outcome.expires_at - time.time()))
-        self._remember(key, outcome.model_copy(update={"token": ""}), ttl)
+            ttl = min(ttl, outcome.expires_at + self.settings.leeway_s - time.time())
+        self._cache.put(key, outcome, ttl)
         return outcome
-
-    def _remember(self, key: str, outcome: AccessToken | str, ttl: float) -> None:
-        if ttl <= 0:
-            return
-        self._cache[key] = (time.monotonic() + ttl, outcome)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.settings.cache_size:
-            self._cache.popitem(last=False)
 
     async def _introspect(self, token: str) -> Any:
         from urllib.parse import quote

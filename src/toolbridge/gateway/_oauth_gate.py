@@ -202,7 +202,11 @@ class OAuthGate:
         raise TokenRejected("the token names no client of this gateway", status=403, error="access_denied")
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
+        kind = scope.get("type")
+        if kind == "websocket":  # the gateway serves none: refuse rather than pass unchecked
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if kind != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         if str(scope.get("path", "")).startswith(PRM_PREFIX):
@@ -228,6 +232,10 @@ class OAuthGate:
         except TokenRejected as exc:
             log.info("ERR_GATEWAY_AUTH: a request was refused: %s", exc.reason)
             await self._refuse(send, exc)
+            return
+        except Exception as exc:  # a verifier's bug must not become a 500 with a traceback
+            log.warning("ERR_GATEWAY_AUTH: a token could not be verified (%s)", type(exc).__name__)
+            await self._refuse(send, TokenRejected("the token could not be verified"))
             return
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from starlette.authentication import AuthCredentials
