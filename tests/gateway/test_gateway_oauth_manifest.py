@@ -127,6 +127,7 @@ async def test_the_python_block_of_gateway_md_runs() -> None:
     """The ```python block of docs/gateway.md (the OAuth section) runs as written."""
     text = (ROOT / "docs" / "gateway.md").read_text(encoding="utf-8")
     blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    blocks = [b for b in blocks if "client.listen(" not in b]  # that one: test_gateway_docs.py
     assert len(blocks) == 1
     namespace: dict[str, Any] = {}
     exec(compile(blocks[0], "docs/gateway.md", "exec"), namespace)

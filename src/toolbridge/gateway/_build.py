@@ -30,6 +30,7 @@ from ..manifest._kinds import ToolProviderDoc
 from ..manifest._kinds_gateway import GatewayDoc
 from ..manifest._secrets import Secret
 from ._core import GatewayCore, Identity, Source
+from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
 from ._oauth_gate import ClientRule
 from ._upstream import ServerRequestRouter, UpstreamProvider, attach_router
@@ -89,6 +90,7 @@ class OpenGateway:
     anonymous: str | None
     oauth: OAuthSettings | None = None
     oauth_rules: tuple[ClientRule, ...] = ()
+    events: EventHub = field(default_factory=EventHub, repr=False)
     _pins: list[_Pin] = field(default_factory=list, repr=False)
     _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
     _listing: dict[int, str] = field(default_factory=dict, repr=False)
@@ -192,6 +194,7 @@ async def open_gateway(
             base = create_runtime()
             live._stack.callback(base.close)
         routers: dict[int, ServerRequestRouter] = {}
+        events = EventHub()
         timeout = approval_timeout_s if approval_timeout_s is not None else doc.approval_timeout_ms / 1000
         sources: list[Source] = []
         pins: list[_Pin] = []
@@ -230,7 +233,10 @@ async def open_gateway(
                 cost_micros=b.cost_micros,
                 timeout_ms=b.timeout_ms,
             )
-            sources.append(Source(binding, b.approval, client, b.resources, b.provider.name))
+            source = Source(binding, b.approval, client, b.resources, b.provider.name)
+            sources.append(source)
+            if client is not None:
+                events.tap(client, source)
         for ref in doc.tasks:
             toolset = await live.build(ref.name)
             sources.append(Source(ToolBinding(provider=toolset), doc.approval, None, False, ref.name))
@@ -271,6 +277,7 @@ async def open_gateway(
             anonymous=anonymous,
             oauth=oauth,
             oauth_rules=rules,
+            events=events,
             _pins=pins,
             _upstreams=upstreams,
         )

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..errors import bounded
 from ._core import Identity, Source, page_of
+from ._events import EventHub
 
 if TYPE_CHECKING:
     from ._build import OpenGateway
@@ -55,7 +56,9 @@ def _capable(sdk: Any, what: str) -> bool:
     return getattr(caps, what, None) is not None
 
 
-def add_passthrough(server: Any, gateway: OpenGateway, identity_of: Callable[[Any], Identity]) -> None:
+def add_passthrough(
+    server: Any, gateway: OpenGateway, identity_of: Callable[[Any], Identity], hub: EventHub
+) -> None:
     """Register the resource, prompt and completion handlers on the SDK `server`."""
     sources = [s for s in gateway.core.sources if s.client is not None and s.resources]
     if not sources:
@@ -183,43 +186,34 @@ def add_passthrough(server: Any, gateway: OpenGateway, identity_of: Callable[[An
             log.info("completion failed: %s", type(exc).__name__)
             return types.CompleteResult(completion=types.Completion(values=[]))
 
-    async def subscription(ctx: Any, uri: str, subscribe: bool) -> types.EmptyResult:
-        identity = identity_of(ctx)
+    def candidates(identity: Identity, uri: str) -> list[Source]:
         owner = uri_owner.get(uri)
-        for source in [owner] if owner is not None else sources:
-            if not _allowed(identity, "resources", source):
-                continue
-            try:
-                with anyio.fail_after(_TIMEOUT_S):
-                    sdk = await sdk_client(source.client)
-                    caps = getattr(sdk.server_capabilities, "resources", None)
-                    if caps is None or not caps.subscribe:
-                        continue
-                    if subscribe:
-                        await sdk.subscribe_resource(uri)
-                    else:
-                        await sdk.unsubscribe_resource(uri)
-                    return types.EmptyResult()
-            except Exception as exc:
-                log.info("resources/(un)subscribe on %s failed: %s", source.name, type(exc).__name__)
-        raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
+        return [s for s in ([owner] if owner is not None else sources) if _allowed(identity, "resources", s)]
+
+    hub.candidates = candidates
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        return await subscription(ctx, str(params.uri), True)
+        identity = identity_of(ctx)
+        uri = str(params.uri)
+        found = candidates(identity, uri)
+        link = hub.link_of(ctx.session)
+        if link is None:  # no channel to deliver updates on: nothing to subscribe upstream
+            if found:
+                return types.EmptyResult()
+        elif await hub.hold(link.key, uri, found):
+            return types.EmptyResult()
+        raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
 
     async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        return await subscription(ctx, str(params.uri), False)
+        identity_of(ctx)
+        link = hub.link_of(ctx.session)
+        if link is not None:
+            await hub.let_go(link.key, str(params.uri))
+        return types.EmptyResult()
 
     async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
         identity_of(ctx)
-        for source in sources:
-            try:
-                with anyio.fail_after(_TIMEOUT_S):
-                    sdk = await sdk_client(source.client)
-                    if _capable(sdk, "logging"):
-                        await sdk.set_logging_level(params.level)
-            except Exception as exc:
-                log.info("logging/setLevel on %s failed: %s", source.name, type(exc).__name__)
+        await hub.set_level(ctx.session, params.level)
         return types.EmptyResult()
 
     server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)

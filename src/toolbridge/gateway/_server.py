@@ -2,8 +2,9 @@
 
 `create_server(gateway)` builds the SDK `Server` whose handlers ask the `GatewayCore`;
 `serve_stdio` / `serve_http` run it (the serving plumbing is `toolbridge.tasks._server`'s, shared
-with `serve-tasks`), together with the watcher that notices when the union changes and sends
-`notifications/tools/list_changed` to every client connection the gateway has seen.
+with `serve-tasks`), together with the watcher that notices when the union changes and tells
+every client (`_events.EventHub`: handshake-era connections get `notifications/tools/list_changed`,
+2026-07-28 clients hear it on their `subscriptions/listen` streams, which `create_server` serves).
 
 Who calls: over stdio, the local user (the manifest's `local: true` client, else `local:<user>`
 under the runtime's own grants); over HTTP, the identity whose bearer token the request carries
@@ -17,7 +18,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..errors import bounded
 from ._core import GatewayCore, Identity, page_of
+from ._events import MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ log = logging.getLogger("toolbridge.gateway")
 
 IDENTITY_KEY = "toolbridge.identity"
 """Where `BearerAuth` leaves the caller's identity name in the ASGI scope."""
-
-_MAX_CONNECTIONS = 1024
 
 
 class _GatewayServer(Server[Any]):
@@ -57,46 +56,47 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
-class Connections:
-    """The client connections seen (most recent `_MAX_CONNECTIONS`), for change notifications."""
-
-    def __init__(self) -> None:
-        self._sessions: OrderedDict[int, Any] = OrderedDict()
-
-    def seen(self, session: Any) -> None:
-        key = id(getattr(session, "_connection", session))
-        self._sessions[key] = session
-        self._sessions.move_to_end(key)
-        while len(self._sessions) > _MAX_CONNECTIONS:
-            self._sessions.popitem(last=False)
-
-    async def tools_changed(self) -> None:
-        for key, session in list(self._sessions.items()):
-            try:
-                with anyio.fail_after(2):
-                    await session.send_tool_list_changed()
-            except Exception:  # that connection is gone: forget it
-                self._sessions.pop(key, None)
-
-
-def create_server(gateway: OpenGateway, connections: Connections | None = None) -> Server[Any]:
+def create_server(gateway: OpenGateway) -> Server[Any]:
     """An SDK `Server` serving `gateway` (see the module docstring)."""
     core: GatewayCore = gateway.core
-    conns = connections if connections is not None else Connections()
+    hub = gateway.events
 
     def identity_of(ctx: Any) -> Identity:
         request = getattr(ctx, "request", None)
         if request is None:
-            return gateway.local_identity
-        name = request.scope.get(IDENTITY_KEY)
-        identity = gateway.identities.get(name) if isinstance(name, str) else None
-        if identity is None:
-            raise MCPError(types.INVALID_REQUEST, "unauthenticated")
+            identity = gateway.local_identity
+        else:
+            name = request.scope.get(IDENTITY_KEY)
+            found = gateway.identities.get(name) if isinstance(name, str) else None
+            if found is None:
+                raise MCPError(types.INVALID_REQUEST, "unauthenticated")
+            identity = found
+        hub.seen(ctx.session, identity)
         return identity
+
+    async def listen(
+        ctx: Any, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026-07-28 client's event stream: list changes, and the resources it may read."""
+        identity = identity_of(ctx)
+        wanted = params.notifications.resource_subscriptions or []
+        holder = object()
+        kept: list[str] = []
+        try:
+            for uri in wanted[:MAX_SUBSCRIPTIONS]:
+                if isinstance(uri, str) and await hub.hold(holder, uri, hub.candidates(identity, uri)):
+                    kept.append(uri)
+            notifications = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
+            result: types.SubscriptionsListenResult = await hub.listen_handler(
+                ctx, params.model_copy(update={"notifications": notifications})
+            )
+            return result
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                await hub.release(holder)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         identity = identity_of(ctx)
-        conns.seen(ctx.session)
         tools = await core.tools(identity)
         page, nxt = page_of(tools, params.cursor if params else None, core.page_size)
         return types.ListToolsResult(tools=page, next_cursor=nxt)
@@ -105,7 +105,6 @@ def create_server(gateway: OpenGateway, connections: Connections | None = None) 
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         identity = identity_of(ctx)
-        conns.seen(ctx.session)
         session = ctx.session
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
@@ -131,12 +130,13 @@ def create_server(gateway: OpenGateway, connections: Connections | None = None) 
         instructions=f"toolbridge gateway {gateway.name}: governed tools of several MCP servers.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_subscriptions_listen=listen,
     )
-    add_passthrough(server, gateway, identity_of)
+    add_passthrough(server, gateway, identity_of, hub)
     return server
 
 
-async def _watch(gateway: OpenGateway, connections: Connections, interval_s: float) -> None:
+async def _watch(gateway: OpenGateway, interval_s: float) -> None:
     """Notice changes of the union (upstream changes, a renewed lock) and tell every client."""
     last = await gateway.core.signature()
     while True:
@@ -149,7 +149,7 @@ async def _watch(gateway: OpenGateway, connections: Connections, interval_s: flo
             continue
         if now != last:
             last = now
-            await connections.tools_changed()
+            await gateway.events.changed("tools")
 
 
 async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) -> None:
@@ -161,10 +161,9 @@ async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) ->
     from ..tasks._server import run_stdio
     from ._stdio import pipe_stdio, pipes_usable
 
-    connections = Connections()
-    server = create_server(gateway, connections)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch, gateway, connections, watch_interval_s)
+    server = create_server(gateway)
+    async with gateway.events.running(), anyio.create_task_group() as tg:
+        tg.start_soon(_watch, gateway, watch_interval_s)
         if pipes_usable():
             async with pipe_stdio() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -233,8 +232,7 @@ async def serve_http(
     """Serve Streamable HTTP at `http://host:port/mcp` until interrupted."""
     from ..tasks._server import run_http
 
-    connections = Connections()
-    server = create_server(gateway, connections)
+    server = create_server(gateway)
     app = server.streamable_http_app(host=host, stateless_http=stateless)
     wrapped: Any = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
     if gateway.oauth is not None:  # OAuth resource-server mode (`_oauth_gate`)
@@ -249,8 +247,8 @@ async def serve_http(
             resource_name=gateway.name,
         )
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch, gateway, connections, watch_interval_s)
+        async with gateway.events.running(), anyio.create_task_group() as tg:
+            tg.start_soon(_watch, gateway, watch_interval_s)
             await run_http(wrapped, host=host, port=port)
             tg.cancel_scope.cancel()
     finally:

@@ -1,0 +1,572 @@
+"""Change notifications, resource updates and log messages: from the upstreams to the clients.
+
+`EventHub` is the gateway's one place for everything a client hears outside its own calls.
+
+- **Sources of events.** The union's tool list changed (the gateway's watcher says so), an
+  upstream said its resources or prompts changed, an upstream sent `notifications/resources/updated`
+  or a log message (`notifications/message`). Upstream notifications are tapped from each upstream
+  client's message handler (`tap`), rate-limited per upstream (`UPSTREAM_BURST` at once, then
+  `UPSTREAM_PER_SECOND`; beyond that they are dropped and counted): a flooding upstream costs a
+  counter, not memory, and never stalls the upstream's reader (the tap never waits on a client).
+- **Handshake-era connections** (2025-11-25 and earlier, with a channel for server messages): each
+  one seen gets a bounded outbox (`OUTBOX_SIZE`) drained by its own sender task; a send that does
+  not finish within `SEND_TIMEOUT_S` is given up. A full outbox drops the new message and counts
+  it (a warning says how many, at most once per `WARN_EVERY_S` per connection); "list changed"
+  and "resource updated" are level triggers, so one pending copy is enough (no duplicates are
+  queued). A slow client only loses its own messages: the others have their own outboxes.
+- **2026-07-28 connections** hear through `subscriptions/listen` streams (the SDK's
+  `ListenHandler` over an in-process bus): list changes, and the resource URIs the stream asked
+  for that the identity may read. A stream whose client stops reading is ended by the SDK at
+  `LISTEN_BUFFER` events (the client listens again; events carry no state worth replaying).
+- **Resource subscriptions** are shared: the first holder of a URI (a handshake-era connection's
+  `resources/subscribe`, or a listen stream) subscribes the upstream, the last one to let go
+  unsubscribes it. An update goes only to the holders of that URI on that upstream.
+- **Log messages** go to handshake-era connections that asked with `logging/setLevel` (at or above
+  their level; the upstreams are set to the most verbose level any connection asked for), and
+  only when the identity holds `logs:<prefix>` or `logs:*` for a binding of that upstream. The
+  `logger` says which upstream: `NAME` or `NAME/LOGGER` (NAME: the binding's provider document).
+  Text is cleaned (escapes, invisible characters) and bounded (`LOG_DATA_LIMIT`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..errors import bounded
+from ..sanitize import clean_text
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+    from ._core import Identity, Source
+
+__all__ = [
+    "LEVELS",
+    "LISTEN_BUFFER",
+    "LOG_DATA_LIMIT",
+    "MAX_LINKS",
+    "MAX_SUBSCRIPTIONS",
+    "OUTBOX_SIZE",
+    "SEND_TIMEOUT_S",
+    "UPSTREAM_BURST",
+    "UPSTREAM_PER_SECOND",
+    "EventHub",
+]
+
+log = logging.getLogger("toolbridge.gateway")
+
+LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+OUTBOX_SIZE = 256
+"""Messages waiting for one handshake-era connection; more are dropped (counted)."""
+SEND_TIMEOUT_S = 2.0
+"""The longest one message may take to leave for a client."""
+MAX_LINKS = 1024
+"""Handshake-era connections remembered (the least recently active is forgotten first)."""
+MAX_SUBSCRIPTIONS = 256
+"""Resource URIs one connection (or one listen stream) may hold."""
+MAX_URI_CHARS = 4096
+LISTEN_BUFFER = 256
+"""Events waiting on one listen stream before the SDK ends it."""
+MAX_LISTEN_STREAMS = 1024
+UPSTREAM_BURST = 200
+UPSTREAM_PER_SECOND = 100.0
+LOG_DATA_LIMIT = 4000
+"""Characters of one forwarded log message's text."""
+WARN_EVERY_S = 10.0
+
+_TIMEOUT_S = 30.0
+_Item = tuple[Any, ...]
+
+
+class _Bucket:
+    """A token bucket counting what it refused."""
+
+    def __init__(self, burst: int, per_second: float) -> None:
+        self.burst, self.rate = float(burst), per_second
+        self.tokens, self.stamp = float(burst), time.monotonic()
+        self.dropped = 0
+        self.warned_at = -1e9
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        self.dropped += 1
+        return False
+
+
+@dataclass
+class _Link:
+    """One handshake-era client connection and its outbox."""
+
+    key: int
+    session: Any
+    identity: Identity
+    send: MemoryObjectSendStream[_Item]
+    recv: MemoryObjectReceiveStream[_Item]
+    level: str | None = None
+    pending: set[_Item] = field(default_factory=set)
+    dropped: int = 0
+    warned_at: float = -1e9
+    scope: anyio.CancelScope | None = None
+
+
+@dataclass
+class _Upstream:
+    client: Any
+    sources: list[Source] = field(default_factory=list)
+    bucket: _Bucket = field(default_factory=lambda: _Bucket(UPSTREAM_BURST, UPSTREAM_PER_SECOND))
+
+
+def clean_data(data: Any, depth: int = 0) -> Any:
+    """A log message's data with every string cleaned; deep or large data becomes bounded text."""
+    if isinstance(data, str):
+        return bounded(clean_text(data), LOG_DATA_LIMIT)
+    if depth == 0:
+        try:
+            text = json.dumps(data, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = repr(data)
+        if len(text) > LOG_DATA_LIMIT:
+            return bounded(clean_text(text), LOG_DATA_LIMIT)
+    if depth > 20:
+        return "…"
+    if isinstance(data, Mapping):
+        return {clean_text(str(k)): clean_data(v, depth + 1) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [clean_data(v, depth + 1) for v in data]
+    if data is None or isinstance(data, bool | int | float):
+        return data
+    return clean_text(str(data))
+
+
+SendUpstream = Callable[[Any, str, bool], Awaitable[None]]
+"""`(upstream client, uri, subscribe)`: (un)subscribe the upstream to a resource."""
+
+
+class EventHub:
+    """Delivers events to clients (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.bus = InMemorySubscriptionBus()
+        self.listen_handler = ListenHandler(
+            self.bus, max_subscriptions=MAX_LISTEN_STREAMS, max_buffered_events=LISTEN_BUFFER
+        )
+        self._links: OrderedDict[int, _Link] = OrderedDict()
+        self._upstreams: dict[int, _Upstream] = {}
+        self._tg: TaskGroup | None = None
+        # (id(upstream client), uri) -> holders; holder -> its (client id, uri) keys
+        self._held: dict[tuple[int, str], set[object]] = {}
+        self._holdings: dict[object, set[tuple[int, str]]] = {}
+        self._lock = anyio.Lock()
+        self._upstream_level: str | None = None
+        self.dropped = 0
+        """Messages dropped for slow clients, in total."""
+        self.candidates: Callable[[Identity, str], list[Source]] = lambda identity, uri: []
+        """The sources that may serve `uri` to `identity`, best first (set by the passthrough)."""
+
+    # ------------------------------------------------------------------------------ lifetime
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Deliver while the block runs (serve_stdio / serve_http hold it)."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield
+            finally:
+                self._tg = None
+                self.listen_handler.close()
+                tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------------------ upstreams
+
+    def tap(self, client: Any, source: Source) -> None:
+        """Hear `client`'s notifications (before its first connection); `source` binds it."""
+        entry = self._upstreams.get(id(client))
+        if entry is not None:
+            entry.sources.append(source)
+            return
+        self._upstreams[id(client)] = _Upstream(client, [source])
+        original = client._message_handler
+
+        def make(conn: Any) -> Callable[[Any], Awaitable[None]]:
+            inner = original(conn)
+
+            async def handler(message: Any) -> None:
+                try:
+                    await self.from_upstream(client, message)
+                except Exception as exc:  # the tap must never break the upstream's reader
+                    log.debug("an upstream notification was not delivered: %s", type(exc).__name__)
+                await inner(message)
+
+            return handler
+
+        client._message_handler = make
+
+    async def from_upstream(self, client: Any, message: Any) -> None:
+        """One notification of an upstream: rate-limited, then delivered without waiting."""
+        kind: _Item
+        if isinstance(message, types.LoggingMessageNotification):
+            p = message.params
+            kind = ("log", p.level, p.logger, p.data)
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            kind = ("updated", str(message.params.uri))
+        elif isinstance(message, types.ResourceListChangedNotification):
+            kind = ("resources",)
+        elif isinstance(message, types.PromptListChangedNotification):
+            kind = ("prompts",)
+        else:
+            return
+        entry = self._upstreams.get(id(client))
+        if entry is None or (kind[0] != "log" and not any(s.resources for s in entry.sources)):
+            return
+        if not entry.bucket.take():
+            self._warn_flood(entry)
+            return
+        if kind[0] == "log":
+            self._deliver_log(entry, kind)
+        elif kind[0] == "updated":
+            await self._deliver_updated(entry, str(kind[-1]))
+        elif kind[0] == "resources":
+            await self.changed("resources")
+        else:
+            await self.changed("prompts")
+
+    @staticmethod
+    def _warn_flood(entry: _Upstream) -> None:
+        now = time.monotonic()
+        if now - entry.bucket.warned_at >= WARN_EVERY_S:
+            entry.bucket.warned_at = now
+            name = entry.sources[0].name if entry.sources else "?"
+            log.warning(
+                "upstream %s sends notifications faster than %d a second; %d dropped so far",
+                name,
+                int(UPSTREAM_PER_SECOND),
+                entry.bucket.dropped,
+            )
+
+    # ------------------------------------------------------------------------------ connections
+
+    def seen(self, session: Any, identity: Identity) -> None:
+        """A request arrived on `session`: remember a handshake-era connection that has a channel."""
+        conn = getattr(session, "_connection", None)
+        if conn is None or self._tg is None:
+            return
+        if getattr(session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            return  # 2026-07-28: events ride subscriptions/listen streams
+        if not getattr(conn, "has_standalone_channel", False):
+            return
+        key = id(conn)
+        link = self._links.get(key)
+        if link is not None:
+            self._links.move_to_end(key)
+            return
+        send, recv = anyio.create_memory_object_stream[_Item](OUTBOX_SIZE)
+        link = _Link(key, session, identity, send, recv)
+        self._links[key] = link
+        self._tg.start_soon(self._pump, link)
+        try:
+            conn.exit_stack.push_async_callback(self._forget, key)
+        except Exception:  # no exit stack: forgotten when sending fails or by age
+            log.debug("connection without an exit stack")
+        while len(self._links) > MAX_LINKS:  # the least recently active one is forgotten
+            oldest = next(iter(self._links))
+            self._drop_link(oldest)
+            self._tg.start_soon(self._forget, oldest)
+
+    def link_of(self, session: Any) -> _Link | None:
+        conn = getattr(session, "_connection", None)
+        return self._links.get(id(conn)) if conn is not None else None
+
+    def _drop_link(self, key: int) -> _Link | None:
+        link = self._links.pop(key, None)
+        if link is not None:
+            if link.scope is not None:
+                link.scope.cancel()
+            link.send.close()
+        return link
+
+    async def _forget(self, key: int) -> None:
+        """The connection `key` is gone: stop its sender, let go of its subscriptions."""
+        self._drop_link(key)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2 * _TIMEOUT_S):
+            await self.release(key)
+            await self._apply_level()
+
+    def _queue(self, link: _Link, item: _Item) -> None:
+        trigger = item[0] != "log"
+        if trigger and item in link.pending:
+            return  # a level trigger already waiting: one is enough
+        try:
+            link.send.send_nowait(item)
+        except anyio.WouldBlock:
+            self._count_drop(link, 1)
+            return
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        if trigger:
+            link.pending.add(item)
+
+    def _count_drop(self, link: _Link, n: int) -> None:
+        link.dropped += n
+        self.dropped += n
+        now = time.monotonic()
+        if now - link.warned_at >= WARN_EVERY_S:
+            link.warned_at = now
+            log.warning(
+                "client %s is not reading fast enough: %d notification(s) dropped so far",
+                bounded(link.identity.name, 100),
+                link.dropped,
+            )
+
+    async def _pump(self, link: _Link) -> None:
+        try:
+            await self._drain(link)
+        except Exception as exc:  # never takes the gateway down: this connection hears no more
+            log.warning("notifications to client %s stopped: %s", bounded(link.identity.name, 100), exc)
+            self._drop_link(link.key)
+            if self._tg is not None:
+                self._tg.start_soon(self._forget, link.key)
+
+    async def _drain(self, link: _Link) -> None:
+        with anyio.CancelScope() as scope:
+            link.scope = scope
+            async with link.recv:
+                async for item in link.recv:
+                    if item[0] != "log":
+                        link.pending.discard(item)
+                    try:
+                        with anyio.fail_after(SEND_TIMEOUT_S):
+                            await self._send(link.session, item)
+                    except TimeoutError:
+                        self._count_drop(link, 1)
+                    except Exception as exc:  # the connection is gone (or the message cannot be sent)
+                        log.debug("a client connection went away: %s", type(exc).__name__)
+                        self._drop_link(link.key)
+                        if self._tg is not None:
+                            self._tg.start_soon(self._forget, link.key)
+                        return
+
+    @staticmethod
+    async def _send(session: Any, item: _Item) -> None:
+        what = item[0]
+        if what == "tools":
+            await session.send_notification(types.ToolListChangedNotification())
+        elif what == "resources":
+            await session.send_notification(types.ResourceListChangedNotification())
+        elif what == "prompts":
+            await session.send_notification(types.PromptListChangedNotification())
+        elif what == "updated":
+            await session.send_notification(
+                types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=item[1]))
+            )
+        else:
+            _, level, logger, data = item
+            await session.send_notification(
+                types.LoggingMessageNotification(
+                    params=types.LoggingMessageNotificationParams(level=level, logger=logger, data=data)
+                )
+            )
+
+    # ------------------------------------------------------------------------------ events
+
+    async def changed(self, what: str) -> None:
+        """The union's `tools`, `resources` or `prompts` changed: tell every client."""
+        for link in list(self._links.values()):
+            self._queue(link, (what,))
+        event: ServerEvent
+        if what == "tools":
+            event = ToolsListChanged()
+        elif what == "resources":
+            event = ResourcesListChanged()
+        else:
+            event = PromptsListChanged()
+        await self.bus.publish(event)
+
+    async def _deliver_updated(self, entry: _Upstream, uri: str) -> None:
+        holders = self._held.get((id(entry.client), uri))
+        if not holders:
+            return  # nobody subscribed to it through the gateway
+        listening = False
+        for holder in holders:
+            if isinstance(holder, int):
+                link = self._links.get(holder)
+                if link is not None:
+                    self._queue(link, ("updated", uri))
+            else:
+                listening = True
+        if listening:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+
+    def _deliver_log(self, entry: _Upstream, item: _Item) -> None:
+        _, level, logger, data = item
+        if level not in LEVELS:
+            return
+        rank = LEVELS.index(level)
+        prepared: _Item | None = None
+        for link in list(self._links.values()):
+            if link.level is None or rank < LEVELS.index(link.level):
+                continue
+            source = next((s for s in entry.sources if _may(link.identity, "logs", s)), None)
+            if source is None:
+                continue
+            if prepared is None:
+                name = clean_text(source.name)
+                if isinstance(logger, str) and logger:
+                    name = f"{name}/{bounded(clean_text(logger), 100)}"
+                prepared = ("log", level, name, clean_data(data))
+            self._queue(link, prepared)
+
+    # ------------------------------------------------------------------------------ logging level
+
+    async def set_level(self, session: Any, level: str) -> None:
+        """A handshake-era connection asked for log messages at `level` and above."""
+        link = self.link_of(session)
+        if link is not None:
+            link.level = level
+        await self._apply_level()
+
+    async def _apply_level(self) -> None:
+        """Set every upstream offering logging to the most verbose level a connection asked for."""
+        levels = [LEVELS.index(link.level) for link in self._links.values() if link.level in LEVELS]
+        wanted = LEVELS[min(levels)] if levels else None
+        if wanted is None or wanted == self._upstream_level:
+            return
+        self._upstream_level = wanted
+        from ._passthrough import sdk_client
+
+        for entry in self._upstreams.values():
+            if not any(s.resources for s in entry.sources):
+                continue
+            try:
+                with anyio.fail_after(_TIMEOUT_S):
+                    sdk = await sdk_client(entry.client)
+                    if getattr(sdk.server_capabilities, "logging", None) is not None:
+                        with warnings.catch_warnings():  # deprecated in 2026-07-28, the handshake era's
+                            warnings.simplefilter("ignore", MCPDeprecationWarning)
+                            await sdk.set_logging_level(wanted)
+            except Exception as exc:
+                log.info("logging/setLevel upstream failed: %s", type(exc).__name__)
+
+    # ------------------------------------------------------------------------------ subscriptions
+
+    async def hold(
+        self, holder: object, uri: str, candidates: Sequence[Source], upstream: SendUpstream | None = None
+    ) -> bool:
+        """`holder` subscribes to `uri` on the first of `candidates` that takes it.
+
+        The upstream is subscribed only when `holder` is its first holder of `uri`.
+        Returns False when no candidate took it (or `holder` holds too many).
+        """
+        if len(uri) > MAX_URI_CHARS:
+            return False
+        async with self._lock:
+            mine = self._holdings.setdefault(holder, set())
+            for source in candidates:
+                key = (id(source.client), uri)
+                if key in mine:
+                    return True
+                if len(mine) >= MAX_SUBSCRIPTIONS:
+                    return False
+                holders = self._held.get(key)
+                if holders:
+                    holders.add(holder)
+                    mine.add(key)
+                    return True
+                try:
+                    await (upstream or upstream_subscription)(source.client, uri, True)
+                except LookupError:
+                    continue  # this upstream has no subscriptions
+                except Exception as exc:
+                    log.info("resources/subscribe on %s failed: %s", source.name, type(exc).__name__)
+                    continue
+                self._held[key] = {holder}
+                mine.add(key)
+                return True
+            if not mine:
+                self._holdings.pop(holder, None)
+            return False
+
+    async def let_go(self, holder: object, uri: str | None, upstream: SendUpstream | None = None) -> bool:
+        """`holder` lets go of `uri` (None: of everything); the last holder unsubscribes the upstream."""
+        send = upstream or upstream_subscription
+        async with self._lock:
+            mine = self._holdings.get(holder)
+            if not mine:
+                return False
+            keys = [k for k in mine if uri is None or k[1] == uri]
+            for key in keys:
+                mine.discard(key)
+                holders = self._held.get(key)
+                if holders is None:
+                    continue
+                holders.discard(holder)
+                if holders:
+                    continue
+                del self._held[key]
+                client = self._upstreams.get(key[0])
+                if client is None:
+                    continue
+                try:
+                    await send(client.client, key[1], False)
+                except Exception as exc:
+                    log.info("resources/unsubscribe upstream failed: %s", type(exc).__name__)
+            if not mine:
+                self._holdings.pop(holder, None)
+            return bool(keys)
+
+    async def release(self, holder: object) -> None:
+        await self.let_go(holder, None)
+
+
+async def upstream_subscription(client: Any, uri: str, subscribe: bool) -> None:
+    """The default `SendUpstream`: the upstream's `resources/subscribe` / `unsubscribe`.
+
+    Raises:
+        LookupError: the upstream does not offer resource subscriptions.
+    """
+    from ._passthrough import sdk_client
+
+    with anyio.fail_after(_TIMEOUT_S):
+        sdk = await sdk_client(client)
+        caps = getattr(sdk.server_capabilities, "resources", None)
+        if caps is None or not caps.subscribe:
+            raise LookupError("no resource subscriptions")
+        with warnings.catch_warnings():  # removed in 2026-07-28: handshake-era upstreams only
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if subscribe:
+                await sdk.subscribe_resource(uri)
+            else:
+                await sdk.unsubscribe_resource(uri)
+
+
+def _may(identity: Identity, what: str, source: Source) -> bool:
+    missing = identity.runtime.permissions.missing
+    return not missing([f"{what}:{source.binding.prefix}"]) or not missing([f"{what}:*"])
