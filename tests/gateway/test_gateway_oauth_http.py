@@ -344,3 +344,35 @@ async def test_stateless_serving_verifies_every_request(tmp_path: Path, srv: Aut
             assert tool_names(await client.list_tools()) == ["up_echo"]
             assert (await client.call_tool("up_echo", {"text": "s"})).content[0].text == "s"  # type: ignore[union-attr]
         assert post(url, srv.issue(sub="alice", aud=url, scope="mcp", lifetime=-600)).status_code == 401
+
+
+async def test_a_hanging_introspection_costs_only_opaque_requests(tmp_path: Path, srv: AuthServer) -> None:
+    with oauth_gateway(tmp_path, srv, timeout_ms=1000) as (url, err):
+        srv.introspect_mode = "hang"
+        opaque = srv.opaque(sub="alice", aud=url, scope="mcp")
+        jwt_token = srv.issue(sub="alice", aud=url, scope="mcp")
+        results: dict[str, Any] = {}
+
+        async def opaque_call() -> None:
+            started = time.monotonic()
+            answer = await anyio.to_thread.run_sync(post, url, opaque)
+            results["opaque"] = (answer.status_code, answer.json(), time.monotonic() - started)
+
+        async def others() -> None:
+            async with connect(url, CI_TOKEN) as ci, connect(url, jwt_token) as alice:
+                for _ in range(3):
+                    assert tool_names(await ci.list_tools()) == ["up_echo"]
+                    assert tool_names(await alice.list_tools()) == ["up_echo"]
+            results["others"] = True
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(opaque_call)
+                tg.start_soon(others)
+        status, body, took = results["opaque"]
+        assert (status, body["error_description"]) == (401, "the token could not be introspected")
+        assert took < 5 and results["others"]
+        srv.introspect_mode = "junk"
+        assert post(url, srv.opaque(sub="alice", aud=url, scope="mcp")).status_code == 401
+    log = err.read_text()
+    assert "ERR_GATEWAY_AUTH: introspection failed" in log and "Traceback" not in log and opaque not in log
