@@ -1,18 +1,20 @@
 """Python function calls per tool call, governed and not: a figure the machine's load cannot move.
 
-    .venv/bin/python bench/bench_calls.py
+    .venv/bin/python bench/bench_calls.py             # --repeat 5
 
 Counts every Python function call (`sys.setprofile`) made while calling server-everything's
 `get-structured-content` over stdio 10 times through: the raw SDK (`mcp.Client`), toolbridge's
 `StdioClient`, a declared MCP tool through `runtime.session(...).call_tool`, and the same tool
 through an agent step under `runtime.run` (a `ScriptedModel` turn per call). The governed
 figures include the session's or run's own setup (10 calls per session or run). Each figure is
-the least of 5 counts: what lands in a count besides the calls themselves (the stdio client's
-20 ms exit poll, a garbage collection) only ever adds to it.
+the least of `--repeat` counts (default 5): what lands in a count besides the calls themselves
+(the stdio client's 20 ms exit poll, a garbage collection, an extra event-loop iteration when a
+reply comes a little late) only ever adds to it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
@@ -52,7 +54,7 @@ async def _count(run: Callable[[], Awaitable[None]], repeat: int = 5) -> float:
     return min(counts) / N
 
 
-async def main() -> None:
+async def main(repeat: int) -> None:
     params = StdioServerParameters(command="node", args=[EVERYTHING, "stdio"])
     async with Client(params) as sdk, StdioClient("node", [EVERYTHING, "stdio"]) as client:
         tool = define_mcp_tool(
@@ -98,10 +100,12 @@ async def main() -> None:
         base = None
         print("| path, same tool, stdio | Python calls per call | vs raw SDK |\n|---|---|---|")
         for label, run in rows:
-            per_call = await _count(run)
+            per_call = await _count(run, repeat)
             base = base or per_call
             print(f"| {label} | {per_call:,.0f} | {per_call / base:.2f}x |")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="counts per path; the least is shown")
+    asyncio.run(main(max(1, parser.parse_args().repeat)))

@@ -17,7 +17,7 @@ at once, as entering a scope with such a deadline does.
 Usage (the scope must be entered, and disarmed before it exits):
 
     watch = deadline_watch()
-    with anyio.CancelScope() as scope:
+    with watch.scope_class() as scope:  # anyio.CancelScope(), without the backend lookup
         watch.arm(scope, deadline)
         try:
             ...
@@ -43,15 +43,21 @@ _NEVER: Final = math.inf
 class DeadlineWatch:
     """The deadlines of one event loop's cancel scopes, under a single timer (see the module)."""
 
-    __slots__ = ("__weakref__", "_deadlines", "_loop", "_timer_at")
+    __slots__ = ("__weakref__", "_deadlines", "_loop", "_timer_at", "scope_class")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, scope_class: type[anyio.CancelScope] | None = None
+    ) -> None:
         # Nothing here may hold the loop (its timer heap holds this watch, and so does the
         # registry of watches, by the loop as a weak key): the loop weakly, and no timer handle.
         self._loop = weakref.ref(loop)
         self._deadlines: dict[anyio.CancelScope, float] = {}
         self._timer_at = _NEVER
         """When the live timer fires (a timer set for another time is stale and does nothing)."""
+        self.scope_class = scope_class or type(anyio.CancelScope())  # made in the running loop
+        """The loop's concrete `anyio.CancelScope` class: `scope_class()` is what
+        `anyio.CancelScope()` returns in this loop, without anyio's backend lookup (about five
+        Python calls) at every call."""
 
     def __len__(self) -> int:
         """How many scopes are watched now."""
@@ -121,6 +127,6 @@ def deadline_watch() -> DeadlineWatch:
         return last
     watch = _watches.get(loop)
     if watch is None:
-        watch = _watches[loop] = DeadlineWatch(loop)
+        watch = _watches[loop] = DeadlineWatch(loop, type(anyio.CancelScope()))
     _last = watch
     return watch

@@ -122,6 +122,18 @@ class ToolCatalog:
             if i not in self._listed or self._listed[i][0] != provider_generation(b.provider)
         ]
 
+    def current(self) -> Catalog | None:
+        """The built catalog when it is still current (no provider changed since), else None.
+
+        What `resolve` returns without awaiting anything: a caller on the path of every call
+        tries this first and awaits `resolve` only when it gives None. With no provider
+        bindings (declared tools only) a built catalog is always current.
+        """
+        cached = self._catalog_cache
+        if cached is None or (self.bindings and self._stale()):
+            return None
+        return cached
+
     async def resolve(self) -> Catalog:
         """The current catalog, listing only the providers never listed or changed since.
 
@@ -133,7 +145,7 @@ class ToolCatalog:
         # without taking the lock (taking it costs an event-loop iteration). The lock only
         # serializes refreshes, and a refresh in progress shows as stale here.
         cached = self._catalog_cache
-        if cached is not None and not self._stale():
+        if cached is not None and (not self.bindings or not self._stale()):
             return cached
         async with self._catalog_lock:
             stale = self._stale()

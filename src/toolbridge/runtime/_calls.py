@@ -38,8 +38,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
-import anyio
-
 from .. import telemetry
 from .._deadlines import deadline_watch
 from ..agent._hooks import PlannedToolCall
@@ -68,10 +66,12 @@ _TOOL_CODE_MAP: Final[dict[str, str]] = {
 
 def _result_bytes(result: ToolResult) -> int:
     if result.kind == "structured":
+        media = result.media
         try:
-            return len(canonical_json(result.structured)) + parts_bytes(result.media)
+            size = len(canonical_json(result.structured))
         except (TypeError, ValueError):
-            return len(result.to_text().encode("utf-8")) + parts_bytes(result.media)
+            size = len(result.to_text().encode("utf-8"))
+        return size + parts_bytes(media) if media else size
     size = parts_bytes(result.parts)
     if result.kind == "raw":
         size += len(result.to_text().encode("utf-8"))
@@ -132,7 +132,7 @@ class CallRules(SessionCore):
     """The session's deadline (anyio time); a run's own deadline is enforced around the run."""
 
     def _check_deadline(self) -> None:
-        if self._deadline != _NO_DEADLINE and anyio.current_time() >= self._deadline:
+        if self._deadline != _NO_DEADLINE and _now() >= self._deadline:
             raise self._fail("TIMEOUT", "max_duration_ms")
 
     def _needs(self, call: PlannedToolCall) -> tuple[ToolGrantNeeds, str, str | None, DeclaredTool | None]:
@@ -142,12 +142,7 @@ class CallRules(SessionCore):
         if target.declared or isinstance(source, DeclaredTool):
             if not isinstance(source, DeclaredTool):
                 raise self._fail("NOT_FOUND", "declared tool of an unknown kind")
-            return (
-                ToolGrantNeeds(source.id, source.effects, source.capabilities),
-                source.kind,
-                source.version,
-                source,
-            )
+            return source.grant_needs(), source.kind, source.version, source
         caps = _binding_value(target.binding, "capabilities")
         try:
             effects = effective_effects(_binding_value(target.binding, "effects"), target.spec.annotations)
@@ -220,9 +215,9 @@ class CallRules(SessionCore):
         # 2. permissions, for the whole batch; denied calls are recorded as not started
         denied: str | None = None
         for _call, needs, _kind, _version, _tool in resolved:
-            missing = rt.permissions.missing(needs.required())
-            if missing and denied is None:
-                denied = missing[0]
+            missing = rt.permissions.first_missing(needs)
+            if missing is not None and denied is None:
+                denied = missing
         if denied is not None:
             return resolved, hashed, [], [], [], self._fail("PERMISSION_DENIED", denied)
         # 3. tool-call count
@@ -437,7 +432,7 @@ class CallRules(SessionCore):
                 # only the deadline can cancel it, so a caught cancellation is a timeout.
                 deadline = min(_now() + plan.timeout_ms / 1000, self._deadline)
                 watch = deadline_watch()
-                with anyio.CancelScope() as limit:
+                with watch.scope_class() as limit:  # anyio.CancelScope(), minus the backend lookup
                     watch.arm(limit, deadline)
                     try:
                         if plan.tool is not None:
@@ -493,7 +488,8 @@ class CallRules(SessionCore):
                 raise self._call_failure(code, effects, sent=True, detail="max_output_bytes")
             meta["result_bytes"] = size
             # guards: the runtime's, then the tool's own
-            result = await self._guard_result(plan, result)
+            if self.rt.guards.tool_result or (plan.tool is not None and plan.tool.guards):
+                result = await self._guard_result(plan, result)
         except PolicyError as exc:
             code = exc.code
             outcome = exc.outcome
@@ -516,7 +512,8 @@ class CallRules(SessionCore):
             if self._ajournal is not None:
                 await self._aflush_end(plan.row)
             raise
-        charged = rt_settle(st.budget, plan.reservation, plan.cost_micros)
+        reservation = plan.reservation
+        charged = 0 if reservation is None else st.budget.settle(reservation, plan.cost_micros)
         try:
             if self._ajournal is None:
                 self._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)

@@ -50,7 +50,7 @@ from ..errors import ConfigError, PolicyError, ToolError
 from ..tools import ToolResult, ToolSpec
 from ._canonical import canonical_json
 from ._guards import Guard, GuardContext, check_guards, run_guards
-from ._permissions import EFFECTS
+from ._permissions import EFFECTS, ToolGrantNeeds
 from ._schema_fast import Prover, compile_prover
 
 __all__ = [
@@ -204,6 +204,7 @@ class DeclaredTool:
     """
 
     kind: str = "declared"
+    _needs: ToolGrantNeeds | None = None
 
     def __init__(
         self,
@@ -269,6 +270,22 @@ class DeclaredTool:
             parameters=self._input.json_schema,
             output_schema=self._output.json_schema,
         )
+
+    def grant_needs(self) -> ToolGrantNeeds:
+        """What a call of this tool needs (`tool:<id>`, capabilities, effects), built once.
+
+        Rebuilt when `id`, `effects` or `capabilities` were replaced since (they are read-only
+        by convention; the check is three identity comparisons).
+        """
+        needs = self._needs
+        if (
+            needs is None
+            or needs.tool_id is not self.id
+            or needs.effects is not self.effects
+            or needs.capabilities is not self.capabilities
+        ):
+            needs = self._needs = ToolGrantNeeds(self.id, self.effects, self.capabilities)
+        return needs
 
     @property
     def spec(self) -> ToolSpec:

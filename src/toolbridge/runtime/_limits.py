@@ -144,7 +144,7 @@ class Budget:
     def reserve(self, amount: int) -> Reservation | None:
         """Reserve `amount`; `None` (and nothing reserved) when it does not fit."""
         amount = max(0, amount)
-        if not self.can_reserve(amount):
+        if self.spent + self.reserved + amount > self.max_micros:  # `can_reserve`, inline
             return None
         self.reserved += amount
         return Reservation(amount)

@@ -45,6 +45,7 @@ EFFECTS: Final[tuple[str, ...]] = ("none", "read", "write", "host")
 MAX_GRANTS: Final = 4096
 MAX_GRANT_CHARS: Final = 256
 
+_DECIDED_MAX: Final = 4096
 _RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(EFFECTS)}
 
 
@@ -75,7 +76,7 @@ class Permissions:
             than 4096 grants, or a grant longer than 256 characters.
     """
 
-    __slots__ = ("_allow",)
+    __slots__ = ("_allow", "_decided")
 
     def __init__(self, allow: Iterable[str] = ()) -> None:
         if isinstance(allow, str | bytes):
@@ -90,6 +91,8 @@ class Permissions:
         if len(grants) > MAX_GRANTS:
             raise ConfigError(f"permissions.allow has {len(grants)} grants; at most {MAX_GRANTS} are allowed")
         self._allow: frozenset[str] = frozenset(grants)
+        self._decided: dict[tuple[str, str, tuple[str, ...]], str | None] = {}
+        """`first_missing` per (tool id, effects, capabilities): the list never changes."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | Sequence[str] | Permissions | None) -> Permissions:
@@ -128,6 +131,24 @@ class Permissions:
     def missing(self, needs: Iterable[str]) -> list[str]:
         """The grants in `needs` that are not in the list, in order."""
         return [g for g in needs if g not in self._allow]
+
+    def first_missing(self, needs: ToolGrantNeeds) -> str | None:
+        """The first grant `needs.required()` lacks (None when all are granted), remembered.
+
+        The same as `missing(needs.required())[0]`; the answer for a tool is computed once
+        (the list is immutable), so a call checks its grants with one dict lookup.
+        """
+        key = (needs.tool_id, needs.effects, needs.capabilities)
+        try:
+            return self._decided[key]
+        except KeyError:
+            pass
+        missing = self.missing(needs.required())
+        first = missing[0] if missing else None
+        if len(self._decided) >= _DECIDED_MAX:  # bounded: discovered tools may be many
+            self._decided.clear()
+        self._decided[key] = first
+        return first
 
     def __contains__(self, grant: object) -> bool:
         return grant in self._allow

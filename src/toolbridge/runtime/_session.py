@@ -434,7 +434,9 @@ class GovernedSession(CallRules, RunRules):
             type(calls) is not list and (isinstance(calls, str | bytes) or not isinstance(calls, Sequence))
         ) or not calls:
             raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
-        catalog = await self._resolve()
+        catalog = self._catalog.current()
+        if catalog is None:
+            catalog = await self._resolve()
         step = self._turns
         self._turns += 1
         planned: list[PlannedToolCall] = []
