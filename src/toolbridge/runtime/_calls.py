@@ -439,6 +439,11 @@ class CallRules(SessionCore):
                             raw = await plan.tool.send(plan.validated, tctx)
                         else:
                             raw = await invoke()
+                    except BaseException:
+                        # The call failed or was cancelled: a tool polling its signal stops
+                        # (`McpTool.send` is the client's coroutine itself and leaves it here).
+                        tctx.signal.set()
+                        raise
                     finally:
                         watch.disarm(limit)
                 if limit.cancelled_caught:

@@ -36,7 +36,7 @@ import functools
 import inspect
 import re
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -382,7 +382,11 @@ class DeclaredTool:
         tctx = ToolContext(run_id=run_id, call_id=call_id, tool_id=self.id)
         try:
             with anyio.fail_after(self.timeout_ms / 1000):
-                raw = await self.send(validated, tctx)
+                try:
+                    raw = await self.send(validated, tctx)
+                except BaseException:
+                    tctx.signal.set()  # failed or cancelled (as the governed path does)
+                    raise
         except TimeoutError:
             tctx.signal.set()
             raise _tool_error(
@@ -476,13 +480,11 @@ class McpTool(DeclaredTool):
         self.remote_name = remote_name
         self.client = client
 
-    async def send(self, validated: Any, ctx: ToolContext) -> Any:
-        arguments = self.input_json(validated)
-        try:
-            return await self.client.call_tool(self.remote_name, arguments)
-        except BaseException:
-            ctx.signal.set()
-            raise
+    def send(self, validated: Any, ctx: ToolContext) -> Coroutine[Any, Any, Any]:
+        """The client's `call_tool` coroutine itself, with no layer around it (a layer is paid
+        again at every suspension of the call). The runtime sets `ctx.signal` when it fails or is
+        cancelled, as it does for every declared tool."""
+        return self.client.call_tool(self.remote_name, self.input_json(validated))  # type: ignore[no-any-return]
 
     def accept(self, raw: Any) -> Any:
         envelope = _envelope(raw, self.id)
