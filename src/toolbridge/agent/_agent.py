@@ -111,15 +111,18 @@ class _HookChain(AgentHooks):
         for hook in self.hooks:
             await hook.before_tool_calls(ctx, calls)
 
-    async def call_tool(
+    def call_tool(  # type: ignore[override]
         self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]
-    ) -> ToolResult:
-        if len(self.hooks) == 1:  # the common case (a governed run): no wrapper layer
-            return await self.hooks[0].call_tool(ctx, call, invoke)
+    ) -> Awaitable[ToolResult]:
+        """What to await for the call: with one hook (a governed run), that hook's own
+        `call_tool` coroutine, with no layer of this chain around it (a layer is paid again at
+        every suspension of the call); with several, the hooks nested in order."""
+        if len(self.hooks) == 1:
+            return self.hooks[0].call_tool(ctx, call, invoke)
         chained = invoke
         for hook in reversed(self.hooks):
             chained = _wrap(hook, ctx, call, chained)
-        return await chained()
+        return chained()
 
     async def after_run(self, ctx: RunContext, output: Any) -> Any:
         for hook in self.hooks:
@@ -472,16 +475,27 @@ class Agent:
         for step in range(self.max_steps):
             ctx.step = step
             if step:
-                with span.attach():
-                    catalog = await self._catalog.resolve()  # a provider's tools changed during the run
+                current = self._catalog.current()  # what `resolve` gives, without awaiting
+                if current is None:
+                    with span.attach():
+                        current = await self._catalog.resolve()  # a provider's tools changed during the run
+                catalog = current
             request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
             chat = telemetry.start_chat(self.model, span, request)
             response: ModelResponse | None = None
             try:
-                with chat.attach():
+                # A span that records nothing (no SDK configured) is not attached: the same
+                # await without a context manager (three Python calls less, at each site).
+                if chat.recording:
+                    with chat.attach():
+                        await hook.before_model_call(ctx, self.model, request)
+                else:
                     await hook.before_model_call(ctx, self.model, request)
                 if not streaming:  # `run`: one request, no generator around it
-                    with chat.attach():  # the model's own instrumentation (HTTP) nests under `chat`
+                    if chat.recording:
+                        with chat.attach():  # the model's own instrumentation (HTTP) nests under `chat`
+                            answer = await self.model.request(request)
+                    else:
                         answer = await self.model.request(request)
                     if isinstance(answer, ModelResponse):
                         response = answer
@@ -499,7 +513,10 @@ class Agent:
                         code="ERR_MODEL_BAD_RESPONSE",
                     )
                 usage = usage + response.usage
-                with chat.attach():  # the governor records the call's cost on `chat`
+                if chat.recording:
+                    with chat.attach():  # the governor records the call's cost on `chat`
+                        await hook.after_model_call(ctx, self.model, request, response)
+                else:
                     await hook.after_model_call(ctx, self.model, request, response)
             except BaseException as exc:
                 telemetry.end_chat(chat, self.model, response, exc)
@@ -509,7 +526,8 @@ class Agent:
             finish_reason = response.finish_reason
             calls = _with_ids(step, response.tool_calls)
             messages.append(Message("assistant", response.text, tool_calls=calls))
-            call_records = tuple(ToolCallRecord(c.id, c.name, c.arguments) for c in calls)
+            # A list, not a generator: one Python call instead of one per item (and one more).
+            call_records = tuple([ToolCallRecord(c.id, c.name, c.arguments) for c in calls])
 
             if not calls:
                 steps.append(Step(response.text, (), (), finish_reason, response.usage))
@@ -583,7 +601,10 @@ class Agent:
                 if c.id not in final_records
             ]
             if planned:
-                with span.attach():  # calls the runtime refuses get their spans under the run
+                if span.recording:
+                    with span.attach():  # calls the runtime refuses get their spans under the run
+                        await hook.before_tool_calls(ctx, planned)
+                else:
                     await hook.before_tool_calls(ctx, planned)
             # The batch runs in its own task (with its own task group), so that this generator
             # can yield each finished call as it happens without holding a cancel scope open
@@ -594,7 +615,10 @@ class Agent:
                 # (no batch task). `run` keeps only the RunFinishedEvent, so the step's other
                 # events are not built.
                 failures: dict[int, BaseException] = {}
-                with span.attach():  # no yield inside: the tool span nests under the run
+                if span.recording:
+                    with span.attach():  # no yield inside: the tool span nests under the run
+                        only = await self._run_one(ctx, hook, planned[0], 0, failures)
+                else:
                     only = await self._run_one(ctx, hook, planned[0], 0, failures)
                 if only is None:
                     raise failures[0]
@@ -746,7 +770,10 @@ class Agent:
             arguments=call.arguments,
         )
         try:
-            with span.attach():  # the client's MCP span (and the runtime's record) go under it
+            if span.recording:
+                with span.attach():  # the client's MCP span (and the runtime's record) go under it
+                    result = await hook.call_tool(ctx, call, invoke)
+            else:
                 result = await hook.call_tool(ctx, call, invoke)
             if not isinstance(result, ToolResult):
                 raise ToolError(

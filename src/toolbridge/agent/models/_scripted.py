@@ -32,19 +32,24 @@ __all__ = ["FunctionModel", "ScriptedModel", "response_from"]
 
 
 def _tool_calls_from(value: Any, where: str) -> tuple[ToolCall, ...]:
-    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+    # Plain lists and dicts (the common forms) skip the ABC `isinstance` checks.
+    if type(value) is not list and (not isinstance(value, Sequence) or isinstance(value, str | bytes)):
         raise ConfigError(f"{where}: tool_calls must be a list", code="ERR_CONFIG")
     calls: list[ToolCall] = []
     for i, raw in enumerate(value):
         if isinstance(raw, ToolCall):
             calls.append(raw)
             continue
-        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        if (
+            (type(raw) is not dict and not isinstance(raw, Mapping))
+            or not isinstance(raw.get("name"), str)
+            or not raw["name"]
+        ):
             raise ConfigError(f"{where}: tool_calls[{i}] needs a non-empty string 'name'", code="ERR_CONFIG")
         args = raw.get("arguments", raw.get("args", {}))
         if args is None:
             args = {}
-        if not isinstance(args, Mapping):
+        if type(args) is not dict and not isinstance(args, Mapping):
             raise ConfigError(f"{where}: tool_calls[{i}].arguments must be an object", code="ERR_CONFIG")
         call_id = raw.get("id", "")
         calls.append(ToolCall(id=str(call_id) if call_id else "", name=raw["name"], arguments=dict(args)))
@@ -66,10 +71,10 @@ def response_from(value: Any, where: str = "model turn") -> ModelResponse:
         return value
     if isinstance(value, str):
         return ModelResponse(text=value)
-    if isinstance(value, Sequence) and not isinstance(value, bytes):
+    if type(value) is not dict and isinstance(value, Sequence) and not isinstance(value, bytes):
         calls = _tool_calls_from(value, where)
         return ModelResponse(tool_calls=calls, finish_reason="tool-calls")
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ConfigError(
             f"{where}: expected text, a list of tool calls or a mapping, got {type(value).__name__}",
             code="ERR_CONFIG",
@@ -85,7 +90,7 @@ def response_from(value: Any, where: str = "model turn") -> ModelResponse:
     if not text and not calls:
         raise ConfigError(f"{where}: a turn needs 'text' or 'tool_calls'", code="ERR_CONFIG")
     raw_usage = value.get("usage") or {}
-    if not isinstance(raw_usage, Mapping):
+    if type(raw_usage) is not dict and not isinstance(raw_usage, Mapping):
         raise ConfigError(f"{where}: usage must be an object", code="ERR_CONFIG")
     i_tok = int(raw_usage.get("input_tokens", 0))
     o_tok = int(raw_usage.get("output_tokens", 0))
