@@ -38,6 +38,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
+import anyio
+
 from .. import telemetry
 from .._deadlines import deadline_watch
 from ..agent._hooks import PlannedToolCall
