@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -36,6 +37,8 @@ from ._oauth_gate import ClientRule
 from ._upstream import ServerRequestRouter, UpstreamProvider, attach_router
 
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
+
+log = logging.getLogger("toolbridge.gateway")
 
 
 class Watched:
@@ -65,6 +68,8 @@ class _Pin:
     path: Path
     server: str
     mtime: float = -1.0
+    version: int = 0
+    """The stored version in force (PostgreSQL pins)."""
 
 
 @dataclass
@@ -92,11 +97,14 @@ class OpenGateway:
     oauth_rules: tuple[ClientRule, ...] = ()
     events: EventHub = field(default_factory=EventHub, repr=False)
     _pins: list[_Pin] = field(default_factory=list, repr=False)
+    _pin_store: Any = field(default=None, repr=False)
+    """The PostgreSQL pin store (`_pins_pg.PgPinStore`) when pins are shared, else None."""
     _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
     _listing: dict[int, str] = field(default_factory=dict, repr=False)
 
     async def refresh(self) -> None:
-        """Re-read changed lock files; notice upstream listings that changed without notice."""
+        """Re-read changed lock files (with PostgreSQL pins: store them, and adopt what another
+        replica stored); notice upstream listings that changed without notice."""
         from ..pinning import read_lock
 
         for pin in self._pins:
@@ -112,8 +120,20 @@ class OpenGateway:
             except ConfigError:
                 continue  # a lock being rewritten, or broken: keep the one in force
             if pin.server in lock.servers:
+                if self._pin_store is not None:  # a renewed lock file is an approval for all replicas
+                    try:
+                        pin.version = await self._pin_store.save(pin.server, lock.server(pin.server))
+                    except ConfigError as exc:
+                        pin.mtime = -1.0  # stored at a later check
+                        log.warning("the renewed lock could not be stored: %s", exc)
+                        continue
                 pin.pinned.lock = lock.server(pin.server)
                 pin.watched.bumps += 1
+        if self._pin_store is not None and self._pins:
+            try:
+                await self._adopt_stored()
+            except ConfigError as exc:  # the database is away: the pins in force stay
+                log.warning("stored pins could not be read: %s", exc)
         for watched, client in self._upstreams:
             tools = await client.list_tools()
             digest = hashlib.sha256(
@@ -126,6 +146,18 @@ class OpenGateway:
             if self._listing.get(key, digest) != digest:
                 watched.bumps += 1
             self._listing[key] = digest
+
+    async def _adopt_stored(self) -> None:
+        """Adopt the pins another replica stored since this one last looked."""
+        versions = await self._pin_store.versions()
+        for pin in self._pins:
+            if versions.get(pin.server, 0) == pin.version:
+                continue
+            stored = await self._pin_store.load(pin.server)
+            if stored is not None:
+                pin.pinned.lock = stored.lock
+                pin.version = stored.version
+                pin.watched.bumps += 1
 
 
 def _identity_runtime(base: Any, permissions: PermissionsDoc | None, limits: LimitsDoc | None) -> Any:
@@ -193,6 +225,7 @@ async def open_gateway(
         if base is None:
             base = create_runtime()
             live._stack.callback(base.close)
+        pin_url = _pins_url(manifest, doc)
         routers: dict[int, ServerRequestRouter] = {}
         events = EventHub()
         timeout = approval_timeout_s if approval_timeout_s is not None else doc.approval_timeout_ms / 1000
@@ -281,7 +314,48 @@ async def open_gateway(
             _pins=pins,
             _upstreams=upstreams,
         )
+        if pin_url is not None and pins:
+            await _share_pins(gateway, pin_url, live)
         yield gateway
+
+
+async def _share_pins(gateway: OpenGateway, url: str, live: Any) -> None:
+    """Pins in PostgreSQL: adopt the stored ones, or store a lock file newer than them."""
+    from ._pins_pg import PgPinStore
+
+    store = PgPinStore(url, gateway.name)
+    live._stack.callback(store.close)
+    await store.setup()
+    gateway._pin_store = store
+    for pin in gateway._pins:
+        stored = await store.load(pin.server)
+        newer_file = pin.mtime >= 0 and (stored is None or pin.mtime > stored.written_at)
+        if newer_file and pin.server in _servers_of(pin.path):
+            pin.version = await store.save(pin.server, pin.pinned.lock)
+        elif stored is not None:
+            pin.pinned.lock = stored.lock
+            pin.version = stored.version
+
+
+def _servers_of(path: Path) -> set[str]:
+    from ..pinning import read_lock
+
+    try:
+        return set(read_lock(path).servers)
+    except ConfigError:
+        return set()
+
+
+def _pins_url(manifest: Manifest, doc: GatewayDoc) -> str | None:
+    """The PostgreSQL URL of the gateway runtime's journal (pins are shared there), else None."""
+    from ..runtime._journal_postgres import is_postgres_url
+
+    if doc.runtime is None:
+        return None
+    rdoc = manifest.analysis.docs[doc.runtime.name].model
+    journal = getattr(rdoc, "journal", None)
+    value = journal.reveal() if isinstance(journal, Secret) else journal
+    return value if isinstance(value, str) and is_postgres_url(value) else None
 
 
 def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, ...]]:

@@ -1,0 +1,189 @@
+"""Pin approvals in PostgreSQL, shared by every replica of a gateway.
+
+When a gateway's runtime journals into PostgreSQL and the gateway pins its upstreams (`lock:`),
+the pins in force live in the same database, so every replica serves the same tools without
+each trusting its own lock file:
+
+- Table `toolbridge_gateway_pins` holds, per gateway name and server name, the pinned hash of each
+  tool; `toolbridge_gateway_pin_servers` the server's instructions hash, a version that grows with
+  every change, who wrote it (`host:pid`) and when.
+- A replica that starts adopts what the database holds for a server, unless its own lock file is
+  newer than that (written after the last approval): then the file is the newer approval and is
+  stored. Nothing stored and no lock file: every tool of the server is withheld.
+- A lock file renewed under a running replica (`toolbridge lock --out FILE MANIFEST`) is an
+  approval: the replica stores it, and every replica adopts it at its next check (the gateway's
+  watcher asks for the versions once a second: one small query).
+
+Every wait is bounded: a connection within `timeout_s` (the pool's), every statement within the
+server's `statement_timeout`, each operation as a whole within twice `timeout_s`. The tables are
+created on first use (under a transaction-scoped advisory lock, so replicas starting together
+do not race).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from .._pgpool import AsyncPgPool, PoolUnavailable
+from ..errors import ConfigError, bounded
+from ..pinning import ServerLock
+
+__all__ = ["PgPinStore", "StoredPins"]
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS toolbridge_gateway_pin_servers (
+        gateway TEXT NOT NULL,
+        server TEXT NOT NULL,
+        instructions TEXT,
+        version BIGINT NOT NULL,
+        written_by TEXT NOT NULL,
+        written_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (gateway, server))""",
+    """CREATE TABLE IF NOT EXISTS toolbridge_gateway_pins (
+        gateway TEXT NOT NULL,
+        server TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (gateway, server, tool))""",
+]
+_LOCK_KEY = 0x70696E73  # the advisory lock that serialises creating the tables
+
+
+@dataclass(frozen=True)
+class StoredPins:
+    """A server's pins as stored: the lock, its version, and when (epoch seconds) it was written."""
+
+    lock: ServerLock
+    version: int
+    written_at: float
+
+
+class PgPinStore:
+    """The pins of one gateway's servers in PostgreSQL (see the module docstring).
+
+    Args:
+        url: the PostgreSQL URL (the runtime journal's).
+        gateway: the gateway's name (replicas of one manifest share it).
+        timeout_s: how long a connection may take; statements get `statement_timeout_ms`.
+    """
+
+    def __init__(
+        self, url: str, gateway: str, *, timeout_s: float = 10.0, statement_timeout_ms: int = 5000
+    ) -> None:
+        self.gateway = gateway
+        self.timeout_s = timeout_s
+        self.who = f"{socket.gethostname()[:100]}:{os.getpid()}"
+        self._pool = AsyncPgPool(
+            url,
+            max_size=2,
+            timeout_s=timeout_s,
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, int(timeout_s)),
+                "options": f"-c statement_timeout={statement_timeout_ms}",
+            },
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+    async def _run(self, work: Any) -> Any:
+        """Run `work(conn)` on a pooled connection, bounded; database failures are `ConfigError`."""
+        import psycopg
+
+        try:
+            with anyio.fail_after(2 * self.timeout_s):
+                async with self._pool.connection() as conn:
+                    return await work(conn)
+        except TimeoutError:
+            raise ConfigError(f"pin store: no answer within {2 * self.timeout_s:g} s") from None
+        except PoolUnavailable as exc:
+            raise ConfigError(f"pin store: {exc}") from None
+        except psycopg.Error as exc:
+            raise ConfigError(f"pin store: {bounded(type(exc).__name__ + ': ' + str(exc), 300)}") from None
+
+    async def setup(self) -> None:
+        """Create the tables if they are missing.
+
+        Raises:
+            ConfigError: (`ERR_CONFIG`) the database cannot be reached or refuses.
+        """
+
+        async def work(conn: Any) -> None:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                for statement in _SCHEMA:
+                    await conn.execute(statement)
+
+        await self._run(work)
+
+    async def load(self, server: str) -> StoredPins | None:
+        """What is stored for `server` (None: nothing yet)."""
+
+        async def work(conn: Any) -> StoredPins | None:
+            cur = await conn.execute(
+                "SELECT instructions, version, written_at FROM toolbridge_gateway_pin_servers "
+                "WHERE gateway = %s AND server = %s",
+                (self.gateway, server),
+            )
+            head = await cur.fetchone()
+            if head is None:
+                return None
+            cur = await conn.execute(
+                "SELECT tool, digest FROM toolbridge_gateway_pins WHERE gateway = %s AND server = %s",
+                (self.gateway, server),
+            )
+            tools = {str(tool): str(digest) for tool, digest in await cur.fetchall()}
+            return StoredPins(ServerLock(tools=tools, instructions=head[0]), int(head[1]), float(head[2]))
+
+        result: StoredPins | None = await self._run(work)
+        return result
+
+    async def save(self, server: str, lock: ServerLock) -> int:
+        """Store `lock` as `server`'s pins (replacing what was there); returns the new version."""
+
+        async def work(conn: Any) -> int:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "INSERT INTO toolbridge_gateway_pin_servers AS s "
+                    "(gateway, server, instructions, version, written_by, written_at) "
+                    "VALUES (%s, %s, %s, 1, %s, %s) ON CONFLICT (gateway, server) DO UPDATE SET "
+                    "instructions = EXCLUDED.instructions, version = s.version + 1, "
+                    "written_by = EXCLUDED.written_by, written_at = EXCLUDED.written_at RETURNING version",
+                    (self.gateway, server, lock.instructions, self.who, time.time()),
+                )
+                row = await cur.fetchone()
+                await conn.execute(
+                    "DELETE FROM toolbridge_gateway_pins WHERE gateway = %s AND server = %s",
+                    (self.gateway, server),
+                )
+                if lock.tools:
+                    async with conn.cursor() as c:
+                        await c.executemany(
+                            "INSERT INTO toolbridge_gateway_pins (gateway, server, tool, digest) "
+                            "VALUES (%s, %s, %s, %s)",
+                            [(self.gateway, server, tool, digest) for tool, digest in lock.tools.items()],
+                        )
+                return int(row[0])
+
+        version: int = await self._run(work)
+        return version
+
+    async def versions(self) -> dict[str, int]:
+        """The stored version of every server of this gateway."""
+
+        async def work(conn: Any) -> dict[str, int]:
+            cur = await conn.execute(
+                "SELECT server, version FROM toolbridge_gateway_pin_servers WHERE gateway = %s",
+                (self.gateway,),
+            )
+            return {str(server): int(version) for server, version in await cur.fetchall()}
+
+        result: dict[str, int] = await self._run(work)
+        return result
