@@ -105,29 +105,18 @@ async def batch_once(
     return took
 
 
-def governed_call(journal: str | None, calls: int, rounds: int) -> list[float]:
+def governed_call(journal: str | None, calls: int, rounds: int, *, sync_pg: bool = False) -> list[float]:
     """Seconds per governed call, one value per round."""
-    import pydantic
-
     from toolbridge.agent import Agent
     from toolbridge.agent.models import ScriptedModel
-    from toolbridge.runtime import create_runtime, define_tool
+    from toolbridge.runtime import create_runtime
 
-    class Empty(pydantic.BaseModel):
-        pass
-
-    class Out(pydantic.BaseModel):
-        content: str
-
-    async def execute(inp: Empty, ctx: Any) -> Out:
-        return Out(content="ok")
-
-    tool = define_tool("t", "1", "t", Empty, Out, "write", [], execute=execute)
+    tool = _declared_write_tool()
     allow = {"allow": ["model:scripted", "tool:t", "effect:write"]}
     per_run = 10
     limits = {"max_steps": per_run + 2, "max_model_calls": per_run + 2}
     rt = (
-        create_runtime("durable", allow, limits, journal=journal)
+        create_runtime("durable", allow, limits, journal=_journal(journal, sync_pg))
         if journal
         else create_runtime(permissions=allow, limits=limits)
     )
@@ -145,6 +134,80 @@ def governed_call(journal: str | None, calls: int, rounds: int) -> list[float]:
     out = [anyio.run(one_round) for _ in range(rounds)]
     rt.close()
     return out
+
+
+def _journal(spec: str | None, sync_pg: bool) -> Any:
+    """`spec` as create_runtime's journal=; `sync_pg`: the PostgreSQL journal through its sync
+    methods only (what the governed session did before the async path: a write holds the loop)."""
+    if spec is None or not sync_pg:
+        return spec
+    from toolbridge.runtime import PostgresJournal
+
+    class SyncPostgres(PostgresJournal):
+        is_async = False
+
+    return SyncPostgres(spec)
+
+
+def _declared_write_tool() -> Any:
+    import pydantic
+
+    from toolbridge.runtime import define_tool
+
+    class Empty(pydantic.BaseModel):
+        pass
+
+    class Out(pydantic.BaseModel):
+        content: str
+
+    async def execute(inp: Empty, ctx: Any) -> Out:
+        return Out(content="ok")
+
+    return define_tool("t", "1", "t", Empty, Out, "write", [], execute=execute)
+
+
+def concurrent_calls(journal: str, sessions: int, calls: int, *, sync_pg: bool) -> tuple[float, float]:
+    """`sessions` governed sessions at once on one loop, `calls` calls each, PostgreSQL journal.
+
+    Returns (governed calls per second, the longest time the loop stood still in ms, measured by
+    a task ticking every 5 ms).
+    """
+    from toolbridge.runtime import create_runtime
+
+    tool = _declared_write_tool()
+    rt = create_runtime("durable", {"allow": ["tool:t", "effect:write"]}, journal=_journal(journal, sync_pg))
+
+    async def one_round() -> tuple[float, float]:
+        gap = [0.0]
+
+        async def ticker() -> None:
+            last = time.perf_counter()
+            while True:
+                await anyio.sleep(0.005)
+                now = time.perf_counter()
+                gap[0] = max(gap[0], now - last)
+                last = now
+
+        async def one(i: int) -> None:
+            async with rt.session(tools=[tool], principal=f"p{i}") as s:
+                for _ in range(calls):
+                    await s.call_tool("t", {})
+            assert s.result().outcome == "succeeded", s.result()
+
+        began = time.perf_counter()
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(ticker)
+            async with anyio.create_task_group() as tg:
+                for i in range(sessions):
+                    tg.start_soon(one, i)
+            took = time.perf_counter() - began
+            outer.cancel_scope.cancel()
+        return sessions * calls / took, gap[0] * 1000
+
+    try:
+        return anyio.run(one_round)
+    finally:
+        rt.close()
 
 
 def pg_url(tmp: Path) -> tuple[str, Path | None]:
@@ -249,6 +312,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--calls", type=int, default=200, help="governed calls per round")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sessions", type=int, default=32, help="concurrent sessions on one loop")
+    ap.add_argument("--calls-per-session", type=int, default=5)
+    ap.add_argument("--no-batch", action="store_true", help="only the journal sections")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument(
         "--batch-journal", action="append", choices=["sqlite", "postgresql"], help="default: postgresql"
@@ -262,16 +328,18 @@ def main() -> None:
         url, pg_folder = pg_url(tmp)
         try:
             # -- 2. governed call per journal (first: before Ray takes the CPUs) ------------------
-            per: dict[str, list[float]] = {"memory": [], "sqlite": [], "postgresql": []}
+            kinds = ("memory", "sqlite", "postgresql", "postgresql, sync path")
+            per: dict[str, list[float]] = {k: [] for k in kinds}
             pg_journal = fresh_db(url, "tb_bench_call")
             for r in range(args.rounds):
                 per["memory"] += governed_call(None, args.calls, 1)
                 per["sqlite"] += governed_call(str(tmp / f"call{r}.sqlite"), args.calls, 1)
                 per["postgresql"] += governed_call(pg_journal, args.calls, 1)
+                per["postgresql, sync path"] += governed_call(pg_journal, args.calls, 1, sync_pg=True)
             med = {k: statistics.median(v) * 1e6 for k, v in per.items()}
             results["postgresql_fsync"] = pg_fsync(url)
             results["governed_call_us"] = med
-            for k in ("memory", "sqlite", "postgresql"):
+            for k in kinds:
                 ratio = med[k] / med["sqlite"]
                 target = "<= 2.00x SQLite" if k == "postgresql" else ""
                 met = ("yes" if ratio <= 2.0 else "**no**") if k == "postgresql" else ""
@@ -285,11 +353,28 @@ def main() -> None:
                     )
                 )
 
+            # -- 3. concurrent governed calls on one loop, PostgreSQL journal --------------------
+            n, k = args.sessions, args.calls_per_session
+            conc: dict[str, list[tuple[float, float]]] = {"sync": [], "async": []}
+            for _ in range(args.rounds):
+                conc["sync"].append(concurrent_calls(pg_journal, n, k, sync_pg=True))
+                conc["async"].append(concurrent_calls(pg_journal, n, k, sync_pg=False))
+            cps = {m: statistics.median(c for c, _ in v) for m, v in conc.items()}
+            stall = {m: statistics.median(g for _, g in v) for m, v in conc.items()}
+            results["concurrent"] = {"calls_per_s": cps, "loop_stall_ms": stall, "sessions": n, "calls": k}
+            section = f"{n} governed sessions at once on one loop, {k} calls each, PostgreSQL journal"
+            for m, label in (("sync", "before: sync journal writes"), ("async", "after: async journal")):
+                rows.append((section, label, f"{cps[m]:,.0f} calls/s", f"{cps[m] / cps['sync']:.2f}x", ""))
+                rows.append((section, f"{label}: longest loop stall", f"{stall[m]:,.1f} ms", "", ""))
+
             # -- 1. batch throughput -----------------------------------------------------------
 
-            for kind in args.batch_journal:
-                batch_section(tmp, url, kind, args, rows, results)
-            rows.append(("Ray", "local cluster start-up (2 CPUs)", f"{results['ray_start_s']:.1f} s", "", ""))
+            if not args.no_batch:
+                for kind in args.batch_journal:
+                    batch_section(tmp, url, kind, args, rows, results)
+                rows.append(
+                    ("Ray", "local cluster start-up (2 CPUs)", f"{results['ray_start_s']:.1f} s", "", "")
+                )
         finally:
             try:
                 import ray

@@ -25,7 +25,8 @@ Rules:
   and a connection found dead is dropped for a fresh one.
 - A connection given back in any state but idle (a statement cancelled or timed out mid-way,
   a transaction left open, a lost server) is closed, not reused: the server rolls back what it
-  had not committed.
+  had not committed. A statement cut off mid-way is also cancelled on the server (from a
+  connection of its own, bounded), so it stops holding its locks.
 - Usable from one event loop at a time; when the running loop changes (a new `anyio.run`), the
   idle connections carry over and the slot count starts again on the new loop.
 """
@@ -41,6 +42,10 @@ from typing import Any
 import anyio
 
 __all__ = ["AsyncPgPool", "PoolUnavailable"]
+
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (plain ints: no psycopg import at module level)
+_ACTIVE = 1  # psycopg.pq.TransactionStatus.ACTIVE (a statement in progress)
+_CONN_OK = 0  # psycopg.pq.ConnStatus.OK
 
 
 class PoolUnavailable(Exception):
@@ -65,8 +70,11 @@ class AsyncPgPool:
         timeout_s: float,
         kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        import psycopg
+
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
+        self._psycopg = psycopg
         self._conninfo = conninfo
         self.max_size = max_size
         self.timeout_s = timeout_s
@@ -74,7 +82,7 @@ class AsyncPgPool:
         self._idle: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
-        self._busy: set[Any] = set()
+        self._busy: dict[Any, int] = {}  # connection -> its backend's pid
         self._closed = False
 
     @property
@@ -85,6 +93,11 @@ class AsyncPgPool:
     def size(self) -> int:
         """Connections open now (idle and handed out)."""
         return len(self._idle) + len(self._busy)
+
+    @property
+    def busy(self) -> int:
+        """Connections handed out now."""
+        return len(self._busy)
 
     def _slots_here(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -103,15 +116,57 @@ class AsyncPgPool:
         conn = await self._acquire()
         try:
             yield conn
+        except BaseException:
+            if conn.closed or conn.pgconn.transaction_status == _ACTIVE:
+                # cut off mid-statement: stop it on the server
+                await self._cancel_backend(self._busy.get(conn, 0))
+            raise
         finally:
             self._release(conn)
 
-    async def _acquire(self) -> Any:
-        import psycopg
+    async def _cancel_backend(self, pid: int) -> None:
+        """Ask the server to stop what backend `pid` runs (a statement left behind by a cancelled
+        or timed-out caller, which would hold its locks until it ends).
 
+        On a connection of its own (the caller's may be closed already), shielded from the
+        caller's cancellation, for at most `min(timeout_s, 5)` seconds; best effort.
+        """
+        psycopg = self._psycopg
+        if not pid:
+            return
+        with anyio.move_on_after(min(self.timeout_s, 5.0), shield=True):
+            try:
+                async with await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs) as other:
+                    await other.execute(
+                        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                        "WHERE pid = %s AND datname = current_database() AND state = 'active'",
+                        (pid,),
+                    )
+            except (psycopg.Error, OSError):
+                pass  # the server is gone too: nothing runs there any more
+
+    async def _acquire(self) -> Any:
         if self._closed:
             raise PoolUnavailable("the pool is closed")
         slots = self._slots_here()
+        if not slots.locked():  # a free slot: taken at once (no wait, so no timeout needed)
+            await slots.acquire()
+            try:
+                while self._idle:
+                    conn = self._idle.pop()
+                    if _usable(conn):
+                        self._busy[conn] = conn.pgconn.backend_pid
+                        return conn
+                    _finish(conn)
+            except BaseException:
+                slots.release()
+                raise
+            slots.release()
+        return await self._acquire_waiting(slots)
+
+    async def _acquire_waiting(self, slots: asyncio.Semaphore) -> Any:
+        """Wait for a slot and take an idle connection or open one, within `timeout_s`."""
+        psycopg = self._psycopg
         try:
             with anyio.fail_after(self.timeout_s):
                 await slots.acquire()
@@ -119,7 +174,7 @@ class AsyncPgPool:
                     while self._idle:
                         conn = self._idle.pop()
                         if _usable(conn):
-                            self._busy.add(conn)
+                            self._busy[conn] = conn.pgconn.backend_pid
                             return conn
                         _finish(conn)
                     conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
@@ -134,19 +189,16 @@ class AsyncPgPool:
             slots.release()
             _finish(conn)
             raise PoolUnavailable("the pool is closed")
-        self._busy.add(conn)
+        self._busy[conn] = conn.pgconn.backend_pid
         return conn
 
     def _release(self, conn: Any) -> None:
-        from psycopg.pq import TransactionStatus
-
-        if conn not in self._busy:  # handed out on a loop gone since, or after close()
+        if self._busy.pop(conn, None) is None:  # handed out on a loop gone since
             _finish(conn)
             return
-        self._busy.discard(conn)
         if self._slots is not None:
             self._slots.release()
-        if self._closed or conn.closed or conn.pgconn.transaction_status != TransactionStatus.IDLE:
+        if self._closed or conn.pgconn.transaction_status != _IDLE:  # also a closed connection
             _finish(conn)
         else:
             self._idle.append(conn)
@@ -161,17 +213,18 @@ class AsyncPgPool:
 
 def _usable(conn: Any) -> bool:
     """True when an idle connection is still up, read without a round trip (see the module docs)."""
-    from psycopg import OperationalError
-    from psycopg.pq import ConnStatus, TransactionStatus
-
     pg = conn.pgconn
-    if pg.status != ConnStatus.OK or pg.transaction_status != TransactionStatus.IDLE:
+    if pg.status != _CONN_OK or pg.transaction_status != _IDLE:
         return False
     try:
-        pg.consume_input()  # libpq's sockets are non-blocking: reads only what already arrived
-    except OperationalError:
+        # libpq's sockets are non-blocking: this reads only what already arrived. A terminated
+        # backend sent its FATAL message, then closed: the first read takes the message, the
+        # second meets the end of the stream.
+        pg.consume_input()
+        pg.consume_input()
+    except Exception:  # psycopg.OperationalError: the connection is gone
         return False
-    return bool(pg.status == ConnStatus.OK and not pg.is_busy())
+    return bool(pg.status == _CONN_OK and not pg.is_busy())
 
 
 def _finish(conn: Any) -> None:

@@ -100,3 +100,13 @@ def test_the_batch_bench_code_runs_with_tiny_counts(tmp_path: Path, postgres_url
         )
     )
     assert took > 0 and len((tmp_path / "t.out.jsonl").read_text().splitlines()) == 3
+
+
+def test_the_concurrent_journal_bench_code_runs_with_tiny_counts(postgres_url: str) -> None:
+    """bench/bench_batch.py's concurrency section: sessions at once on one loop, both journal paths."""
+    bench = _load("bench_batch")
+    for sync_pg in (True, False):
+        rate, stall_ms = bench.concurrent_calls(postgres_url, 3, 2, sync_pg=sync_pg)  # type: ignore[attr-defined]
+        assert rate > 0 and stall_ms >= 0
+    (per_call,) = bench.governed_call(postgres_url, 10, 1, sync_pg=True)  # type: ignore[attr-defined]
+    assert 0 < per_call < 5

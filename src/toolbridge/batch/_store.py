@@ -9,6 +9,9 @@ The batch budget is the shared budget `batch:<id>` (`toolbridge_budgets` on Post
 `budgets` table in the SQLite file): reserved with one atomic `UPDATE ... WHERE room >= n`, so
 two workers never spend the same micro-unit.
 
+The tables and the budget statements are the journal's (`runtime._journal_sql`), written once
+for both databases; the item statements below are templates filled in the same way.
+
 The SQLite store opens its own connection to the journal's file (WAL; several processes on one
 machine may share it). The PostgreSQL store uses the journal's connection pool (migration 2 made
 its table).
@@ -26,6 +29,15 @@ from typing import Any
 from ..errors import ConfigError
 from ..runtime._journal import JournalBackend
 from ..runtime._journal_postgres import PostgresJournal
+from ..runtime._journal_sql import (
+    BATCH_ITEMS_TABLE,
+    BUDGETS_TABLE,
+    POSTGRES,
+    SQLITE,
+    Dialect,
+    Statements,
+    budget_dict,
+)
 
 __all__ = ["BatchStore", "Item", "StoredItem", "open_store"]
 
@@ -53,35 +65,11 @@ class StoredItem:
     input_sha256: str
 
 
-_SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batch_items (
-    batch_id TEXT NOT NULL,
-    item_id TEXT NOT NULL,
-    line INTEGER NOT NULL,
-    input_sha256 TEXT NOT NULL,
-    state TEXT NOT NULL,
-    run_id TEXT,
-    attempt INTEGER NOT NULL DEFAULT 0,
-    reserved_micros INTEGER NOT NULL DEFAULT 0,
-    result TEXT,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (batch_id, item_id)
-);
-CREATE TABLE IF NOT EXISTS budgets (
-    budget_id TEXT PRIMARY KEY,
-    max_micros INTEGER NOT NULL,
-    spent_micros INTEGER NOT NULL DEFAULT 0,
-    reserved_micros INTEGER NOT NULL DEFAULT 0
-);
-"""
-
-
 class BatchStore:
-    """The items of batches, in SQL; `ph` is the parameter placeholder of the database."""
+    """The items of batches, in SQL written once (`_journal_sql`) for the store's dialect."""
 
-    ph = "?"
-    items_table = "batch_items"
-    budgets_table = "budgets"
+    dialect: Dialect = SQLITE
+    statements: Statements = Statements.of(SQLITE)
 
     # -- the SQL seam: each returns rows (or None) and commits at once ----------------------------
 
@@ -97,12 +85,8 @@ class BatchStore:
     def close(self) -> None:
         raise NotImplementedError
 
-    def _q(self, sql: str) -> str:
-        return (
-            sql.replace("?", self.ph)
-            .replace("ITEMS", self.items_table)
-            .replace("BUDGETS", self.budgets_table)
-        )
+    def _q(self, template: str) -> str:
+        return self.dialect.sql(template)
 
     # -- items ----------------------------------------------------------------------------------
 
@@ -113,7 +97,7 @@ class BatchStore:
         for start in range(0, len(rows), 500):
             self._exec(
                 self._q(
-                    "INSERT INTO ITEMS (batch_id, item_id, line, input_sha256, state, updated_at) "
+                    "INSERT INTO {batch_items} (batch_id, item_id, line, input_sha256, state, updated_at) "
                     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (batch_id, item_id) DO NOTHING"
                 ),
                 (),
@@ -125,7 +109,7 @@ class BatchStore:
     def items(self, batch_id: str, state: str | None = None) -> list[StoredItem]:
         sql = (
             "SELECT item_id, line, state, run_id, attempt, reserved_micros, result, input_sha256 "
-            "FROM ITEMS WHERE batch_id = ?"
+            "FROM {batch_items} WHERE batch_id = ?"
         )
         params: tuple[Any, ...] = (batch_id,)
         if state is not None:
@@ -147,7 +131,9 @@ class BatchStore:
         ]
 
     def has_batch(self, batch_id: str) -> bool:
-        return bool(self._exec(self._q("SELECT 1 FROM ITEMS WHERE batch_id = ? LIMIT 1"), (batch_id,)))
+        return bool(
+            self._exec(self._q("SELECT 1 FROM {batch_items} WHERE batch_id = ? LIMIT 1"), (batch_id,))
+        )
 
     def claim(self, batch_id: str, key: str, run_id: str, attempt: int, reserve: int) -> str:
         """Claim a pending (or skipped) item for `run_id`, reserving `reserve` of the batch budget.
@@ -156,30 +142,21 @@ class BatchStore:
         driver holds it, or it ended).
         """
         budget = _budget_id(batch_id)
-        rows = self._tx(
-            [
-                (
-                    self._q(
-                        "UPDATE BUDGETS SET reserved_micros = reserved_micros + ? "
-                        "WHERE budget_id = ? AND max_micros - spent_micros - reserved_micros >= ? "
-                        "RETURNING 1"
-                    ),
-                    (reserve, budget, reserve),
-                ),
-            ]
-        )
-        has_budget = self._exec(self._q("SELECT 1 FROM BUDGETS WHERE budget_id = ?"), (budget,))
+        rows = self._tx([(self.statements.reserve_budget, (reserve, budget, reserve))])
+        has_budget = self._exec(self.statements.get_budget, (budget,))
         if has_budget and not rows[0]:
             self._exec(
-                self._q("UPDATE ITEMS SET state='skipped', updated_at=? WHERE batch_id=? AND item_id=?"),
+                self._q(
+                    "UPDATE {batch_items} SET state='skipped', updated_at=? WHERE batch_id=? AND item_id=?"
+                ),
                 (time.time(), batch_id, key),
             )
             return "budget"
         reserved = reserve if has_budget else 0
         got = self._exec(
             self._q(
-                "UPDATE ITEMS SET state='claimed', run_id=?, attempt=?, reserved_micros=?, updated_at=? "
-                "WHERE batch_id=? AND item_id=? AND state IN ('pending', 'skipped') RETURNING 1"
+                "UPDATE {batch_items} SET state='claimed', run_id=?, attempt=?, reserved_micros=?, "
+                "updated_at=? WHERE batch_id=? AND item_id=? AND state IN ('pending', 'skipped') RETURNING 1"
             ),
             (run_id, attempt, reserved, time.time(), batch_id, key),
         )
@@ -192,12 +169,13 @@ class BatchStore:
     def finish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
         """End a claimed item with its output line; settle its reservation against `cost`."""
         rows = self._exec(
-            self._q("SELECT reserved_micros FROM ITEMS WHERE batch_id=? AND item_id=?"), (batch_id, key)
+            self._q("SELECT reserved_micros FROM {batch_items} WHERE batch_id=? AND item_id=?"),
+            (batch_id, key),
         )
         reserved = int(rows[0][0]) if rows else 0
         self._exec(
             self._q(
-                "UPDATE ITEMS SET state=?, result=?, reserved_micros=0, updated_at=? "
+                "UPDATE {batch_items} SET state=?, result=?, reserved_micros=0, updated_at=? "
                 "WHERE batch_id=? AND item_id=?"
             ),
             (state, json.dumps(result, sort_keys=True), time.time(), batch_id, key),
@@ -207,12 +185,13 @@ class BatchStore:
     def release(self, batch_id: str, key: str) -> None:
         """Put a claimed item back to `pending` (its run never sent anything); free its reservation."""
         rows = self._exec(
-            self._q("SELECT reserved_micros FROM ITEMS WHERE batch_id=? AND item_id=?"), (batch_id, key)
+            self._q("SELECT reserved_micros FROM {batch_items} WHERE batch_id=? AND item_id=?"),
+            (batch_id, key),
         )
         reserved = int(rows[0][0]) if rows else 0
         self._exec(
             self._q(
-                "UPDATE ITEMS SET state='pending', reserved_micros=0, updated_at=? "
+                "UPDATE {batch_items} SET state='pending', reserved_micros=0, updated_at=? "
                 "WHERE batch_id=? AND item_id=?"
             ),
             (time.time(), batch_id, key),
@@ -224,35 +203,14 @@ class BatchStore:
     def open_budget(self, batch_id: str, max_micros: int | None) -> None:
         if max_micros is None:
             return
-        self._exec(
-            self._q(
-                "INSERT INTO BUDGETS (budget_id, max_micros) VALUES (?, ?) "
-                "ON CONFLICT (budget_id) DO UPDATE SET max_micros = excluded.max_micros"
-            ),
-            (_budget_id(batch_id), max_micros),
-        )
+        self._exec(self.statements.open_budget, (_budget_id(batch_id), max_micros))
 
     def budget(self, batch_id: str) -> dict[str, int] | None:
-        rows = self._exec(
-            self._q("SELECT max_micros, spent_micros, reserved_micros FROM BUDGETS WHERE budget_id = ?"),
-            (_budget_id(batch_id),),
-        )
-        if not rows:
-            return None
-        return {
-            "max_micros": int(rows[0][0]),
-            "spent_micros": int(rows[0][1]),
-            "reserved_micros": int(rows[0][2]),
-        }
+        rows = self._exec(self.statements.get_budget, (_budget_id(batch_id),))
+        return budget_dict(rows[0] if rows else None)
 
     def _settle(self, budget: str, reserved: int, actual: int) -> None:
-        self._exec(
-            self._q(
-                "UPDATE BUDGETS SET reserved_micros = CASE WHEN reserved_micros > ? THEN reserved_micros - ? "
-                "ELSE 0 END, spent_micros = spent_micros + ? WHERE budget_id = ?"
-            ),
-            (reserved, reserved, max(0, actual), budget),
-        )
+        self._exec(self.statements.settle_budget, (reserved, reserved, max(0, actual), budget))
 
 
 def _budget_id(batch_id: str) -> str:
@@ -273,7 +231,7 @@ class SqliteBatchStore(BatchStore):
                 return
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(_SQLITE_SCHEMA)
+            self._db.executescript(SQLITE.sql(BATCH_ITEMS_TABLE + BUDGETS_TABLE))
         except sqlite3.Error as exc:
             raise ConfigError(f"the batch store in {path!r} cannot be opened: {exc}") from None
 
@@ -302,9 +260,8 @@ class SqliteBatchStore(BatchStore):
 
 
 class PostgresBatchStore(BatchStore):
-    ph = "%s"
-    items_table = "toolbridge_batch_items"
-    budgets_table = "toolbridge_budgets"
+    dialect = POSTGRES
+    statements = Statements.of(POSTGRES)
 
     def __init__(self, journal: PostgresJournal) -> None:
         self.journal = journal

@@ -49,6 +49,7 @@ from ._journal_sql import (
     POSTGRES,
     Statements,
     budget_dict,
+    end_run_writes,
     needs_calls,
     plan_call_params,
     run_record,
@@ -250,6 +251,7 @@ class PostgresJournal(JournalBackend):
             "options": f"-c statement_timeout={statement_timeout_ms}" + (f" {options}" if options else ""),
         }
         self._apool = AsyncPgPool(url, max_size=pool_size, timeout_s=self._timeout, kwargs=self._kwargs)
+        self._failures = (psycopg.Error, PoolUnavailable, OSError, TimeoutError)
         self._sync_pool: Any = None
         self._sync_lock = threading.Lock()
         self._closed = False
@@ -359,27 +361,32 @@ class PostgresJournal(JournalBackend):
 
     @asynccontextmanager
     async def _aconn(self) -> AsyncIterator[Any]:
-        """A connection of the async pool for one write, cut after the statement timeout.
+        """A connection of the async pool for one transaction, cut after the statement timeout.
 
         A failure of any kind (no connection in time, the server gone or the connection killed
         mid-statement, the statement timeout) is `JournalWriteError`; the connection is then
-        closed, not reused.
+        closed, not reused, and a statement cut off is cancelled on the server (`_pgpool`).
         """
-        import psycopg
-
         if self.readonly:
             raise JournalWriteError(self.path)
         try:
             async with self._apool.connection() as conn:
                 with anyio.fail_after(self._statement_s):
                     yield conn
-        except (psycopg.Error, PoolUnavailable, OSError, TimeoutError):
+        except self._failures:
             raise JournalWriteError(self.path) from None
 
     async def _awrite(self, sql: str, params: Sequence[Any]) -> Any:
-        async with self._aconn() as conn:
-            cur = await conn.execute(sql, params)
-            return await cur.fetchone() if cur.description else None
+        """One statement in its own transaction (`_aconn`, without its extra layer)."""
+        if self.readonly:
+            raise JournalWriteError(self.path)
+        try:
+            async with self._apool.connection() as conn:
+                with anyio.fail_after(self._statement_s):
+                    cur = await conn.execute(sql, params)
+                    return await cur.fetchone() if cur.description else None
+        except self._failures:
+            raise JournalWriteError(self.path) from None
 
     # -- writing (sync) --------------------------------------------------------------------------
 
@@ -404,14 +411,11 @@ class PostgresJournal(JournalBackend):
         """Record a run's end, with the call ends given, in one transaction."""
         if self.readonly:
             raise JournalWriteError(self.path)
-        now = time.time()
+        usage = (input_tokens, output_tokens, model_calls)
+        writes = end_run_writes(_SQL, run_id, outcome, error_code, cost_micros, usage, calls)
         with self._conn(write=True) as conn, conn.transaction():
-            for end in calls:
-                conn.execute(_SQL.end_call, (end.outcome, end.error_code, now, end.cost_micros, end.row))
-            conn.execute(
-                _SQL.end_run,
-                (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
-            )
+            for sql, params in writes:
+                conn.execute(sql, params)
 
     def plan_call(
         self,
@@ -466,16 +470,11 @@ class PostgresJournal(JournalBackend):
         calls: Sequence[CallEnd] = (),
     ) -> None:
         """Record a run's end, with the call ends given, in one transaction."""
-        now = time.time()
+        usage = (input_tokens, output_tokens, model_calls)
+        writes = end_run_writes(_SQL, run_id, outcome, error_code, cost_micros, usage, calls)
         async with self._aconn() as conn, conn.transaction():
-            for end in calls:
-                await conn.execute(
-                    _SQL.end_call, (end.outcome, end.error_code, now, end.cost_micros, end.row)
-                )
-            await conn.execute(
-                _SQL.end_run,
-                (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
-            )
+            for sql, params in writes:
+                await conn.execute(sql, params)
 
     async def aplan_call(
         self,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..redact import redact_value
-from ._journal import CallRecord, RunRecord, Writer, process_alive, read_back
+from ._journal import CallEnd, CallRecord, RunRecord, Writer, process_alive, read_back
 
 __all__ = [
     "MIGRATIONS",
@@ -316,6 +316,27 @@ def plan_call_params(
         args_bytes,
         time.time(),
     )
+
+
+def end_run_writes(
+    sql: Statements,
+    run_id: str,
+    outcome: str,
+    error_code: str | None,
+    cost_micros: int,
+    usage: tuple[int, int, int],
+    calls: Sequence[CallEnd],
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements of a run's end, to run in one transaction: each call end, then the run's.
+
+    `usage` is (input tokens, output tokens, model calls).
+    """
+    now = time.time()
+    writes: list[tuple[str, tuple[Any, ...]]] = [
+        (sql.end_call, (e.outcome, e.error_code, now, e.cost_micros, e.row)) for e in calls
+    ]
+    writes.append((sql.end_run, (outcome, error_code, now, cost_micros, *usage, run_id)))
+    return writes
 
 
 def budget_dict(row: Sequence[Any] | None) -> dict[str, int] | None:

@@ -28,6 +28,7 @@ from ._journal_sql import (
     JOURNAL_TABLES,
     SQLITE,
     Statements,
+    end_run_writes,
     needs_calls,
     plan_call_params,
     run_record,
@@ -193,18 +194,13 @@ class SqliteJournal(JournalBackend):
         calls: Sequence[CallEnd] = (),
     ) -> None:
         """Record a run's end, with the call ends given, in one transaction."""
-        now = time.time()
+        usage = (input_tokens, output_tokens, model_calls)
+        writes = end_run_writes(_SQL, run_id, outcome, error_code, cost_micros, usage, calls)
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for end in calls:
-                    self._db.execute(
-                        _SQL.end_call, (end.outcome, end.error_code, now, end.cost_micros, end.row)
-                    )
-                self._db.execute(
-                    _SQL.end_run,
-                    (outcome, error_code, now, cost_micros, input_tokens, output_tokens, model_calls, run_id),
-                )
+                for sql, params in writes:
+                    self._db.execute(sql, params)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
