@@ -477,7 +477,7 @@ async def _dispatch(
         for _ in range(3):
             attempt += 1
             run_id = _run_id(batch_id, item.key, attempt)
-            if store.claim(batch_id, item.key, run_id, attempt, ceiling) != "claimed":
+            if await store.aclaim(batch_id, item.key, run_id, attempt, ceiling) != "claimed":
                 return  # no room in the budget (skipped), or another driver has it
             ran += 1
             retry = True
@@ -504,7 +504,7 @@ async def _dispatch(
                 ended(done.result or {})
                 return
             state = "unknown" if line.get("outcome") == "outcome_unknown" else "ended"
-            store.finish(batch_id, item.key, state, line, int(line.get("costMicros") or 0))
+            await store.afinish(batch_id, item.key, state, line, int(line.get("costMicros") or 0))
             ended(line)
             return
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..errors import ConfigError
 from ..runtime._journal import JournalBackend
@@ -40,6 +41,10 @@ from ..runtime._journal_sql import (
 )
 
 __all__ = ["BatchStore", "Item", "StoredItem", "open_store"]
+
+_R = TypeVar("_R")
+_Steps = Generator[tuple[str, tuple[Any, ...]], list[Any], _R]
+"""A change written as statements: yields `(sql, params)`, receives each one's rows."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,6 @@ class BatchStore:
     def _exec(
         self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
     ) -> list[Any]:
-        raise NotImplementedError
-
-    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
-        """Run statements in one transaction; returns each one's rows."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -135,17 +136,40 @@ class BatchStore:
             self._exec(self._q("SELECT 1 FROM {batch_items} WHERE batch_id = ? LIMIT 1"), (batch_id,))
         )
 
+    # Each change of an item is written once, as steps: a generator yielding `(sql, params)`
+    # and receiving the statement's rows; `_drive` runs it on the sync connection, `_adrive`
+    # awaits each statement (the PostgreSQL store: on the event loop, never holding it).
+
     def claim(self, batch_id: str, key: str, run_id: str, attempt: int, reserve: int) -> str:
         """Claim a pending (or skipped) item for `run_id`, reserving `reserve` of the batch budget.
 
         Returns `claimed`, `budget` (no room: the item is marked `skipped`) or `taken` (another
         driver holds it, or it ended).
         """
+        return self._drive(self._claim(batch_id, key, run_id, attempt, reserve))
+
+    async def aclaim(self, batch_id: str, key: str, run_id: str, attempt: int, reserve: int) -> str:
+        """`claim`, awaited."""
+        return await self._adrive(self._claim(batch_id, key, run_id, attempt, reserve))
+
+    def finish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
+        """End a claimed item with its output line; settle its reservation against `cost`."""
+        self._drive(self._end(batch_id, key, state, result, cost))
+
+    async def afinish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
+        """`finish`, awaited."""
+        await self._adrive(self._end(batch_id, key, state, result, cost))
+
+    def release(self, batch_id: str, key: str) -> None:
+        """Put a claimed item back to `pending` (its run never sent anything); free its reservation."""
+        self._drive(self._end(batch_id, key, "pending", None, 0))
+
+    def _claim(self, batch_id: str, key: str, run_id: str, attempt: int, reserve: int) -> _Steps[str]:
         budget = _budget_id(batch_id)
-        rows = self._tx([(self.statements.reserve_budget, (reserve, budget, reserve))])
-        has_budget = self._exec(self.statements.get_budget, (budget,))
-        if has_budget and not rows[0]:
-            self._exec(
+        rows = yield self.statements.reserve_budget, (reserve, budget, reserve)
+        has_budget = yield self.statements.get_budget, (budget,)
+        if has_budget and not rows:
+            yield (
                 self._q(
                     "UPDATE {batch_items} SET state='skipped', updated_at=? WHERE batch_id=? AND item_id=?"
                 ),
@@ -153,7 +177,7 @@ class BatchStore:
             )
             return "budget"
         reserved = reserve if has_budget else 0
-        got = self._exec(
+        got = yield (
             self._q(
                 "UPDATE {batch_items} SET state='claimed', run_id=?, attempt=?, reserved_micros=?, "
                 "updated_at=? WHERE batch_id=? AND item_id=? AND state IN ('pending', 'skipped') RETURNING 1"
@@ -162,41 +186,57 @@ class BatchStore:
         )
         if not got:
             if reserved:
-                self._settle(budget, reserved, 0)
+                yield self.statements.settle_budget, (reserved, reserved, 0, budget)
             return "taken"
         return "claimed"
 
-    def finish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
-        """End a claimed item with its output line; settle its reservation against `cost`."""
-        rows = self._exec(
+    def _end(
+        self, batch_id: str, key: str, state: str, result: dict[str, Any] | None, cost: int
+    ) -> _Steps[None]:
+        """`finish` (with a result) or `release` (`pending`, no result): settle the reservation."""
+        rows = yield (
             self._q("SELECT reserved_micros FROM {batch_items} WHERE batch_id=? AND item_id=?"),
             (batch_id, key),
         )
         reserved = int(rows[0][0]) if rows else 0
-        self._exec(
-            self._q(
-                "UPDATE {batch_items} SET state=?, result=?, reserved_micros=0, updated_at=? "
-                "WHERE batch_id=? AND item_id=?"
-            ),
-            (state, json.dumps(result, sort_keys=True), time.time(), batch_id, key),
-        )
-        self._settle(_budget_id(batch_id), reserved, cost)
+        if result is None:
+            yield (
+                self._q(
+                    "UPDATE {batch_items} SET state=?, reserved_micros=0, updated_at=? "
+                    "WHERE batch_id=? AND item_id=?"
+                ),
+                (state, time.time(), batch_id, key),
+            )
+        else:
+            yield (
+                self._q(
+                    "UPDATE {batch_items} SET state=?, result=?, reserved_micros=0, updated_at=? "
+                    "WHERE batch_id=? AND item_id=?"
+                ),
+                (state, json.dumps(result, sort_keys=True), time.time(), batch_id, key),
+            )
+        amount = max(0, cost)
+        yield self.statements.settle_budget, (reserved, reserved, amount, _budget_id(batch_id))
 
-    def release(self, batch_id: str, key: str) -> None:
-        """Put a claimed item back to `pending` (its run never sent anything); free its reservation."""
-        rows = self._exec(
-            self._q("SELECT reserved_micros FROM {batch_items} WHERE batch_id=? AND item_id=?"),
-            (batch_id, key),
-        )
-        reserved = int(rows[0][0]) if rows else 0
-        self._exec(
-            self._q(
-                "UPDATE {batch_items} SET state='pending', reserved_micros=0, updated_at=? "
-                "WHERE batch_id=? AND item_id=?"
-            ),
-            (time.time(), batch_id, key),
-        )
-        self._settle(_budget_id(batch_id), reserved, 0)
+    def _drive(self, steps: _Steps[_R]) -> _R:
+        try:
+            sql, params = next(steps)
+            while True:
+                sql, params = steps.send(self._exec(sql, params))
+        except StopIteration as done:
+            return cast(_R, done.value)
+
+    async def _adrive(self, steps: _Steps[_R]) -> _R:
+        try:
+            sql, params = next(steps)
+            while True:
+                sql, params = steps.send(await self._aexec(sql, params))
+        except StopIteration as done:
+            return cast(_R, done.value)
+
+    async def _aexec(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """One statement, awaited; by default the sync one (an SQLite file is local)."""
+        return self._exec(sql, params)
 
     # -- the batch budget ------------------------------------------------------------------------
 
@@ -208,9 +248,6 @@ class BatchStore:
     def budget(self, batch_id: str) -> dict[str, int] | None:
         rows = self._exec(self.statements.get_budget, (_budget_id(batch_id),))
         return budget_dict(rows[0] if rows else None)
-
-    def _settle(self, budget: str, reserved: int, actual: int) -> None:
-        self._exec(self.statements.settle_budget, (reserved, reserved, max(0, actual), budget))
 
 
 def _budget_id(batch_id: str) -> str:
@@ -252,9 +289,6 @@ class SqliteBatchStore(BatchStore):
         except sqlite3.Error as exc:
             raise ConfigError(f"the batch store in {self.path!r} failed: {exc}") from None
 
-    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
-        return [self._exec(sql, params) for sql, params in statements]
-
     def close(self) -> None:
         self._db.close()
 
@@ -277,11 +311,13 @@ class PostgresBatchStore(BatchStore):
             cur = conn.execute(sql, params)
             return list(cur.fetchall()) if cur.description else []
 
-    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
-        return [self._exec(sql, params) for sql, params in statements]
+    async def _aexec(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        async with self.journal._aconn() as conn:
+            cur = await conn.execute(sql, params)
+            return list(await cur.fetchall()) if cur.description else []
 
     def close(self) -> None:
-        """The journal owns the pool."""
+        """The journal owns the pools."""
 
 
 def open_store(journal: JournalBackend, *, reader: bool = False) -> BatchStore:

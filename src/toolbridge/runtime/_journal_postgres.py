@@ -2,8 +2,18 @@
 
 `create_runtime("durable", journal="postgresql://user:secret@host:5432/db")` (or a manifest
 `Runtime`'s `journal:` holding such a URL, secrets allowed) writes the journal to PostgreSQL
-through psycopg 3 and a psycopg-pool connection pool (the optional extra `toolbridge[postgres]`,
-imported only when a PostgreSQL journal is opened).
+through psycopg 3 (the optional extra `toolbridge[postgres]`, imported only when a PostgreSQL
+journal is opened).
+
+**On the event loop.** A governed session awaits the writes (`is_async`, the `a*` methods of
+`_journal`) on psycopg's `AsyncConnection`, through `toolbridge._pgpool` (no thread, no
+background task): a round trip never holds the loop. Every wait is bounded: a pooled connection
+and a connect by `connect_timeout_s`, a statement by `statement_timeout_ms` on the server and 2 s
+more on the client. A write that fails in any way (timeout, connection lost mid-statement, pool
+exhausted) is `JournalWriteError`, and the runtime's rules apply (nothing is sent unrecorded).
+A statement cut off by a cancellation is cancelled on the server and its connection closed.
+The sync methods (`inspect`, `toolbridge runs`, the batch store, budgets from threads) use a
+psycopg-pool `ConnectionPool` opened on first use. `close()` closes both.
 
 Same records and meaning as the SQLite journal (`_journal` documents the backend interface):
 each write is its own committed transaction (autocommit), so "request sent" is durable in the
@@ -13,10 +23,11 @@ transaction; a run still `running` whose writer died reads back as `outcome_unkn
 machine is never claimed dead by a reader (the batch driver, which knows when a worker died,
 reads such runs back itself).
 
-**Schema and migrations.** The tables are `toolbridge_schema` (one row per applied version),
-`toolbridge_runs`, `toolbridge_calls`, `toolbridge_budgets` (shared budgets) and, from version
-2, `toolbridge_batch_items` (resumable batches). `migrate(url)` applies what is missing, under
-a transaction-level advisory lock so that writers starting together migrate once; a writer
+**Schema and migrations.** The SQL is written once for both databases (`_journal_sql`). The
+tables are `toolbridge_schema` (one row per applied version), `toolbridge_runs`,
+`toolbridge_calls`, `toolbridge_budgets` (shared budgets) and, from version 2,
+`toolbridge_batch_items` (resumable batches). `migrate(url)` applies what is missing, under a
+transaction-level advisory lock so that writers starting together migrate once; a writer
 (`PostgresJournal(url)`) runs it on first use unless `migrate=False`. A reader
 (`PostgresJournal.open_existing(url)`, `toolbridge runs --journal postgresql://...`) never
 writes: its sessions are `default_transaction_read_only`, it never migrates, and it refuses a

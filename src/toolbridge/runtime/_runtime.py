@@ -7,7 +7,8 @@ caller; `runtime.run(agent, input)` and `runtime.stream(agent, input)` open one 
 the agent a `Governor` (`_governor`) that hands every decision to it. The rules live in
 `_calls` (per tool call: the turn rule, journaling, timeouts, result rules, guards) and
 `_run_rules` (per run: model calls, limits, the budget, the outcome); journal backends in
-`_journal` (the interface), `_journal_memory` and `_journal_sqlite`.
+`_journal` (the interface, sync and awaited), `_journal_memory`, `_journal_sqlite` and
+`_journal_postgres` (its writes awaited on the loop), their SQL in `_journal_sql`.
 
 Around an agent run, the runtime adds what only a run has: the input size and `input` guards
 before the first model call, the final output's size and `output` guards at the end, and the
@@ -124,7 +125,11 @@ class Runtime:
         return True
 
     def close(self) -> None:
-        """Close the journal (after one more try at run ends it could not write before)."""
+        """Close the journal (after one more try at run ends it could not write before).
+
+        A PostgreSQL journal closes every connection it opened (one in use as soon as its write
+        ends).
+        """
         self._flush_pending()
         self._journal.close()
 
