@@ -90,3 +90,69 @@ def test_regular_files_as_stdin_and_stdout(tmp_path: Path) -> None:
         )
     answers = _answers(responses.read_bytes())  # (the file's end closes the session at once)
     assert answers[1]["result"]["serverInfo"]["name"] == "TestGate"  # type: ignore[index]
+
+
+def test_an_oversized_line_is_dropped_and_the_next_call_answered(tmp_path: Path) -> None:
+    """A line longer than `MAX_LINE_BYTES` is read past (never buffered whole) and the session
+    goes on: the next call is answered."""
+    from toolbridge.gateway._stdio import MAX_LINE_BYTES
+
+    manifest = upstream_manifest(tmp_path, clients=CLIENTS, binding="    effects: read\n")
+    huge = b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "' + b"x" * (MAX_LINE_BYTES + 1024)
+    proc = subprocess.Popen(
+        [TOOLBRIDGE, "gateway", str(manifest)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    seen = b""
+    try:
+        proc.stdin.write(_lines(INIT, INITIALIZED, huge + b'"}}', CALL))
+        proc.stdin.flush()
+        while b'"id":2' not in seen.replace(b" ", b""):
+            line = proc.stdout.readline()
+            assert line, "the gateway closed stdout"
+            seen += line
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    answers = _answers(seen)
+    assert 7 not in answers, "the oversized request was dropped"
+    assert answers[2]["result"]["content"] == [{"type": "text", "text": "hi"}]  # type: ignore[index]
+    assert b"Traceback" not in err and proc.returncode == 0
+
+
+def test_a_client_that_closes_its_reading_end_ends_the_gateway_quietly(tmp_path: Path) -> None:
+    manifest = upstream_manifest(tmp_path, clients=CLIENTS, binding="    effects: read\n")
+    proc = subprocess.Popen(
+        [TOOLBRIDGE, "gateway", str(manifest)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(_lines(INIT))
+        proc.stdin.flush()
+        assert proc.stdout.readline()  # initialized: now stop reading for good
+        proc.stdout.close()
+        proc.stdin.write(_lines(INITIALIZED, CALL, {**CALL, "id": 3}))
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert b"Traceback" not in err, err[-2000:]
+    assert proc.returncode in (0, 1), err[-2000:]

@@ -3,11 +3,13 @@
 The SDK's `stdio_server()` reads each line and writes (and flushes) each message through a worker
 thread (`anyio.wrap_file`): three thread hand-offs per call, each waiting for a CPU on a busy
 machine. A gateway sits between a client and a server, so it pays that on every forwarded call.
-`pipe_stdio()` gives the SDK the same `(read_stream, write_stream)` pair, read and written by the
-event loop itself on non-blocking pipes, and keeps the SDK's protection: while serving, fd 0 reads
-the null device and fd 1 points at stderr, so stray output of a handler or a child never reaches
-the wire; both are restored on exit. Lines are capped (`MAX_LINE_BYTES`); a line that is not
-JSON-RPC reaches the server as an exception, as with the SDK's transport.
+`pipe_stdio()` gives the SDK a `(read_stream, write_stream)` pair read and written by the event
+loop itself on non-blocking pipes, by the very tasks that receive and send (no relay task, no
+memory stream in between: two task hand-offs fewer per message), and keeps the SDK's
+protection: while serving, fd 0 reads the null device and fd 1 points at stderr, so stray output
+of a handler or a child never reaches the wire; both are restored on exit. Lines are capped
+(`MAX_LINE_BYTES`); a line that is not JSON-RPC reaches the server as an exception, as with the
+SDK's transport.
 
 When stdin or stdout is not a pipe, socket or terminal (a regular file), `pipe_stdio` is not
 usable and `serve_stdio` falls back to the SDK's `stdio_server()`.
@@ -41,6 +43,90 @@ def pipes_usable() -> bool:
     return all(stat.S_ISFIFO(m) or stat.S_ISSOCK(m) or stat.S_ISCHR(m) for m in modes)
 
 
+class _LineReader:
+    """The SDK's read stream, read by the caller's own task: one line, one message (no relay task).
+
+    Junk and oversized lines come out as exceptions (the server answers or drops them); the end of
+    input ends the iteration.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._closed = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line.strip():
+                    raise anyio.EndOfStream from None
+            except asyncio.LimitOverrunError as exc:
+                await self._reader.readexactly(exc.consumed)  # drop the oversized part, then go on
+                return ValueError("message too large")
+            if not line.strip():
+                continue
+            try:
+                return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+            except Exception as exc:  # junk from the client: the server answers or drops it
+                return exc
+
+    def __aiter__(self) -> _LineReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _LineReader:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _LineWriter:
+    """The SDK's write stream, written by the sending task itself (no relay task).
+
+    A sender first waits while the client is behind (the pipe transport above its high-water
+    mark), then writes its whole line: a client that stops reading holds its senders, and the
+    buffer stays bounded (a sender cancelled while waiting has written nothing).
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._closed = False
+
+    async def send(self, item: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        try:
+            await self._writer.drain()
+        except ConnectionError:  # the client closed its end
+            raise anyio.BrokenResourceError from None
+        if self._writer.transport.is_closing():
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._writer.write(data.encode("utf-8") + b"\n")
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _LineWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 @asynccontextmanager
 async def pipe_stdio() -> AsyncIterator[tuple[Any, Any]]:
     """`(read_stream, write_stream)` for `Server.run`, over the process's stdin and stdout."""
@@ -59,46 +145,8 @@ async def pipe_stdio() -> AsyncIterator[tuple[Any, Any]]:
         asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
     )
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def read_lines() -> None:
-        async with read_send:
-            while True:
-                try:
-                    line = await reader.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:
-                    line = exc.partial
-                    if not line.strip():
-                        return
-                except asyncio.LimitOverrunError as exc:
-                    await reader.readexactly(exc.consumed)  # drop the oversized part, then go on
-                    await read_send.send(ValueError("message too large"))
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:  # junk from the client: the server answers or drops it
-                    await read_send.send(exc)
-                    continue
-                await read_send.send(SessionMessage(message))
-
-    async def write_lines() -> None:
-        async with write_receive:
-            async for session_message in write_receive:
-                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                writer.write(data.encode("utf-8") + b"\n")
-                await writer.drain()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_lines)
-            tg.start_soon(write_lines)
-            try:
-                yield read_receive, write_send
-            finally:
-                tg.cancel_scope.cancel()
+        yield _LineReader(reader), _LineWriter(writer)
     finally:
         read_transport.close()
         write_transport.close()
