@@ -520,9 +520,9 @@ def test_cel_static_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     path = write(tmp_path, CEL_BAD)
     report = check_manifest(path)
     assert [(d.code, d.line, d.column) for d in report.diagnostics] == [
-        ("ERR_MANIFEST_EXPRESSION", 5, 57),  # targets' inputs take no `!cel`
+        ("ERR_MANIFEST_EXPRESSION", 5, 57),  # a target's input reads an undeclared variable
         ("ERR_MANIFEST_EXPRESSION", 9, 8),  # syntax
-        ("ERR_MANIFEST_EXPRESSION", 10, 9),  # `request` at load time
+        ("ERR_MANIFEST_UNSUPPORTED", 10, 9),  # Telo's `request` (an HTTP handler's) at load time
         ("ERR_MANIFEST_SECRET_PLACEMENT", 16, 9),  # a secret through CEL into a prompt
         ("ERR_MANIFEST_EXPRESSION", 24, 23),  # arguments.b is no parameter
         ("ERR_MANIFEST_EXPRESSION", 24, 51),  # secrets at run time
@@ -532,7 +532,8 @@ def test_cel_static_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         ("ERR_MANIFEST_INVALID_VALUE", 31, 17),  # a $ref loop
     ]
     assert "sk-cel-SECRET-9" not in json.dumps(report.to_dict())
-    assert "does not take a `!cel` expression" in report.diagnostics[0].message
+    assert "variable p has no value" in report.diagnostics[0].message
+    assert "Telo's `request`" in report.diagnostics[2].message
     fixed = (
         CEL_BAD.split("---\nkind: Ai.Tools")[0]
         .replace('!cel "1 +"', "gpt-4o")
@@ -772,7 +773,7 @@ apiKey: "${{ 'Bearer ' + secrets.key }}"
 baseUrl: "${{ resources.Env.url }}"
 """,
     )
-    assert findings(path) == [("ERR_MANIFEST_EXPRESSION", 12, 10)]
+    assert findings(path) == [("ERR_MANIFEST_UNSUPPORTED", 12, 10)]  # Telo's `resources`
     fixed = write(tmp_path, path.read_text().replace('baseUrl: "${{ resources.Env.url }}"\n', ""), "ok.yaml")
     model = load_manifest(fixed).analysis.docs["M"].model
     assert model.model == "gpt-4o-mini"  # type: ignore[attr-defined]

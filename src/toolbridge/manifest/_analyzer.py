@@ -35,8 +35,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import types
-import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -48,10 +46,12 @@ from .._bounded import InputLimitError, read_text_file
 from ._analyzer_telo import TeloPasses
 from ._analyzer_tools import ToolPasses, _dotted
 from ._kinds import (
+    NAME_PATTERN,
     KindDoc,
     SecretsDoc,
 )
 from ._kinds_run import ALL_KINDS, ApplicationDoc
+from ._schema_errors import TYPE_WORDS, aliases_of, model_at, plain_errors, type_name
 from ._secrets import Secret, SecretSources, expand, read_secrets_file
 from ._telo import KindResolver
 from ._yaml import Cel, Document, Path, Pos, Ref, YamlSyntaxError, parse_documents
@@ -205,78 +205,6 @@ class AnalyzedManifest:
 # --------------------------------------------------------------------------- helpers
 
 
-def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside `annotation` (through Optional, list, dict, Annotated)."""
-    origin = typing.get_origin(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if origin is typing.Annotated:
-        return _unwrap_model(typing.get_args(annotation)[0])
-    if origin in (list, dict, typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            found = _unwrap_model(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
-    current: type[BaseModel] | None = model
-    for part in loc:
-        if current is None:
-            return None
-        if isinstance(part, int):
-            continue
-        by_alias = {(f.alias or n): f for n, f in current.model_fields.items()}
-        info = by_alias.get(part)
-        if info is None:
-            return None
-        current = _unwrap_model(info.annotation)
-    return current
-
-
-def _aliases(model: type[BaseModel]) -> list[str]:
-    return [(f.alias or n) for n, f in model.model_fields.items()]
-
-
-_TYPE_WORDS = {
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-    "dict_type": "a mapping",
-    "list_type": "a list",
-    "string_type": "a string",
-    "int_type": "an integer",
-    "int_parsing": "an integer",
-    "int_from_float": "an integer",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "float_type": "a number",
-    "float_parsing": "a number",
-}
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Ref):
-        return "a !ref"
-    if isinstance(value, Secret):
-        return "a secret"
-    return type(value).__name__
-
-
 _WHOLE_EXPRESSION = re.compile(r"^\s*\$\{\{\s*((?:(?!\}\}).)+?)\s*\}\}\s*$", re.S)
 _TOOLBRIDGE_EXPRESSION = re.compile(r"^(?:manifestDir|secrets\.[A-Za-z_][A-Za-z0-9_-]*)$")
 
@@ -300,6 +228,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         self.secret_decls = {}
         self.variable_decls = {}
         self.variable_values = {}
+        self.variable_problems = {}
 
     def add(self, pos: Pos, code: str, message: str, severity: Severity = "error") -> None:
         self.result.diagnostics.append(
@@ -322,11 +251,29 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             return self.result
 
         apps = [d for d in documents if isinstance(d.data, dict) and d.data.get("kind") == "Telo.Application"]
+        libraries = [
+            d for d in documents if isinstance(d.data, dict) and d.data.get("kind") == "Telo.Library"
+        ]
+        if libraries and not apps:
+            # A library's documents are its own resources, parameterised by whoever imports it:
+            # nothing here is an application toolbridge could run, so the file is one finding.
+            meta = libraries[0].data.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            label = f"Telo.Library {name[:60]}" if isinstance(name, str) else "Telo.Library"
+            self.add(
+                libraries[0].value_pos(("kind",)),
+                "ERR_MANIFEST_UNSUPPORTED",
+                f"this file is a Telo library's own manifest ({label}): toolbridge runs applications "
+                "(Telo.Application), not libraries, so the library's documents are not checked",
+            )
+            return self.result
         if apps:
             imports = apps[0].data.get("imports")
             if isinstance(imports, dict):
                 imports = {k: v for k, v in imports.items() if isinstance(k, str) and isinstance(v, str)}
-            self.resolver = KindResolver(ALL_KINDS, imports if isinstance(imports, dict) else {})
+            self.resolver = KindResolver(
+                ALL_KINDS, imports if isinstance(imports, dict) else {}, str(self.result.base_dir)
+            )
         for extra in apps[1:]:
             self.add(
                 extra.value_pos(("kind",)),
@@ -349,20 +296,24 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         mapping: dict[str, str] = {}
         defaults: dict[str, str] = {}
         for index, doc, kind in typed:
-            if kind in ("Secrets", "Telo.Application"):
+            if kind == "Secrets":
                 model = self._validate(doc, kind, index)
                 if isinstance(model, SecretsDoc):
                     mapping.update(model.env)
-                elif kind == "Telo.Application":
-                    app = model if isinstance(model, ApplicationDoc) else _declarations_only(doc)
-                    if app is not None:
-                        declared, defaults = self.declared_values(app, self.env)
-                        mapping = {**declared, **mapping}
+            elif kind == "Telo.Application":
+                app = _declarations_only(doc)  # the whole document is validated below
+                if app is not None:
+                    declared, defaults = self.declared_values(app, self.env)
+                    mapping = {**declared, **mapping}
         self.sources = sources = SecretSources(
             given=self.given, mapping=mapping, env=self.env, defaults=defaults
         )
         for index, doc, kind in typed:
-            if kind not in ("Secrets", "Telo.Application"):
+            if kind == "Telo.Application":
+                # Only its targets take expressions (inputs and gates, evaluated now).
+                self._expand(doc, kind, sources, under="targets")
+                self._validate(doc, kind, index)
+            elif kind != "Secrets":
                 self._expand(doc, kind, sources)
                 self._validate(doc, kind, index)
             self._register_name(doc, kind, kinds_by_name)
@@ -393,7 +344,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
                 doc.pos,
                 "ERR_MANIFEST_WRONG_TYPE",
                 "a manifest document must be a mapping with `kind` and `metadata`, "
-                f"not {_type_name(doc.data)}",
+                f"not {type_name(doc.data)}",
             )
             return None
         if "kind" not in doc.data:
@@ -404,7 +355,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             self.add(
                 doc.value_pos(("kind",)),
                 "ERR_MANIFEST_WRONG_TYPE",
-                f"`kind` must be a string, not {_type_name(kind)}",
+                f"`kind` must be a string, not {type_name(kind)}",
             )
             return None
         resolution = self.resolver.resolve(kind)
@@ -431,7 +382,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             seen.setdefault(name, (kind, doc))
         return True
 
-    def _expand(self, doc: Document, kind: str, sources: SecretSources) -> None:
+    def _expand(self, doc: Document, kind: str, sources: SecretSources, under: str | None = None) -> None:
         manifest_dir = str(self.result.base_dir)
 
         def walk(value: Any, path: Path) -> Any:
@@ -452,7 +403,10 @@ class _FileAnalysis(TeloPasses, ToolPasses):
                 return [walk(v, (*path, i)) for i, v in enumerate(value)]
             return value
 
-        doc.data = walk(doc.data, ())
+        if under is None:
+            doc.data = walk(doc.data, ())
+        elif isinstance(doc.data, dict) and under in doc.data:
+            doc.data[under] = walk(doc.data[under], (under,))
 
     def _validate(self, doc: Document, kind: str, index: int) -> KindDoc | None:
         model_cls = ALL_KINDS[kind]
@@ -460,7 +414,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             model = model_cls.model_validate(doc.data)
         except ValidationError as exc:
             where = self._doc_label(doc, kind)
-            for err in exc.errors(include_url=False):
+            for err in plain_errors(model_cls, exc.errors(include_url=False)):
                 self._schema_error(doc, model_cls, where, err)
             return None
         name = model.metadata.name
@@ -474,9 +428,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         return f"{kind} {name}" if isinstance(name, str) else kind
 
     def _schema_error(self, doc: Document, model_cls: type[BaseModel], where: str, err: Any) -> None:
-        loc: tuple[str | int, ...] = tuple(
-            p for p in err["loc"] if not (isinstance(p, str) and p.startswith("target:"))
-        )
+        loc: tuple[str | int, ...] = tuple(err["loc"])
         etype: str = err["type"]
         ctx = err.get("ctx") or {}
         value = err.get("input")
@@ -494,8 +446,8 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             )
             return
         if etype == "extra_forbidden":
-            parent_model = _model_at(model_cls, loc[:-1])
-            known = _aliases(parent_model) if parent_model else []
+            parent_model = model_at(model_cls, loc[:-1])
+            known = aliases_of(parent_model) if parent_model else []
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)
             hint = (
                 f"; did you mean `{close[0]}`?"
@@ -533,13 +485,30 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         if etype == "ref_form":
             self.add(pos, "ERR_MANIFEST_REF_FORM", f"{where}: `{dotted}` {err['msg']}")
             return
-        if etype in _TYPE_WORDS:
-            expected = _TYPE_WORDS[etype]
+        if etype == "union_type":
+            what = f"`{dotted}` key" if key_error else f"`{dotted}`"
+            message = f"{where}: {what} must be {err['msg']}, not {type_name(value)}"
+            self.add(pos, "ERR_MANIFEST_WRONG_TYPE", message)
+            return
+        if etype in TYPE_WORDS:
+            expected = TYPE_WORDS[etype]
             what = f"`{dotted}` key" if key_error else f"`{dotted}`"
             self.add(
                 pos,
                 "ERR_MANIFEST_WRONG_TYPE",
-                f"{where}: {what} must be {expected}, not {_type_name(value)}",
+                f"{where}: {what} must be {expected}, not {type_name(value)}",
+            )
+            return
+        if (
+            etype == "string_pattern_mismatch"
+            and ctx.get("pattern") == NAME_PATTERN
+            and isinstance(value, str)
+        ):
+            self.add(
+                pos,
+                "ERR_MANIFEST_INVALID_VALUE",
+                f"{where}: `{dotted}` must be a name (letters, digits, `_` and `-`, not starting with a "
+                f"digit), not {value[:60]!r}",
             )
             return
         self.add(pos, "ERR_MANIFEST_INVALID_VALUE", f"{where}: `{dotted}`: {err['msg']}")
@@ -574,10 +543,18 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             owner = meta.get("name") if isinstance(meta, dict) else None
             for ref in _refs_in_data(doc.data):
                 target = kinds_by_name.get(ref.name)
+                if target is None and self._imported_member(ref):
+                    continue
                 if target is None:
                     names = list(kinds_by_name)
                     close = difflib.get_close_matches(ref.name, names, n=1)
                     hint = f"; did you mean {close[0]}?" if close else ""
+                    alias, dot, _ = ref.name.partition(".")
+                    if dot and not close:
+                        hint = (
+                            f" (`Alias.name` is an instance a Telo import exports, and no import is "
+                            f"aliased {alias[:40]})"
+                        )
                     self.add(
                         ref.pos, "ERR_MANIFEST_DANGLING_REF", f"`!ref {ref.name}` names no document{hint}"
                     )
@@ -594,6 +571,22 @@ class _FileAnalysis(TeloPasses, ToolPasses):
                 if isinstance(owner, str) and kinds_by_name.get(owner, (None, None))[1] is doc:
                     edges.setdefault(owner, []).append(ref)
         self._check_cycles(edges)
+
+    def _imported_member(self, ref: Ref) -> bool:
+        """Report `!ref Alias.name` (an instance a Telo import exports) precisely; False if not one."""
+        alias, dot, member = ref.name.partition(".")
+        if not dot or alias not in self.resolver.sources:
+            return False
+        if self.resolver.provides(alias):
+            what = f"{self.resolver.module_label(alias)} exports no instance toolbridge provides"
+        else:
+            what = f"it is exported by {self.resolver.module_label(alias)}, which toolbridge does not provide"
+        self.add(
+            ref.pos,
+            "ERR_MANIFEST_UNSUPPORTED",
+            f"`!ref {ref.name[:80]}` names `{member[:60]}` of the import {alias}: {what}",
+        )
+        return True
 
     def _is_unsupported_doc(self, doc: Document, kinds_by_name: dict[str, tuple[str, Document]]) -> bool:
         meta = doc.data.get("metadata") if isinstance(doc.data, dict) else None

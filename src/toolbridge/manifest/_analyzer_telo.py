@@ -28,6 +28,7 @@ from ._cel import evaluate as cel_evaluate
 from ._kinds import ToolsDoc
 from ._kinds_run import ApplicationDoc, ValueDecl
 from ._secrets import Secret, SecretSources
+from ._telo import TELO_NAMESPACES, telo_namespace_message
 from ._yaml import Cel, Document, Path, Pos, YamlProblem
 
 if TYPE_CHECKING:
@@ -49,7 +50,38 @@ def runtime_cel_scope(kind: str, path: Path) -> frozenset[str] | None:
 
 
 def _coerce(value: Any, decl: ValueDecl) -> Any:
-    """A declared value of its `type`; raises ValueError when the text is not of that type."""
+    """A declared value of its `type`, checked against its JSON Schema keywords.
+
+    Raises:
+        ValueError: the value is not of that type, or breaks a keyword (the message says which).
+    """
+    value = _of_type(value, decl)
+    if decl.keywords:
+        import jsonschema  # type: ignore[import-untyped]
+
+        schema = decl.value_schema()
+        try:
+            jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(
+                schema
+            ).validate(value)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(f"its declaration is not a valid JSON Schema: {exc.message[:200]}") from None
+        except jsonschema.ValidationError as exc:
+            raise ValueError(f"it does not match its declaration: {exc.message[:200]}") from None
+    return value
+
+
+def _of_type(value: Any, decl: ValueDecl) -> Any:
+    if decl.type in ("object", "array"):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError(f"it is not JSON (an {decl.type} is read as JSON)") from None
+        wanted = dict if decl.type == "object" else list
+        if not isinstance(value, wanted):
+            raise ValueError(f"it is not an {decl.type}")
+        return value
     if decl.type == "string":
         return value if isinstance(value, str) else json.dumps(value)
     if decl.type == "boolean":
@@ -59,14 +91,16 @@ def _coerce(value: Any, decl: ValueDecl) -> Any:
             return True
         if str(value).strip().lower() in ("false", "0", "no"):
             return False
-        raise ValueError
-    if decl.type == "integer":
-        if isinstance(value, bool):
-            raise ValueError
-        return int(str(value).strip())
-    if isinstance(value, bool):
-        raise ValueError
-    return float(str(value).strip())
+        raise ValueError("it is not true or false")
+    article = "an" if decl.type == "integer" else "a"
+    if isinstance(value, bool | dict | list):
+        raise ValueError(f"it is not {article} {decl.type}")
+    text = str(value).strip()
+    try:
+        # Never the value itself in the message: it may be a secret's.
+        return int(text) if decl.type == "integer" else float(text)
+    except ValueError:
+        raise ValueError(f"it is not {article} {decl.type}") from None
 
 
 class TeloPasses:
@@ -77,6 +111,7 @@ class TeloPasses:
     secret_decls: dict[str, ValueDecl]
     variable_values: dict[str, Any]
     variable_decls: dict[str, ValueDecl]
+    variable_problems: dict[str, str]
 
     def add(self, pos: Pos, code: str, message: str, severity: Any = "error") -> None:
         raise NotImplementedError  # pragma: no cover - provided by the analyzer
@@ -104,7 +139,11 @@ class TeloPasses:
                 continue
             try:
                 self.variable_values[name] = _coerce(raw, decl)
-            except ValueError:
+            except ValueError as exc:
+                source = f"${decl.env}" if decl.env and env.get(decl.env) is not None else "its default"
+                self.variable_problems[name] = (
+                    f"{source}: {exc.args[0] if exc.args else 'not a ' + decl.type}"
+                )
                 continue  # reported where it is used
         return mapping, defaults
 
@@ -128,7 +167,13 @@ class TeloPasses:
                 else "this field is evaluated when the manifest loads, where expressions see "
                 "`secrets` and `variables`"
             )
-            self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"`{unknown[0]}` is not available here: {where}")
+            telo = [n for n in unknown if n in TELO_NAMESPACES]
+            if telo:
+                self.add(
+                    cel.pos, "ERR_MANIFEST_UNSUPPORTED", telo_namespace_message(telo[0], cel.expr, where)
+                )
+            else:
+                self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"`{unknown[0]}` is not available here: {where}")
             doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
             return None
         if scope is not None:
@@ -184,10 +229,16 @@ class TeloPasses:
                     continue
                 try:
                     values[name] = _coerce(raw, decl)
-                except ValueError:
+                except ValueError as exc:
                     ok = False
+                    # The reason names the type or keyword, never the value.
+                    reason = exc.args[0] if exc.args else f"it is not a {decl.type}"
+                    if "does not match" in reason:
+                        reason = "it does not match its declaration"
                     self.add(
-                        cel.pos, "ERR_MANIFEST_INVALID_VALUE", f"secret {name} is not of type {decl.type}"
+                        cel.pos,
+                        "ERR_MANIFEST_INVALID_VALUE",
+                        f"secret {name} is not a valid {decl.type}: {reason}",
                     )
             scope["secrets"] = values
         if "variables" in names:
@@ -195,7 +246,9 @@ class TeloPasses:
                 if name not in self.variable_values:
                     ok = False
                     decl = self.variable_decls.get(name)
-                    if decl is None:
+                    if name in self.variable_problems:
+                        why = f"{self.variable_problems[name]}; it is declared {decl.type if decl else ''}"
+                    elif decl is None:
                         why = "no `variables` entry of the Telo.Application declares it"
                     else:
                         why = f"set ${decl.env}" if decl.env else "give it a default"

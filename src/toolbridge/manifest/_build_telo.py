@@ -24,6 +24,7 @@ from ._kinds import AgentDoc, HttpClientDoc, ToolsDoc
 from ._kinds_run import (
     RUNNABLE_KINDS,
     ApplicationDoc,
+    GatedTarget,
     SessionProviderDoc,
     TargetEntry,
     TextDoc,
@@ -59,7 +60,12 @@ def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
     if app is not None:
         assert isinstance(app.model, ApplicationDoc)
         for item in app.model.targets:
-            ref = item.invoke if isinstance(item, TargetEntry) else item
+            if isinstance(item, TargetEntry | GatedTarget) and item.when is False:
+                continue  # Telo's gate is closed: the target is not offered
+            if isinstance(item, TargetEntry):
+                ref = item.invoke
+            else:
+                ref = item.ref if isinstance(item, GatedTarget) else item
             doc = analysis.docs.get(ref.name)
             if doc is None:
                 continue

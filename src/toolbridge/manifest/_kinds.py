@@ -96,11 +96,7 @@ class RefTo:
         def validate(value: Any) -> Ref:
             if isinstance(value, Ref):
                 return replace(value, accepts=kinds)
-            raise PydanticCustomError(
-                "ref_form",
-                "must be a reference to a {kinds} document: write `!ref Name`",
-                {"kinds": " or ".join(kinds)},
-            )
+            raise _ref_form_error(value, kinds)
 
         return core_schema.no_info_plain_validator_function(validate)
 
@@ -113,6 +109,40 @@ class RefTo:
             "description": f"`!ref Name` of a {' or '.join(self.kinds)} document",
             "x-toolbridge-ref": list(self.kinds),
         }
+
+
+_REF_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)?$")
+
+
+def _ref_form_error(value: Any, kinds: tuple[str, ...]) -> PydanticCustomError:
+    """Why `value` is not a reference, in Telo's terms (Telo refuses the same forms)."""
+    wanted = " or ".join(kinds)
+    if isinstance(value, str) and _REF_NAME_RE.match(value) and len(value) <= 120:
+        return PydanticCustomError(
+            "ref_form",
+            "is a bare name; a reference to a {kinds} document is written `!ref {name}` "
+            "(Telo refuses a bare name too: INVALID_REFERENCE_FORM)",
+            {"kinds": wanted, "name": value},
+        )
+    if isinstance(value, Mapping) and isinstance(value.get("kind"), str):
+        name = value.get("name")
+        if isinstance(name, str) and _REF_NAME_RE.match(name) and len(name) <= 120:
+            return PydanticCustomError(
+                "ref_form",
+                "is Telo's old `{kind, name}` reference form, which Telo refuses too "
+                "(INVALID_REFERENCE_FORM): write `!ref {name}`",
+                {"name": name},
+            )
+        if "name" not in value:
+            return PydanticCustomError(
+                "ref_form",
+                "is an inline declaration (a mapping with `kind` and no `name`), which toolbridge does "
+                "not take: declare the {kinds} as a document of its own and write `!ref Name`",
+                {"kinds": wanted},
+            )
+    return PydanticCustomError(
+        "ref_form", "must be a reference to a {kinds} document: write `!ref Name`", {"kinds": wanted}
+    )
 
 
 class _SecretTextType:

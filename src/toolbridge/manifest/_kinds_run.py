@@ -13,9 +13,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ._kinds import (
     CLIENT_KINDS,
@@ -37,6 +37,7 @@ __all__ = [
     "RUNNABLE_KINDS",
     "AgentStreamDoc",
     "ApplicationDoc",
+    "GatedTarget",
     "SessionProviderDoc",
     "TargetEntry",
     "TextDoc",
@@ -64,17 +65,62 @@ class AppMetadata(_Closed):
     """Free-form labels (informative)."""
 
 
+# JSON Schema keywords a declared value may carry besides `type` (checked when the value is read).
+SCHEMA_KEYWORDS = frozenset(
+    {
+        "$comment", "additionalProperties", "allOf", "anyOf", "const", "contains", "deprecated",
+        "enum", "examples", "exclusiveMaximum", "exclusiveMinimum", "format", "items", "maxItems",
+        "maxLength", "maxProperties", "maximum", "minItems", "minLength", "minProperties", "minimum",
+        "multipleOf", "not", "oneOf", "pattern", "patternProperties", "prefixItems", "properties",
+        "propertyNames", "readOnly", "required", "title", "uniqueItems", "writeOnly",
+    }
+)  # fmt: skip
+
+
+def _keywords_in_schema(schema: dict[str, Any]) -> None:
+    props = schema.setdefault("properties", {})
+    props.pop("x-toolbridge-keywords", None)
+    for keyword in sorted(SCHEMA_KEYWORDS):
+        props[keyword] = {"description": "a JSON Schema keyword the value is checked against"}
+
+
 class ValueDecl(_Closed):
-    """One declared secret or variable: read from `env`, else `default`."""
+    """One declared secret or variable: read from `env`, else `default`.
+
+    As in Telo, any further JSON Schema keyword (`enum`, `minimum`, `pattern`, `items`, …) may
+    stand beside `type`; the value is checked against them when it is read.
+    """
+
+    EXTRA_KEYS: ClassVar[frozenset[str]] = SCHEMA_KEYWORDS
 
     env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     """The environment variable holding the value."""
-    type: Literal["string", "number", "integer", "boolean"] = "string"
-    """The value's type; the text of the environment variable is converted to it."""
-    default: str | int | float | bool | None = None
+    type: Literal["string", "number", "integer", "boolean", "object", "array"] = "string"
+    """The value's type; the text of the environment variable is converted to it (an `object` or
+    `array` is JSON-decoded)."""
+    default: PlainJson = None
     """The value when the environment variable is not set (without one, the value is required)."""
     description: str | None = None
     """Free text for people."""
+    keywords: dict[str, PlainJson] = Field(default={}, alias="x-toolbridge-keywords", exclude=True)
+    """The further JSON Schema keywords (collected from the declaration itself)."""
+
+    model_config = ConfigDict(json_schema_extra=_keywords_in_schema)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_keywords(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        keywords = {k: v for k, v in data.items() if k in SCHEMA_KEYWORDS}
+        if not keywords:
+            return data
+        rest = {k: v for k, v in data.items() if k not in SCHEMA_KEYWORDS}
+        return {**rest, "x-toolbridge-keywords": keywords}
+
+    def value_schema(self) -> dict[str, Any]:
+        """The JSON Schema the value must satisfy."""
+        return {"type": self.type, **self.keywords}
 
 
 class TargetEntry(_Closed):
@@ -86,16 +132,39 @@ class TargetEntry(_Closed):
     """The document to run."""
     inputs: PlainObject | None = None
     """Its inputs: `prompt` / `messages` / `system` / `options` for a model kind, `name` and
-    `arguments` for `McpClient.ToolsCall`."""
+    `arguments` for `McpClient.ToolsCall`. A `!cel` here is evaluated when the manifest loads
+    (it sees `secrets` and `variables`)."""
+    when: bool | None = None
+    """Telo's gate: the target is offered only when this is true (a `!cel` over `variables`
+    and `secrets`, evaluated when the manifest loads)."""
+
+
+class GatedTarget(_Closed):
+    """Telo's gated boot target `{ref: !ref Doc, when: …}`: `!ref Doc` when `when` holds."""
+
+    ref: Annotated[Ref, RefTo(*RUNNABLE_KINDS)]
+    """The document to run (the target is named after it)."""
+    when: bool | None = None
+    """As `TargetEntry.when`."""
+
+    @property
+    def name(self) -> str:
+        """The target's name: its document's."""
+        return self.ref.name
 
 
 def _target_tag(value: Any) -> str:
-    return "target:ref" if isinstance(value, Ref) else "target:entry"
+    if isinstance(value, Ref):
+        return "target:ref"
+    if isinstance(value, dict) and "ref" in value and "invoke" not in value:
+        return "target:gated"
+    return "target:entry"
 
 
 TargetItem = Annotated[
     Annotated[Annotated[Ref, RefTo(*RUNNABLE_KINDS)], Tag("target:ref")]
-    | Annotated[TargetEntry, Tag("target:entry")],
+    | Annotated[TargetEntry, Tag("target:entry")]
+    | Annotated[GatedTarget, Tag("target:gated")],
     Discriminator(_target_tag),
 ]
 
@@ -113,7 +182,8 @@ class ApplicationDoc(KindDoc):
     variables: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ValueDecl] = {}
     """Plain values for `!cel "variables.NAME"`."""
     targets: list[TargetItem] = []
-    """What `toolbridge run` runs: `!ref Doc` or `{name, invoke: !ref Doc, inputs}`."""
+    """What `toolbridge run` runs: `!ref Doc`, `{name, invoke: !ref Doc, inputs, when}` or
+    `{ref: !ref Doc, when}`."""
     ports: PlainJson = None
     """Accepted for compatibility; toolbridge serves no ports."""
 

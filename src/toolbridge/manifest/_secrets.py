@@ -37,6 +37,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..redact import MIN_SECRET_CHARS, register_secret
+from ._telo import TELO_NAMESPACES, telo_namespace_message
 
 __all__ = [
     "EXPRESSION",
@@ -250,6 +251,19 @@ def expand(
         if expr == "manifestDir":
             return manifest_dir
         m = _SECRET_REF.match(expr)
+        root = re.match(r"[A-Za-z_][A-Za-z0-9_]*", expr)
+        if m is None and root is not None and root.group(0) in TELO_NAMESPACES:
+            problems.append(
+                ExpressionProblem(
+                    "ERR_MANIFEST_UNSUPPORTED",
+                    telo_namespace_message(
+                        root.group(0),
+                        expr,
+                        "inside a longer string, `${{ … }}` may read `secrets.NAME` and `manifestDir`",
+                    ),
+                )
+            )
+            return ""
         if m is None:
             problems.append(
                 ExpressionProblem(

@@ -23,11 +23,12 @@ Telo's documentation.
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["KindResolution", "KindResolver", "module_of_source"]
+__all__ = ["TELO_NAMESPACES", "KindResolution", "KindResolver", "module_of_source", "telo_namespace_message"]
 
 _MODULE_PREFIX = {"ai": "Ai", "ai-openai": "AiOpenai", "ai-mcp": "AiMcp", "mcp-client": "Mcp"}
 
@@ -45,19 +46,61 @@ def _pascal(module: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[-_]", module) if part)
 
 
-def module_of_source(source: str) -> str | None:
+# Names Telo's CEL scopes have that toolbridge does not provide, with what they hold in Telo.
+TELO_NAMESPACES = {
+    "steps": "results of earlier targets or steps, `steps.NAME.result`: Telo runs an application's "
+    "targets in order, toolbridge runs one target per `toolbridge run`",
+    "resources": "other resources' published fields, `resources.NAME.FIELD`",
+    "request": "the request of an HTTP handler of Telo's http-server module",
+    "inputs": "a callable's inputs inside a Telo definition's body",
+    "ports": "the application's `ports`",
+    "error": "the caught failure in `catch:` and `finally:` blocks",
+    "self": "a templated Telo definition's own fields",
+}
+
+
+def telo_namespace_message(name: str, expression: str, seen: str) -> str:
+    """The one line for an expression that reads Telo's namespace `name` (see `TELO_NAMESPACES`)."""
+    return (
+        f"`{expression[:80]}` reads Telo's `{name}` ({TELO_NAMESPACES[name]}), which toolbridge "
+        f"does not provide; {seen}"
+    )
+
+
+# Telo's own kernel kinds other than `Telo.Application`, with what they are.
+_TELO_KERNEL = {
+    "Telo.Library": "a Telo library's own manifest (its exports, kind definitions and resources); "
+    "toolbridge runs applications (Telo.Application), not libraries",
+    "Telo.Definition": "a Telo kind definition (toolbridge implements the kinds it runs itself, "
+    "and does not load new ones)",
+    "Telo.Abstract": "an abstract Telo kind (a contract other kinds implement); toolbridge does not "
+    "load kind definitions",
+}
+
+
+def module_of_source(source: str, base_dir: str | None = None) -> str | None:
     """The Telo module an import source names: `oci://ghcr.io/telorun/ai@0.16.0#sha…` -> `ai`.
 
     `pkg:npm/@telorun/NAME` and local paths (`../../mcp-client`) name the module by their last
-    component; a local YAML file (a library of its own) and `..`-only paths name none (`None`).
+    component. A path whose last component is `..` or `.` (`../`, as Telo's module tests import
+    the module they test) names the directory it leads to: with `base_dir` (the manifest's
+    directory) `../` from `modules/mcp-server/tests` is `mcp-server`; without it, `None`. A local
+    YAML file (a library of its own) names none (`None`).
     """
     text = source.strip().split("#", 1)[0]
     if text.startswith("oci://") or text.startswith("pkg:"):
         last = text.rstrip("/").rsplit("/", 1)[-1]
         return last.split("@", 1)[0] or None
     last = text.rstrip("/").rsplit("/", 1)[-1]
-    if not last or last in (".", "..") or last.endswith((".yaml", ".yml")):
+    if last.endswith((".yaml", ".yml")):
         return None
+    if not last or last in (".", ".."):
+        if base_dir is None or not text or "\x00" in text:
+            return None
+        # Lexically, as Telo resolves a path import against the importing manifest's directory.
+        resolved = posixpath.normpath(posixpath.join(base_dir, text))
+        last = posixpath.basename(resolved)
+        return last or None
     return last.split("@", 1)[0]
 
 
@@ -81,19 +124,25 @@ class KindResolver:
 
     Args:
         known: every canonical kind toolbridge implements.
-        imports: the `Telo.Application`'s alias -> source mapping (`None` without an application).
+        imports: the `Telo.Application`'s (or `Telo.Library`'s) alias -> source mapping (`None`
+            without one).
+        base_dir: the manifest's directory, against which a `../` import is resolved.
     """
 
-    def __init__(self, known: Iterable[str], imports: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, known: Iterable[str], imports: Mapping[str, str] | None = None, base_dir: str | None = None
+    ) -> None:
         self.known = list(known)
-        provided = {k.split(".", 1)[0] for k in self.known if "." in k}
+        provided = {k.split(".", 1)[0] for k in self.known if "." in k} - {"Telo"}
         # alias -> canonical prefix, or None when the alias names a module toolbridge lacks.
         self.aliases: dict[str, str | None] = {p: p for p in provided}
         self.aliases["McpClient"] = "Mcp"
         self.sources: dict[str, str] = {}
+        self.modules: dict[str, str | None] = {}
         for alias, source in (imports or {}).items():
-            module = module_of_source(source)
+            module = module_of_source(source, base_dir)
             self.sources[alias] = source
+            self.modules[alias] = module
             if module is None:
                 # A path that names no module: an alias that is a provided prefix keeps its meaning.
                 if alias not in provided:
@@ -104,8 +153,12 @@ class KindResolver:
 
     def resolve(self, written: str) -> KindResolution:
         """The canonical kind of `written`, or why it cannot be run."""
-        if written in self.known and "." not in written:
-            return KindResolution(written)
+        if written in self.known and ("." not in written or written.startswith("Telo.")):
+            return KindResolution(written)  # no import alias renames the kernel's own kinds
+        if written in _TELO_KERNEL:
+            return KindResolution(
+                None, "ERR_MANIFEST_UNSUPPORTED", f"kind {written} is {_TELO_KERNEL[written]}"
+            )
         alias, dot, name = written.partition(".")
         if not dot or not name:
             return self._unknown(written)
@@ -129,20 +182,28 @@ class KindResolver:
             return self._unknown(written)
         return self._unsupported_module(written, alias)
 
-    def _unsupported_module(self, written: str, alias: str) -> KindResolution:
+    def module_label(self, alias: str) -> str:
+        """`Telo's module NAME` (with where a path import came from) or `the library SOURCE`."""
         source = self.sources.get(alias)
-        module = module_of_source(source) if source else None
+        module = self.modules.get(alias) if source else None
         if module:
-            what = f"Telo's module {module}"
-        elif source:
-            what = f"the library {source[:80]} (imported as {alias})"
-        else:
-            what = f"Telo's module {alias}"
+            text = source.strip() if source else ""
+            named_by_path = bool(text) and text.rstrip("/").rsplit("/", 1)[-1] in ("", ".", "..")
+            return f"Telo's module {module}" + (f" (imported from {text[:80]})" if named_by_path else "")
+        if source:
+            return f"the library {source[:80]} (imported as {alias})"
+        return f"Telo's module {alias}"
+
+    def provides(self, alias: str) -> bool:
+        """Whether `alias` names a module toolbridge provides."""
+        return self.aliases.get(alias) is not None
+
+    def _unsupported_module(self, written: str, alias: str) -> KindResolution:
         return KindResolution(
             None,
             "ERR_MANIFEST_UNSUPPORTED",
-            f"kind {written[:80]} belongs to {what}, which toolbridge does not provide "
-            "(it runs Telo's ai, ai-openai, ai-mcp and mcp-client modules)",
+            f"kind {written[:80]} belongs to {self.module_label(alias)}, which toolbridge does not "
+            "provide (it runs Telo's ai, ai-openai, ai-mcp and mcp-client modules)",
         )
 
     def _unknown(self, written: str) -> KindResolution:
