@@ -150,6 +150,9 @@ class _Connection:
         self.list_changed = False  # the server advertises tools.listChanged
         self.channel = ChangeChannel()
         self.get_stream_open = False  # HTTP: the server accepted the GET stream (set by HttpClient)
+        self.up = False
+        """Seen `ready` and `settled` once (both events are only ever set, never cleared): the
+        fast path then checks only what can still change (liveness, errors, the loop)."""
 
     @property
     def settled(self) -> bool:
@@ -452,7 +455,7 @@ class ConnectionClient:
             for attempt in range(2):
                 timed: types.CallToolResult | None = None
                 try:
-                    with anyio.CancelScope() as scope:
+                    with deadline.scope_class() as scope:  # anyio.CancelScope()
                         deadline.arm(scope)
                         conn: _Connection | None = None
                         try:
@@ -572,13 +575,16 @@ class ConnectionClient:
         a `subscriptions/listen` stream not yet acknowledged).
         """
         conn = self._conn
+        if conn is None:
+            return None
+        if not conn.up:
+            if not conn.settled or not conn.ready.is_set():
+                return None
+            conn.up = True
         if (
-            conn is None
-            or not conn.settled
-            or self._closed
+            self._closed
             or conn.sdk is None
             or conn.error is not None
-            or not conn.ready.is_set()
             or asyncio.get_running_loop() is not self._loop
             or not self._alive(conn)
         ):

@@ -37,10 +37,12 @@ class RollingDeadline:
             self._watch: DeadlineWatch | None = None
             self._at = math.inf
             self.callback = cast(ProgressFnT | None, progress)
+            self.scope_class: type[anyio.CancelScope] = anyio.CancelScope
         else:
-            self._watch = deadline_watch()
+            self._watch = watch = deadline_watch()
             self._at = asyncio.get_running_loop().time() + limit
             self.callback = self._on_progress
+            self.scope_class = watch.scope_class  # the loop's class: no backend lookup per call
 
     def arm(self, scope: anyio.CancelScope) -> None:
         """Make the deadline `scope`'s (entered, for one attempt)."""
