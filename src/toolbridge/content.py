@@ -149,6 +149,14 @@ def part_to_mcp(part: Part) -> dict[str, Any]:
     return {"type": part.type, "data": part.data, "mimeType": part.media_type}
 
 
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+
+
 def to_json_text(value: Any) -> str:
     """Compact, deterministic JSON text for structured content and passed-through arrays."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
+    if _c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
+    # What that `json.dumps` builds and runs (fresh circular-reference markers included), without
+    # its three Python-level calls (a JSONEncoder, `encode`, `iterencode`) at every call.
+    encode = _c_make_encoder({}, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    return "".join(encode(value, 0))

@@ -5,11 +5,16 @@
 - `DeclaredTool.grant_needs()` (built once) follows a replaced `id`, `effects` or `capabilities`;
 - `ToolCatalog.current()` gives the built catalog only while it is current (a provider whose
   tools changed makes it None, and `resolve` lists again);
+- `canonical_json` (the C encoder made once) is `json.dumps` with the canonical options, and
+  refuses what it refuses (a cycle or deep nesting as a `ValueError`); `to_json_text` is the
+  `json.dumps` it stands for;
 - `DeadlineWatch.scope_class()` is the very class `anyio.CancelScope()` makes in the loop, and a
   scope made from it is cancelled by its deadline like any other.
 """
 
 from __future__ import annotations
+
+import json
 
 import anyio
 import pytest
@@ -20,7 +25,9 @@ from toolbridge import create_runtime, define_tool
 from toolbridge._deadlines import deadline_watch
 from toolbridge.agent._catalog import ToolCatalog
 from toolbridge.agent._types import ToolBinding
+from toolbridge.content import to_json_text
 from toolbridge.errors import PolicyError
+from toolbridge.runtime._canonical import canonical_json
 from toolbridge.runtime._permissions import EFFECTS, Permissions, ToolGrantNeeds
 from toolbridge.tools import ToolSpec
 
@@ -125,3 +132,74 @@ async def test_scope_class_is_the_loops_cancel_scope() -> None:
         finally:
             watch.disarm(scope)
     assert scope.cancelled_caught
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_json)
+def test_canonical_json_is_json_dumps_canonical(value: object) -> None:
+    """The C encoder made once gives exactly what `json.dumps` gives for the canonical options."""
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert canonical_json(value) == expected.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (float("nan"), ValueError),
+        ({"x": [float("inf")]}, ValueError),
+        (object(), TypeError),
+        ({(1,): 2}, TypeError),
+        ({"b": 1, 2: 3}, TypeError),  # keys that cannot be sorted together
+    ],
+)
+def test_canonical_json_refuses_what_json_dumps_refuses(bad: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        json.dumps(bad, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    with pytest.raises(error):
+        canonical_json(bad)
+
+
+def test_canonical_json_refuses_cycles_and_deep_nesting_as_value_errors() -> None:
+    cycle: list[object] = []
+    cycle.append(cycle)
+    deep: object = []
+    for _ in range(100_000):
+        deep = [deep]
+    for bad in (cycle, deep):
+        with pytest.raises(ValueError):
+            canonical_json(bad)
+
+
+_any_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_any_json)
+def test_to_json_text_is_its_json_dumps(value: object) -> None:
+    """`to_json_text` (the C encoder, built per call) is the `json.dumps` it stands for, NaN,
+    integer keys and objects turned to text included."""
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
+    assert to_json_text(value) == expected
+    assert to_json_text({"o": _Odd()}) == '{"o":"odd"}'
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular"):
+        to_json_text(cycle)
+
+
+class _Odd:
+    def __str__(self) -> str:
+        return "odd"

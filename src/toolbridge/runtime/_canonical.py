@@ -17,15 +17,27 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 calls, so one is shared (the hot path hashes and sizes every call's arguments and result)."""
 
 
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_DEFAULT = _ENCODER.default
+_ESCAPE = json.encoder.encode_basestring  # ensure_ascii=False
+
+
 def canonical_json(value: Any) -> bytes:
     """The canonical JSON bytes of `value`.
 
+    What `_ENCODER.encode(value)` gives, built with the C encoder it would build (fresh
+    circular-reference markers each time, as it does) without its two Python-level calls.
+
     Raises:
         TypeError: when `value` is not JSON data.
-        ValueError: when it holds NaN or an infinity, or nests too deep.
+        ValueError: when it holds NaN or an infinity, a cycle, or nests too deep.
     """
     try:
-        text = _ENCODER.encode(value)
+        if _c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+            text = _ENCODER.encode(value)
+        else:
+            encode = _c_make_encoder({}, _DEFAULT, _ESCAPE, None, ":", ",", True, False, False)
+            text = "".join(encode(value, 0))
     except RecursionError as exc:
         raise ValueError("the value nests too deep") from exc
     return text.encode("utf-8")
