@@ -33,6 +33,7 @@ cost the binding's `cost_micros` (default 0) and time out after its `timeout_ms`
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -43,9 +44,10 @@ import anyio
 from .. import telemetry
 from .._deadlines import deadline_watch
 from ..agent._hooks import PlannedToolCall
+from ..agent._types import ToolBinding
 from ..errors import ConfigError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
-from ._canonical import canonical_json, sha256_hex
+from ._canonical import canonical_json
 from ._declared import DeclaredTool, ToolContext
 from ._guards import Guard, GuardContext, run_guards
 from ._journal import CallEnd, JournalWriteError
@@ -83,7 +85,8 @@ def _result_bytes(result: ToolResult) -> int:
 def _binding_value(binding: Any, name: str) -> Any:
     """An option of a discovered tool's binding: an attribute, or a key of a mapping binding."""
     value = getattr(binding, name, None)
-    if value is None and isinstance(binding, Mapping):
+    # A `ToolBinding` (what a catalog holds) is no mapping: no ABC check for it.
+    if value is None and type(binding) is not ToolBinding and isinstance(binding, Mapping):
         value = binding.get(name)
     return value
 
@@ -213,7 +216,7 @@ class CallRules(SessionCore):
                 data = canonical_json(dict(call.arguments))
             except (TypeError, ValueError):
                 data = b""
-            hashed.append((sha256_hex(data), len(data)))
+            hashed.append((hashlib.sha256(data).hexdigest(), len(data)))  # `sha256_hex`, inline
         # 2. permissions, for the whole batch; denied calls are recorded as not started
         denied: str | None = None
         for _call, needs, _kind, _version, _tool in resolved:
@@ -327,7 +330,7 @@ class CallRules(SessionCore):
             )
 
     def _run(
-        self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]]
+        self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]] | None
     ) -> Coroutine[Any, Any, ToolResult]:
         """Run one planned call under its rules; raises `PolicyError` when it does not succeed.
 
@@ -348,7 +351,7 @@ class CallRules(SessionCore):
         span: telemetry.Span,
         call: PlannedToolCall,
         step: int,
-        invoke: Callable[[], Awaitable[ToolResult]],
+        invoke: Callable[[], Awaitable[ToolResult]] | None,
     ) -> ToolResult:
         try:
             with span.attach():
@@ -374,7 +377,7 @@ class CallRules(SessionCore):
         )
 
     async def _run_call(
-        self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]]
+        self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]] | None
     ) -> ToolResult:
         st, rt = self.state, self.rt
         plan = st.plans.pop((step, call.call_id), None)
@@ -440,6 +443,7 @@ class CallRules(SessionCore):
                         if plan.tool is not None:
                             raw = await plan.tool.send(plan.validated, tctx)
                         else:
+                            assert invoke is not None  # only a declared tool's caller may omit it
                             raw = await invoke()
                     except BaseException:
                         # The call failed or was cancelled: a tool polling its signal stops

@@ -322,7 +322,7 @@ class DeclaredTool:
 
     def input_json(self, validated: Any) -> dict[str, Any]:
         """The JSON arguments for a validated input."""
-        data = self._input.dump(validated)
+        data = validated if type(validated) is dict else self._input.dump(validated)  # a dict is JSON data
         return dict(data) if type(data) is dict or isinstance(data, Mapping) else {}
 
     def validate_output(self, value: Any) -> Any:
@@ -337,6 +337,8 @@ class DeclaredTool:
             raise _tool_error(
                 "ERR_TOOL_INVALID_OUTPUT", f"tool {self.id!r} returned a value its output schema rejects"
             ) from None
+        if type(validated) is dict:  # a plain dict is its own JSON data (what `dump` returns)
+            return validated
         try:
             return self._output.dump(validated)
         except Exception:
@@ -487,7 +489,7 @@ class McpTool(DeclaredTool):
         return self.client.call_tool(self.remote_name, self.input_json(validated))  # type: ignore[no-any-return]
 
     def accept(self, raw: Any) -> Any:
-        envelope = _envelope(raw, self.id)
+        envelope = dict(raw) if type(raw) is dict else _envelope(raw, self.id)  # a client's wire dict
         extra = sorted(set(envelope) - _ALLOWED_KEYS)
         if extra or envelope.get("resultType", "complete") != "complete":
             raise _tool_error(

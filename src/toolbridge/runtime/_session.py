@@ -37,6 +37,7 @@ governor (`_governor`) is built on the same object, so there is one implementati
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -50,6 +51,7 @@ from ..agent._types import ToolBinding
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
 from ..tools import ToolResult, ToolSpec
 from ._calls import CallRules, ms
+from ._declared import DeclaredTool
 from ._journal import JournalWriteError
 from ._limits import Budget
 from ._outcomes import CODES, GENERIC_MESSAGES, RuntimeResult
@@ -66,12 +68,14 @@ _MAX_PRINCIPAL = 256
 log = logging.getLogger("toolbridge.runtime")
 
 
-def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable[ToolResult]]:
-    async def invoke() -> ToolResult:
-        result: ToolResult = await target.source.call_tool(target.spec.name, call.arguments)
-        return result
+def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable[ToolResult]] | None:
+    """How to run a discovered tool's call; None for a declared tool (the rules call its `send`)."""
+    if isinstance(target.source, DeclaredTool):
+        return None
 
-    return invoke
+    # The provider's own `call_tool` coroutine, made when the rules call it: no coroutine layer
+    # of ours around it (a layer is paid again at every suspension of the call).
+    return functools.partial(target.source.call_tool, target.spec.name, call.arguments)
 
 
 class GovernedSession(CallRules, RunRules):
@@ -365,8 +369,12 @@ class GovernedSession(CallRules, RunRules):
         """
         planned, step = await self._planned([(name, args)], None if call_id is None else [call_id])
         call = planned[0]
-        assert call.target is not None  # `_plan` refused unknown names
-        return await self._run(call, step, _invoke(call.target, call))
+        target = call.target
+        assert target is not None  # `_plan` refused unknown names
+        # A declared tool needs no `invoke` closure (the rules call its `send`).
+        return await self._run(
+            call, step, None if isinstance(target.source, DeclaredTool) else _invoke(target, call)
+        )
 
     async def call_tools(
         self,
