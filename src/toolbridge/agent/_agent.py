@@ -99,15 +99,39 @@ class _HookChain(AgentHooks):
             messages = await hook.before_run(ctx, messages)
         return messages
 
-    async def before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:
+    # With one hook (a governed run), the per-step methods return that hook's own coroutine:
+    # no layer of this chain around it, as `call_tool` does.
+
+    def before_model_call(  # type: ignore[override]
+        self, ctx: RunContext, model: Any, request: Any
+    ) -> Awaitable[None]:
+        if len(self.hooks) == 1:
+            return self.hooks[0].before_model_call(ctx, model, request)
+        return self._before_model_call(ctx, model, request)
+
+    async def _before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:
         for hook in self.hooks:
             await hook.before_model_call(ctx, model, request)
 
-    async def after_model_call(self, ctx: RunContext, model: Any, request: Any, response: Any) -> None:
+    def after_model_call(  # type: ignore[override]
+        self, ctx: RunContext, model: Any, request: Any, response: Any
+    ) -> Awaitable[None]:
+        if len(self.hooks) == 1:
+            return self.hooks[0].after_model_call(ctx, model, request, response)
+        return self._after_model_call(ctx, model, request, response)
+
+    async def _after_model_call(self, ctx: RunContext, model: Any, request: Any, response: Any) -> None:
         for hook in self.hooks:
             await hook.after_model_call(ctx, model, request, response)
 
-    async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
+    def before_tool_calls(  # type: ignore[override]
+        self, ctx: RunContext, calls: Sequence[PlannedToolCall]
+    ) -> Awaitable[None]:
+        if len(self.hooks) == 1:
+            return self.hooks[0].before_tool_calls(ctx, calls)
+        return self._before_tool_calls(ctx, calls)
+
+    async def _before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
         for hook in self.hooks:
             await hook.before_tool_calls(ctx, calls)
 

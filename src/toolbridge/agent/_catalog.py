@@ -147,6 +147,11 @@ class ToolCatalog:
         cached = self._catalog_cache
         if cached is not None and (not self.bindings or not self._stale()):
             return cached
+        if not self.bindings:
+            # Declared tools only: nothing to list, so nothing to serialize; built at once
+            # (no await in between), without the lock and an empty task group.
+            self._catalog_cache = self._build()
+            return self._catalog_cache
         async with self._catalog_lock:
             stale = self._stale()
             if self._catalog_cache is not None and not stale:
