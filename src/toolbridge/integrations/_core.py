@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -74,8 +74,11 @@ class ToolSource:
         assert self._catalog is not None
         return list((await self._catalog.resolve()).specs)
 
-    async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
-        """Call one tool by its model-facing name.
+    def call_tool(self, name: str, args: Mapping[str, Any]) -> Coroutine[Any, Any, ToolResult]:
+        """Call one tool by its model-facing name (what to await).
+
+        Governed, this is the session's `call_tool` coroutine itself: no layer of this class
+        around it (a layer is paid again at every suspension of the call).
 
         Raises:
             PolicyError: governed: the runtime refused or stopped the call (the session ended);
@@ -83,7 +86,10 @@ class ToolSource:
             ToolbridgeError: ungoverned: the tool failed (shown to the model to retry).
         """
         if self.session is not None:
-            return await self.session.call_tool(name, args)
+            return self.session.call_tool(name, args)
+        return self._call_ungoverned(name, args)
+
+    async def _call_ungoverned(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         assert self._catalog is not None
         target = (await self._catalog.resolve()).targets.get(name)
         if target is None:
