@@ -525,3 +525,19 @@ def test_a_placeholder_name_says_what_a_name_is(tmp_path: Path) -> None:
     assert (
         "`metadata.name` must be a name (letters, digits" in finding.message and "'<Name>'" in finding.message
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("./-_aZ\\\x00 @#:")), max_size=20),
+    st.sampled_from(["/", "/a/b", "/srv/modules/mcp-server/tests", "relative/dir"]),
+)
+def test_module_of_a_path_import_never_crashes(source: str, base: str) -> None:
+    """Any import source: a module name without a path separator, or None; never an exception."""
+    from toolbridge.manifest._kinds_run import ALL_KINDS
+    from toolbridge.manifest._telo import KindResolver, module_of_source
+
+    module = module_of_source(source, base)
+    assert module is None or (module and "/" not in module)
+    resolution = KindResolver(ALL_KINDS, {"Mcp": source}, base).resolve("Mcp.Tools")
+    assert resolution.kind is None and "\n" not in resolution.message

@@ -101,7 +101,7 @@ def module_of_source(source: str, base_dir: str | None = None) -> str | None:
         resolved = posixpath.normpath(posixpath.join(base_dir, text))
         last = posixpath.basename(resolved)
         return last or None
-    return last.split("@", 1)[0]
+    return last.split("@", 1)[0] or None
 
 
 @dataclass(frozen=True, slots=True)
