@@ -64,7 +64,7 @@ class Governor(AgentHooks):
         if int(getattr(ctx, "step", 0) or 0) >= self.session.rt.limits.max_steps:
             raise self.session._fail("LIMIT_EXCEEDED", "max_steps")
         options = getattr(request, "options", None) or {}
-        await self.session.before_model_call(
+        self.session._model_started(  # `before_model_call` without its coroutine
             str(getattr(model, "id", "") or ""),
             context_bytes=self._context.measure(request),
             max_output_tokens=options.get("max_tokens") or options.get("max_completion_tokens"),
@@ -73,7 +73,7 @@ class Governor(AgentHooks):
 
     async def after_model_call(self, ctx: RunContext, model: Any, request: Any, response: Any) -> None:
         usage = getattr(response, "usage", None)
-        await self.session.after_model_call(
+        self.session._model_ended(  # `after_model_call` without its coroutine
             input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
             cost_micros=model_cost(getattr(model, "prices", None), usage),

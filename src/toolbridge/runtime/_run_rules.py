@@ -57,7 +57,7 @@ class RunRules(SessionCore):
         max_output_tokens: int | None = None,
         prices: Any = None,
     ) -> None:
-        """Check and reserve one model call before it is made.
+        """Check and reserve one model call before it is made (`_model_started`, awaitable).
 
         Args:
             model_id: the model's id; the call needs the grant `model:<model_id>`.
@@ -70,6 +70,19 @@ class RunRules(SessionCore):
             PolicyError: `LIMIT_EXCEEDED`, `PERMISSION_DENIED` or `BUDGET_EXCEEDED` (the call must
                 not be made; the run or session has ended), or the code that ended it before.
         """
+        self._model_started(
+            model_id, context_bytes=context_bytes, max_output_tokens=max_output_tokens, prices=prices
+        )
+
+    def _model_started(
+        self,
+        model_id: str,
+        *,
+        context_bytes: int = 0,
+        max_output_tokens: int | None = None,
+        prices: Any = None,
+    ) -> None:
+        """`before_model_call`, as a plain call (the agent's governor calls it at every step)."""
         self._check_open()
         st, limits = self.state, self.rt.limits
         st.phase = "model"
@@ -118,6 +131,22 @@ class RunRules(SessionCore):
             PolicyError: `BUDGET_EXCEEDED` when the call cost more than the rest of the budget
                 (it is recorded all the same; the run or session has ended).
         """
+        self._model_ended(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_micros=cost_micros,
+            tool_calls=tool_calls,
+        )
+
+    def _model_ended(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_micros: int | None = None,
+        tool_calls: int = 0,
+    ) -> None:
+        """`after_model_call`, as a plain call (the agent's governor calls it at every step)."""
         st = self.state
         if not st.model_reservations:
             raise ConfigError("after_model_call without a before_model_call")
