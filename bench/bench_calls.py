@@ -5,7 +5,9 @@
 Counts every Python function call (`sys.setprofile`) made while calling server-everything's
 `get-structured-content` over stdio 10 times through: the raw SDK (`mcp.Client`), toolbridge's
 `StdioClient`, a declared MCP tool through `runtime.session(...).call_tool`, and the same tool
-through an agent step under `runtime.run` (a `ScriptedModel` turn per call). The governed
+through an agent step under `runtime.run` (a `ScriptedModel` turn per call); and `echo` through
+the raw SDK and through a session's discovered tool (an `McpToolProvider` binding: what the
+framework adapters call, `bench/bench_adapters.py`). The governed
 figures include the session's or run's own setup (10 calls per session or run). Each figure is
 the least of `--repeat` counts (default 5): what lands in a count besides the calls themselves
 (the stdio client's 20 ms exit poll, a garbage collection, an extra event-loop iteration when a
@@ -24,7 +26,7 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from toolbridge import Agent, ScriptedModel, create_runtime, define_mcp_tool
+from toolbridge import Agent, McpToolProvider, ScriptedModel, create_runtime, define_mcp_tool
 from toolbridge.clients import StdioClient
 
 EVERYTHING = str(
@@ -91,18 +93,33 @@ async def main(repeat: int) -> None:
             if not result.ok:
                 raise RuntimeError(f"the governed run ended {result.outcome} {result.error_code}")
 
+        provider = McpToolProvider(client)
+        echo = {"message": "hi"}
+
+        async def raw_echo() -> None:
+            for _ in range(N):
+                await sdk.call_tool("echo", echo)
+
+        async def discovered() -> None:
+            runtime = create_runtime(permissions={"allow": ["tool:echo", "effect:read"]})
+            async with runtime.session(tool_providers=[{"provider": provider, "effects": "read"}]) as s:
+                for _ in range(N):
+                    await s.call_tool("echo", echo)
+
         rows = [
-            ("raw SDK mcp.Client.call_tool", raw),
-            ("toolbridge StdioClient.call_tool", plain),
-            ("session.call_tool", session),
-            ("agent step under runtime.run", agent),
+            ("raw SDK mcp.Client.call_tool", raw, None),
+            ("toolbridge StdioClient.call_tool", plain, None),
+            ("session.call_tool", session, None),
+            ("agent step under runtime.run", agent, None),
+            ("raw SDK mcp.Client.call_tool, `echo`", raw_echo, "echo"),
+            ("session.call_tool, discovered `echo` (the adapters' path)", discovered, "echo"),
         ]
-        base = None
-        print("| path, same tool, stdio | Python calls per call | vs raw SDK |\n|---|---|---|")
-        for label, run in rows:
+        base: dict[str | None, float] = {}
+        print("| path, stdio | Python calls per call | vs raw SDK (same tool) |\n|---|---|---|")
+        for label, run, group in rows:
             per_call = await _count(run, repeat)
-            base = base or per_call
-            print(f"| {label} | {per_call:,.0f} | {per_call / base:.2f}x |")
+            base.setdefault(group, per_call)
+            print(f"| {label} | {per_call:,.0f} | {per_call / base[group]:.2f}x |")
 
 
 if __name__ == "__main__":
