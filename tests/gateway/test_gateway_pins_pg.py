@@ -147,3 +147,32 @@ async def test_an_unreachable_store_is_one_clear_error() -> None:
         assert info.value.code == "ERR_CONFIG" and "pin store" in str(info.value)
     finally:
         store.close()
+
+
+async def test_hostile_names_round_trip_and_junk_pins_match_nothing(postgres_url: str) -> None:
+    """Names are bound parameters (quotes, NULs refused by the database, long names stored as
+    they are); a stored pin that is not a hash never matches a tool, so it withholds it."""
+    store = PgPinStore(postgres_url, "G'; DROP TABLE toolbridge_gateway_pins; --")
+    try:
+        await store.setup()
+        tools = {"a'b\"c": "sha256:" + "0" * 64, "é" * 5000: "junk", **{f"t{i}": "x" for i in range(3000)}}
+        with anyio.fail_after(60):
+            version = await store.save("S\\x", ServerLock(tools=tools, instructions="sha256:" + "1" * 64))
+            again = await store.save("S\\x", ServerLock(tools=tools, instructions=None))
+            stored = await store.load("S\\x")
+        assert again == version + 1
+        assert stored is not None and stored.lock.tools == tools and stored.lock.instructions is None
+        assert await store.versions() == {"S\\x": again}
+        with pytest.raises(ConfigError):  # a NUL in a name: the database refuses, one clear error
+            await store.save("nul\x00", ServerLock())
+    finally:
+        store.close()
+    from toolbridge.functions import FunctionTools
+    from toolbridge.pinning import PinnedToolProvider
+
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    pinned = PinnedToolProvider(FunctionTools([echo]), ServerLock(tools={"echo": "junk"}), server="s")
+    assert await pinned.list_tools() == [], "a junk pin matches nothing: the tool is withheld"
