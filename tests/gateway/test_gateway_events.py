@@ -5,6 +5,8 @@ official SDK client."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -219,3 +221,66 @@ async def test_handshake_era_http_two_identities(tmp_path: Path) -> None:
             await anyio.sleep(0.5)
             assert not bob_heard.of(types.ResourceUpdatedNotification)
             assert not bob_heard.of(types.LoggingMessageNotification), "bob holds no logs: grant"
+
+
+MODERN = Path(__file__).with_name("modern_upstream.py")
+
+
+def modern_manifest(tmp_path: Path) -> Path:
+    """A gateway in front of a 2026-07-28 upstream (`modern_upstream.py`, prefix `mo_`)."""
+    path = tmp_path / "modern.yaml"
+    path.write_text(
+        f"""kind: Gateway
+metadata: {{ name: ModernGate }}
+runtime: !ref Policy
+toolProviders:
+  - provider: !ref Mo
+    prefix: mo_
+    effects: none
+---
+kind: Runtime
+metadata: {{ name: Policy }}
+permissions: {{ allow: [tool:mo_touch, "resources:*"] }}
+---
+kind: Mcp.StdioClient
+metadata: {{ name: MoMcp }}
+command: {sys.executable}
+args: [{json.dumps(str(MODERN))}]
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Mo }}
+client: !ref MoMcp
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_2026_era_upstreams_updates_reach_subscribers(tmp_path: Path, mode: str) -> None:
+    """The gateway holds a `subscriptions/listen` stream on a 2026-07-28 upstream for each URI
+    its clients subscribed to; an update of another URI reaches nobody."""
+    manifest = modern_manifest(tmp_path)
+    heard = Heard()
+    async with gateway_stdio(manifest, mode, message_handler=heard) as client:
+        if mode == "legacy":
+            await client.subscribe_resource("note://one")
+            await client.call_tool("mo_touch", {"uri": "note://two"})
+            await client.call_tool("mo_touch", {"uri": "note://one"})
+            await heard.until(lambda: bool(heard.of(types.ResourceUpdatedNotification)))
+            await anyio.sleep(0.5)
+            assert [str(m.params.uri) for m in heard.of(types.ResourceUpdatedNotification)] == ["note://one"]
+            await client.unsubscribe_resource("note://one")
+            heard.items.clear()
+            await client.call_tool("mo_touch", {"uri": "note://one"})
+            await anyio.sleep(1.0)
+            assert not heard.of(types.ResourceUpdatedNotification), "let go: the upstream stream ended"
+        else:
+            async with client.listen(resource_subscriptions=["note://one"]) as sub:
+                assert sub.honored.resource_subscriptions == ["note://one"]
+                await client.call_tool("mo_touch", {"uri": "note://two"})
+                await client.call_tool("mo_touch", {"uri": "note://one"})
+                with anyio.fail_after(20):
+                    async for event in sub:
+                        assert event == ResourceUpdated("note://one")
+                        break

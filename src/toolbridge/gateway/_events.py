@@ -19,8 +19,10 @@
   for that the identity may read. A stream whose client stops reading is ended by the SDK at
   `LISTEN_BUFFER` events (the client listens again; events carry no state worth replaying).
 - **Resource subscriptions** are shared: the first holder of a URI (a handshake-era connection's
-  `resources/subscribe`, or a listen stream) subscribes the upstream, the last one to let go
-  unsubscribes it. An update goes only to the holders of that URI on that upstream.
+  `resources/subscribe`, or a listen stream) subscribes the upstream (`resources/subscribe` on a
+  handshake-era upstream, a `subscriptions/listen` stream for the URI on a 2026-07-28 one), the
+  last one to let go unsubscribes it. An update goes only to the holders of that URI on that
+  upstream.
 - **Log messages** go to handshake-era connections that asked with `logging/setLevel` (at or above
   their level; the upstreams are set to the most verbose level any connection asked for), and
   only when the identity holds `logs:<prefix>` or `logs:*` for a binding of that upstream. The
@@ -186,6 +188,7 @@ class EventHub:
         self._holdings: dict[object, set[tuple[int, str]]] = {}
         self._lock = anyio.Lock()
         self._upstream_level: str | None = None
+        self._listens: dict[tuple[int, str], anyio.CancelScope] = {}
         self.dropped = 0
         """Messages dropped for slow clients, in total."""
         self.candidates: Callable[[Identity, str], list[Source]] = lambda identity, uri: []
@@ -501,7 +504,7 @@ class EventHub:
                     mine.add(key)
                     return True
                 try:
-                    await (upstream or upstream_subscription)(source.client, uri, True)
+                    await (upstream or self.upstream_subscription)(source.client, uri, True)
                 except LookupError:
                     continue  # this upstream has no subscriptions
                 except Exception as exc:
@@ -516,7 +519,7 @@ class EventHub:
 
     async def let_go(self, holder: object, uri: str | None, upstream: SendUpstream | None = None) -> bool:
         """`holder` lets go of `uri` (None: of everything); the last holder unsubscribes the upstream."""
-        send = upstream or upstream_subscription
+        send = upstream or self.upstream_subscription
         async with self._lock:
             mine = self._holdings.get(holder)
             if not mine:
@@ -545,26 +548,70 @@ class EventHub:
     async def release(self, holder: object) -> None:
         await self.let_go(holder, None)
 
+    async def upstream_subscription(self, client: Any, uri: str, subscribe: bool) -> None:
+        """The default `SendUpstream`: (un)subscribe `client`'s upstream to `uri`.
 
-async def upstream_subscription(client: Any, uri: str, subscribe: bool) -> None:
-    """The default `SendUpstream`: the upstream's `resources/subscribe` / `unsubscribe`.
+        A handshake-era upstream gets `resources/subscribe` / `unsubscribe`; a 2026-07-28 one a
+        `subscriptions/listen` stream for the URI, held by a task of the hub until let go (its
+        events reach the tap like any notification).
 
-    Raises:
-        LookupError: the upstream does not offer resource subscriptions.
-    """
-    from ._passthrough import sdk_client
+        Raises:
+            LookupError: the upstream does not offer resource subscriptions.
+        """
+        from ._passthrough import sdk_client
 
-    with anyio.fail_after(_TIMEOUT_S):
-        sdk = await sdk_client(client)
-        caps = getattr(sdk.server_capabilities, "resources", None)
-        if caps is None or not caps.subscribe:
-            raise LookupError("no resource subscriptions")
-        with warnings.catch_warnings():  # removed in 2026-07-28: handshake-era upstreams only
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            if subscribe:
-                await sdk.subscribe_resource(uri)
-            else:
-                await sdk.unsubscribe_resource(uri)
+        key = (id(client), uri)
+        if not subscribe and key in self._listens:
+            self._listens.pop(key).cancel()
+            return
+        with anyio.fail_after(_TIMEOUT_S):
+            sdk = await sdk_client(client)
+            caps = getattr(sdk.server_capabilities, "resources", None)
+            if caps is None or not caps.subscribe:
+                raise LookupError("no resource subscriptions")
+            if sdk.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                if subscribe:
+                    await self._listen_upstream(sdk, key)
+                return
+            with warnings.catch_warnings():  # removed in 2026-07-28: handshake-era upstreams only
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                if subscribe:
+                    await sdk.subscribe_resource(uri)
+                else:
+                    await sdk.unsubscribe_resource(uri)
+
+    async def _listen_upstream(self, sdk: Any, key: tuple[int, str]) -> None:
+        """Open a listen stream for one URI on a 2026-07-28 upstream, held until cancelled."""
+        if self._tg is None:
+            raise LookupError("the gateway is not serving")
+        scope = anyio.CancelScope()
+        opened = anyio.Event()
+        failure: list[BaseException] = []
+
+        async def hold_stream() -> None:
+            with scope:
+                try:
+                    async with sdk.listen(resource_subscriptions=[key[1]]) as stream:
+                        opened.set()
+                        async for _event in stream:
+                            pass  # each event also reaches the tap, which delivers it
+                except Exception as exc:  # refused, or the upstream went away
+                    failure.append(exc)
+                    log.info("an upstream listen stream ended: %s", type(exc).__name__)
+                finally:
+                    opened.set()
+                    if self._listens.get(key) is scope:
+                        del self._listens[key]
+
+        self._listens[key] = scope
+        self._tg.start_soon(hold_stream)
+        try:
+            await opened.wait()
+        except BaseException:  # timed out or cancelled while opening: nothing is held
+            scope.cancel()
+            raise
+        if failure and not scope.cancel_called:
+            raise failure[0]
 
 
 def _may(identity: Identity, what: str, source: Source) -> bool:
