@@ -284,3 +284,28 @@ async def test_a_2026_era_upstreams_updates_reach_subscribers(tmp_path: Path, mo
                     async for event in sub:
                         assert event == ResourceUpdated("note://one")
                         break
+
+
+async def test_subscriptions_are_renewed_when_the_upstream_restarts(tmp_path: Path) -> None:
+    """The upstream crashes; the gateway restarts it for the next call, subscribes the new
+    process to what its clients still hold and sets its logging level, so updates keep coming."""
+    grants = f"{GRANTS}, tool:up_crash"
+    clients = ME.replace(GRANTS, grants)
+    manifest = upstream_manifest(tmp_path, clients=clients, binding=BINDING)
+    heard = Heard()
+    async with gateway_stdio(manifest, "legacy", message_handler=heard) as client:
+        await client.set_logging_level("info")
+        await client.subscribe_resource("test://readme")
+        crashed = await client.call_tool("up_crash", {})
+        assert crashed.is_error
+        for _ in range(3):  # the first call restarts the upstream; the renewal races its update
+            await client.call_tool("up_tick", {})
+            with anyio.move_on_after(3):
+                await heard.until(lambda: bool(heard.of(types.ResourceUpdatedNotification)))
+            if heard.of(types.ResourceUpdatedNotification):
+                break
+        assert [str(m.params.uri) for m in heard.of(types.ResourceUpdatedNotification)][:1] == [
+            "test://readme"
+        ]
+    assert events_of(tmp_path).count("sub:test://readme") == 2, "subscribed again after the restart"
+    assert events_of(tmp_path).count("level:info") == 2, "and its logging level set again"

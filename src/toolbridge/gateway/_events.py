@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
@@ -143,6 +144,8 @@ class _Link:
 class _Upstream:
     client: Any
     sources: list[Source] = field(default_factory=list)
+    connections: int = 0
+    """Connections made to it so far (a new one after the first: the upstream restarted)."""
     bucket: _Bucket = field(default_factory=lambda: _Bucket(UPSTREAM_BURST, UPSTREAM_PER_SECOND))
 
 
@@ -216,11 +219,14 @@ class EventHub:
         if entry is not None:
             entry.sources.append(source)
             return
-        self._upstreams[id(client)] = _Upstream(client, [source])
+        entry = self._upstreams[id(client)] = _Upstream(client, [source])
         original = client._message_handler
 
         def make(conn: Any) -> Callable[[Any], Awaitable[None]]:
             inner = original(conn)
+            entry.connections += 1
+            if entry.connections > 1 and self._tg is not None:  # a restarted upstream
+                self._tg.start_soon(self._renew, entry)
 
             async def handler(message: Any) -> None:
                 try:
@@ -547,6 +553,33 @@ class EventHub:
 
     async def release(self, holder: object) -> None:
         await self.let_go(holder, None)
+
+    async def _renew(self, entry: _Upstream) -> None:
+        """The upstream restarted (a new connection): subscribe it again to what is held, and set
+        its logging level again."""
+        await anyio.lowlevel.checkpoint()  # let the connection that made the handler get on its way
+        keys = [key for key in self._held if key[0] == id(entry.client)]
+        for key in keys:
+            self._listens.pop(key, anyio.CancelScope()).cancel()  # a stream of the old connection
+            try:
+                await self.upstream_subscription(entry.client, key[1], True)
+            except Exception as exc:  # the holders hear nothing until they subscribe again
+                log.info("a subscription could not be renewed upstream: %s", type(exc).__name__)
+        if keys:
+            log.info("renewed %d resource subscription(s) of a restarted upstream", len(keys))
+        level = self._upstream_level
+        if level is not None and any(s.resources for s in entry.sources):
+            from ._passthrough import sdk_client
+
+            try:  # the log level the connections asked for, too
+                with anyio.fail_after(_TIMEOUT_S):
+                    sdk = await sdk_client(entry.client)
+                    if getattr(sdk.server_capabilities, "logging", None) is not None:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", MCPDeprecationWarning)
+                            await sdk.set_logging_level(level)
+            except Exception as exc:
+                log.info("the logging level could not be renewed upstream: %s", type(exc).__name__)
 
     async def upstream_subscription(self, client: Any, uri: str, subscribe: bool) -> None:
         """The default `SendUpstream`: (un)subscribe `client`'s upstream to `uri`.
