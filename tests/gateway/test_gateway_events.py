@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,8 @@ from gw_helpers import gateway_http, gateway_stdio, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
+
+from toolbridge.gateway._events import UPSTREAM_BURST, UPSTREAM_PER_SECOND
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -309,3 +312,28 @@ async def test_subscriptions_are_renewed_when_the_upstream_restarts(tmp_path: Pa
         ]
     assert events_of(tmp_path).count("sub:test://readme") == 2, "subscribed again after the restart"
     assert events_of(tmp_path).count("level:info") == 2, "and its logging level set again"
+
+
+@pytest.mark.parametrize("level", ["info", None])
+async def test_2026_era_calls_hear_upstream_logs_they_opted_into(tmp_path: Path, level: str | None) -> None:
+    """A 2026-07-28 call that carries a log level in `_meta` hears the upstream's log messages
+    sent while it is in flight (namespaced, rate-limited); one without it hears none."""
+    grants = f"{GRANTS}, tool:up_flood"
+    manifest = upstream_manifest(tmp_path, clients=ME.replace(GRANTS, grants), binding=BINDING)
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with gateway_stdio(manifest, "auto", logging_callback=on_log, log_level=level) as client:
+        assert client.protocol_version == "2026-07-28"
+        started = time.monotonic()
+        result = await client.call_tool("up_flood", {})  # 3000 log messages during the call
+        elapsed = time.monotonic() - started
+        assert not result.is_error
+    if level is None:
+        assert logs == []
+    else:
+        assert logs and {p.logger for p in logs} == {"Up"}
+        assert len(logs) <= UPSTREAM_BURST + UPSTREAM_PER_SECOND * (elapsed + 1), "rate-limited"
+        assert all(isinstance(p.data, str) and p.data.startswith("log line") for p in logs)

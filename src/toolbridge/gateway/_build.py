@@ -242,6 +242,7 @@ async def open_gateway(
                 if router is None:
                     router = routers[id(client)] = ServerRequestRouter(timeout_s=timeout)
                     attach_router(client, router)
+                    events.routers[id(client)] = router
                 provider = UpstreamProvider(client, router)
                 lock_name = doc.lock or pdoc.lock
                 pinned: Any = None

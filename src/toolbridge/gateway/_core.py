@@ -302,7 +302,7 @@ class GatewayCore:
             if isinstance(asked, types.InputRequiredResult):
                 return asked
             why = asked
-        box = CallBox(progress=progress, downstream=downstream, request_id=request_id)
+        box = CallBox(progress=progress, downstream=downstream, request_id=request_id, identity=identity)
         token = CURRENT_CALL.set(box)
         try:
             async with GovernedSession(

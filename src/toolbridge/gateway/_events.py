@@ -24,7 +24,8 @@
   last one to let go unsubscribes it. An update goes only to the holders of that URI on that
   upstream.
 - **Log messages** go to handshake-era connections that asked with `logging/setLevel` (at or above
-  their level; the upstreams are set to the most verbose level any connection asked for), and
+  their level; the upstreams are set to the most verbose level any connection asked for), to
+  2026-07-28 calls in flight on that upstream whose request opted in (`_meta` log level), and
   only when the identity holds `logs:<prefix>` or `logs:*` for a binding of that upstream. The
   `logger` says which upstream: `NAME` or `NAME/LOGGER` (NAME: the binding's provider document).
   Text is cleaned (escapes, invisible characters) and bounded (`LOG_DATA_LIMIT`).
@@ -99,6 +100,8 @@ UPSTREAM_PER_SECOND = 100.0
 LOG_DATA_LIMIT = 4000
 """Characters of one forwarded log message's text."""
 WARN_EVERY_S = 10.0
+CALL_LOG_PENDING = 64
+"""Log messages waiting to reach one 2026-07-28 call; more are dropped (counted)."""
 
 _TIMEOUT_S = 30.0
 _Item = tuple[Any, ...]
@@ -192,6 +195,8 @@ class EventHub:
         self._lock = anyio.Lock()
         self._upstream_level: str | None = None
         self._listens: dict[tuple[int, str], anyio.CancelScope] = {}
+        self.routers: dict[int, Any] = {}
+        """id(upstream client) -> its `ServerRequestRouter` (the calls in flight on it)."""
         self.dropped = 0
         """Messages dropped for slow clients, in total."""
         self.candidates: Callable[[Identity, str], list[Source]] = lambda identity, uri: []
@@ -438,6 +443,7 @@ class EventHub:
         _, level, logger, data = item
         if level not in LEVELS:
             return
+        self._deliver_log_to_calls(entry, item)
         rank = LEVELS.index(level)
         prepared: _Item | None = None
         for link in list(self._links.values()):
@@ -452,6 +458,43 @@ class EventHub:
                     name = f"{name}/{bounded(clean_text(logger), 100)}"
                 prepared = ("log", level, name, clean_data(data))
             self._queue(link, prepared)
+
+    def _deliver_log_to_calls(self, entry: _Upstream, item: _Item) -> None:
+        """2026-07-28: a log message reaches the calls in flight on that upstream whose request
+        opted in (`io.modelcontextprotocol/logLevel` in `_meta`; the SDK filters by it), at most
+        `CALL_LOG_PENDING` waiting per call."""
+        router = self.routers.get(id(entry.client))
+        if router is None or self._tg is None:
+            return
+        _, level, logger, data = item
+        for box in router.inflight():
+            session = box.downstream
+            if getattr(session, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+                continue  # the handshake era hears logs through logging/setLevel, above
+            if level not in getattr(session, "_allowed_log_levels", ()):
+                continue  # this request did not opt in at that level
+            source = next((s for s in entry.sources if _may(box.identity, "logs", s)), None)
+            if source is None:
+                continue
+            if box.pending_logs >= CALL_LOG_PENDING:
+                self.dropped += 1
+                continue
+            name = clean_text(source.name)
+            if isinstance(logger, str) and logger:
+                name = f"{name}/{bounded(clean_text(logger), 100)}"
+            box.pending_logs += 1
+            self._tg.start_soon(self._send_call_log, box, level, name, clean_data(data))
+
+    @staticmethod
+    async def _send_call_log(box: Any, level: str, logger: str, data: Any) -> None:
+        try:
+            with anyio.fail_after(SEND_TIMEOUT_S), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await box.downstream.send_log_message(level, data, logger, related_request_id=box.request_id)
+        except Exception as exc:  # the call ended, or the client is slow: this one is dropped
+            log.debug("a log message did not reach a call: %s", type(exc).__name__)
+        finally:
+            box.pending_logs -= 1
 
     # ------------------------------------------------------------------------------ logging level
 

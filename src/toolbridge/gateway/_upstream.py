@@ -57,6 +57,9 @@ class CallBox:
     progress: ProgressHandler | None = None
     downstream: Any = None
     request_id: Any = None
+    identity: Any = None
+    """Who called (the gateway's `Identity`), for what may reach them during the call."""
+    pending_logs: int = 0
     wire: dict[str, Any] | None = None
     result: ToolResult | None = None
 
@@ -129,6 +132,10 @@ class ServerRequestRouter:
     def leave(self, entry: _Entry) -> None:
         with contextlib.suppress(ValueError):
             self._inflight.remove(entry)
+
+    def inflight(self) -> list[CallBox]:
+        """The boxes of the calls in flight on this upstream, most recent last."""
+        return [entry.box for entry in self._inflight]
 
     def _target(self, capability: str) -> CallBox | None:
         for entry in reversed(self._inflight):
