@@ -1,13 +1,13 @@
 """Python function calls per tool call, governed and not: a figure the machine's load cannot move.
 
-    .venv/bin/python bench/bench_calls.py             # --repeat 5
+    .venv/bin/python bench/bench_calls.py             # --repeat 5; --echo adds the `echo` rows
 
 Counts every Python function call (`sys.setprofile`) made while calling server-everything's
 `get-structured-content` over stdio 10 times through: the raw SDK (`mcp.Client`), toolbridge's
 `StdioClient`, a declared MCP tool through `runtime.session(...).call_tool`, and the same tool
-through an agent step under `runtime.run` (a `ScriptedModel` turn per call); and `echo` through
-the raw SDK and through a session's discovered tool (an `McpToolProvider` binding: what the
-framework adapters call, `bench/bench_adapters.py`). The governed
+through an agent step under `runtime.run` (a `ScriptedModel` turn per call); with `--echo`,
+also `echo` through the raw SDK and through a session's discovered tool (an `McpToolProvider`
+binding: what the framework adapters call, `bench/bench_adapters.py`). The governed
 figures include the session's or run's own setup (10 calls per session or run). Each figure is
 the least of `--repeat` counts (default 5): what lands in a count besides the calls themselves
 (the stdio client's 20 ms exit poll, a garbage collection, an extra event-loop iteration when a
@@ -56,7 +56,7 @@ async def _count(run: Callable[[], Awaitable[None]], repeat: int = 5) -> float:
     return min(counts) / N
 
 
-async def main(repeat: int) -> None:
+async def main(repeat: int, echo_rows: bool) -> None:
     params = StdioServerParameters(command="node", args=[EVERYTHING, "stdio"])
     async with Client(params) as sdk, StdioClient("node", [EVERYTHING, "stdio"]) as client:
         tool = define_mcp_tool(
@@ -111,9 +111,12 @@ async def main(repeat: int) -> None:
             ("toolbridge StdioClient.call_tool", plain, None),
             ("session.call_tool", session, None),
             ("agent step under runtime.run", agent, None),
-            ("raw SDK mcp.Client.call_tool, `echo`", raw_echo, "echo"),
-            ("session.call_tool, discovered `echo` (the adapters' path)", discovered, "echo"),
         ]
+        if echo_rows:
+            rows += [
+                ("raw SDK mcp.Client.call_tool, `echo`", raw_echo, "echo"),
+                ("session.call_tool, discovered `echo` (the adapters' path)", discovered, "echo"),
+            ]
         base: dict[str | None, float] = {}
         print("| path, stdio | Python calls per call | vs raw SDK (same tool) |\n|---|---|---|")
         for label, run, group in rows:
@@ -125,4 +128,6 @@ async def main(repeat: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="counts per path; the least is shown")
-    asyncio.run(main(max(1, parser.parse_args().repeat)))
+    parser.add_argument("--echo", action="store_true", help="also count `echo` (raw SDK, discovered tool)")
+    options = parser.parse_args()
+    asyncio.run(main(max(1, options.repeat), options.echo))
