@@ -145,6 +145,16 @@ class AsyncPgPool:
             except (psycopg.Error, OSError):
                 pass  # the server is gone too: nothing runs there any more
 
+    def _take_idle(self) -> Any | None:
+        """An idle connection still usable, marked busy (dead ones met on the way are closed)."""
+        while self._idle:
+            conn = self._idle.pop()
+            if _usable(conn):
+                self._busy[conn] = conn.pgconn.backend_pid
+                return conn
+            _finish(conn)
+        return None
+
     async def _acquire(self) -> Any:
         if self._closed:
             raise PoolUnavailable("the pool is closed")
@@ -152,15 +162,12 @@ class AsyncPgPool:
         if not slots.locked():  # a free slot: taken at once (no wait, so no timeout needed)
             await slots.acquire()
             try:
-                while self._idle:
-                    conn = self._idle.pop()
-                    if _usable(conn):
-                        self._busy[conn] = conn.pgconn.backend_pid
-                        return conn
-                    _finish(conn)
+                idle = self._take_idle()
             except BaseException:
                 slots.release()
                 raise
+            if idle is not None:
+                return idle
             slots.release()
         return await self._acquire_waiting(slots)
 
@@ -171,12 +178,9 @@ class AsyncPgPool:
             with anyio.fail_after(self.timeout_s):
                 await slots.acquire()
                 try:
-                    while self._idle:
-                        conn = self._idle.pop()
-                        if _usable(conn):
-                            self._busy[conn] = conn.pgconn.backend_pid
-                            return conn
-                        _finish(conn)
+                    idle = self._take_idle()
+                    if idle is not None:
+                        return idle
                     conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
                 except BaseException:
                     slots.release()

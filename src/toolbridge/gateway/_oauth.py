@@ -327,6 +327,20 @@ def _reuse(outcome: AccessToken | str, token: str, leeway_s: float) -> AccessTok
     return outcome.model_copy(update={"token": token})
 
 
+class _Verifier:
+    """The SDK's `TokenVerifier` face of a verifier whose `check` raises `TokenRejected`."""
+
+    async def check(self, token: str) -> AccessToken:
+        raise NotImplementedError
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The SDK's `TokenVerifier`: the token's access info, or None when it is refused."""
+        try:
+            return await self.check(token)
+        except TokenRejected:
+            return None
+
+
 class _Closable:
     """Owns one HTTP client, made on first use, closed by `aclose()`."""
 
@@ -465,7 +479,7 @@ def looks_like_jwt(token: str) -> bool:
         return False
 
 
-class JwtVerifier(_Closable):
+class JwtVerifier(_Closable, _Verifier):
     """Verifies JWT access tokens against the authorization server's JWKS (module docstring)."""
 
     def __init__(self, settings: OAuthSettings) -> None:
@@ -480,13 +494,6 @@ class JwtVerifier(_Closable):
 
     async def aclose(self) -> None:
         await self.jwks.aclose()
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The SDK's `TokenVerifier`: the token's access info, or None when it is refused."""
-        try:
-            return await self.check(token)
-        except TokenRejected:
-            return None
 
     async def check(self, token: str) -> AccessToken:
         """The verified token's access info.
@@ -550,7 +557,7 @@ class JwtVerifier(_Closable):
         return verified
 
 
-class IntrospectionVerifier(_Closable):
+class IntrospectionVerifier(_Closable, _Verifier):
     """Verifies tokens at the authorization server's introspection endpoint (RFC 7662)."""
 
     def __init__(self, settings: OAuthSettings) -> None:
@@ -564,13 +571,6 @@ class IntrospectionVerifier(_Closable):
         self._cache = _Outcomes(settings.cache_size)
         self._limiter = anyio.CapacityLimiter(32)
         self.requests = 0
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The SDK's `TokenVerifier`: the token's access info, or None when it is refused."""
-        try:
-            return await self.check(token)
-        except TokenRejected:
-            return None
 
     async def check(self, token: str) -> AccessToken:
         """The token's access info, from the cache or the introspection endpoint.
@@ -650,20 +650,13 @@ class IntrospectionVerifier(_Closable):
         return _access_token(token, answer, s.resource)
 
 
-class OAuthVerifier:
+class OAuthVerifier(_Verifier):
     """JWTs by the key set, everything else (or everything) by introspection, as configured."""
 
     def __init__(self, settings: OAuthSettings) -> None:
         self.settings = settings
         self.jwt = JwtVerifier(settings) if settings.jwks_url else None
         self.introspection = IntrospectionVerifier(settings) if settings.introspection_url else None
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The SDK's `TokenVerifier`: the token's access info, or None when it is refused."""
-        try:
-            return await self.check(token)
-        except TokenRejected:
-            return None
 
     async def check(self, token: str) -> AccessToken:
         """The token's access info.
