@@ -16,6 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests: the same examples on every run by default, so a gate (CI, a pre-push check) never
+# fails at random; `HYPOTHESIS_PROFILE=fuzz` draws fresh examples each run for a fuzz sweep
+# (docs/README.md, "Fuzzing"). Either way the example counts set on each test hold.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("fuzz", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "tests" / "servers" / "node_modules" / "@modelcontextprotocol"
