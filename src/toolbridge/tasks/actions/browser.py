@@ -38,6 +38,7 @@ import base64
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -418,6 +419,11 @@ async def _act(ctx: ActionContext, params: SelectorParams, op: str, **kwargs: An
 # --- actions --------------------------------------------------------------------------------
 
 
+def _other_than(url: str) -> Callable[[str], bool]:
+    """A URL test for `wait_for_url`: any URL but `url`."""
+    return lambda other: other != url
+
+
 @action("goto", params=GotoParams, registry=_DEFAULT)
 async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
     """Open a URL in the page."""
@@ -430,10 +436,19 @@ async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
     page = await ctx.page()
     session.take_blocked()
     for attempt in range(3):
+        before = page.url
         try:
             await page.goto(params.url, timeout=params.timeout)
             break
         except PlaywrightError as exc:
+            # Each hop of a redirect is paused and checked against the allow list, and Chromium
+            # may then report the next hop as a navigation of its own that "interrupted" this
+            # one; a script may also move the page on at once. Either way the page goes on to a
+            # new document: wait for it, and that is where this goto ended.
+            interrupted = "interrupted by another navigation" in str(exc)
+            if interrupted:
+                with contextlib.suppress(PlaywrightError):
+                    await page.wait_for_url(_other_than(before), timeout=params.timeout)
             # A failed navigation is followed by Chromium's error page, which may still be
             # committing: let it settle, so that it neither interrupts a retry nor the next goto.
             with contextlib.suppress(PlaywrightError):
@@ -441,7 +456,9 @@ async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
             blocked = session.take_blocked()
             if blocked is not None:
                 raise ToolError(f"goto: {blocked}", code="ERR_TOOL_ACTION_FAILED") from None
-            if attempt < 2 and "interrupted by another navigation" in str(exc):
+            if interrupted and page.url != before and session.navigation.refusal(page.url) is None:
+                break
+            if attempt < 2 and interrupted:
                 continue
             raise ToolError(
                 f"could not open {origin_of(params.url)}: {_first_line(exc)}", code="ERR_TOOL_ACTION_FAILED"
