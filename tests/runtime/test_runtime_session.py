@@ -117,11 +117,10 @@ async def test_a_batch_runs_concurrently_bounded_and_returns_results_in_order() 
 
     tool = define_tool("slow", "1", "", Message, Message, "none", [], execute=slow)
     runtime = create_runtime(permissions={"allow": ["tool:slow"]})
-    started = time.monotonic()
     async with runtime.session(tools=[tool], max_parallel_tools=2) as session:
         results = await session.call_tools([("slow", {"content": str(i)}) for i in range(4)])
     assert [r.structured for r in results] == [{"content": str(i)} for i in range(4)]
-    assert most == 2 and time.monotonic() - started < 0.75  # two waves of 0.2 s
+    assert most == 2  # bounded: never more than two at once, and two did overlap
     assert session.result().ok
 
 
@@ -282,8 +281,14 @@ async def test_any_batch_gets_a_result_or_a_policy_error_and_ungranted_tools_nev
 
 
 async def test_concurrent_callers_share_one_session_and_their_call_ids_are_journaled() -> None:
+    running, most = 0, 0
+
     async def slow(value: Any, ctx: Any) -> dict[str, str]:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
         await anyio.sleep(0.1)
+        running -= 1
         return {"content": ctx.call_id}
 
     tool = define_tool("slow", "1", "", Empty, Message, "none", [], execute=slow)
@@ -294,11 +299,10 @@ async def test_concurrent_callers_share_one_session_and_their_call_ids_are_journ
         async def one(i: int) -> None:
             seen[f"fw-{i}"] = (await session.call_tool("slow", {}, call_id=f"fw-{i}")).structured
 
-        started = time.monotonic()
         async with anyio.create_task_group() as tg:
             for i in range(5):
                 tg.start_soon(one, i)
-        assert time.monotonic() - started < 0.4  # they overlapped
+        assert most == 5  # they overlapped: one session serves concurrent callers
         with pytest.raises(PolicyError) as bad_ids:
             await session.call_tools([("slow", {}), ("slow", {})], call_ids=["same", "same"])
         assert bad_ids.value.code == "INVALID_INPUT"
