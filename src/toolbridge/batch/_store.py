@@ -75,6 +75,7 @@ class BatchStore:
 
     dialect: Dialect = SQLITE
     statements: Statements = Statements.of(SQLITE)
+    _reserved: dict[tuple[str, str], int]  # (batch, item) -> reserved, for items this store claimed
 
     # -- the SQL seam: each returns rows (or None) and commits at once ----------------------------
 
@@ -165,18 +166,23 @@ class BatchStore:
         self._drive(self._end(batch_id, key, "pending", None, 0))
 
     def _claim(self, batch_id: str, key: str, run_id: str, attempt: int, reserve: int) -> _Steps[str]:
+        # two statements without a batch budget (is there one? claim), three with one (is there
+        # one? reserve; claim): a budget row exists from the batch's start, never goes away
         budget = _budget_id(batch_id)
-        rows = yield self.statements.reserve_budget, (reserve, budget, reserve)
         has_budget = yield self.statements.get_budget, (budget,)
-        if has_budget and not rows:
-            yield (
-                self._q(
-                    "UPDATE {batch_items} SET state='skipped', updated_at=? WHERE batch_id=? AND item_id=?"
-                ),
-                (time.time(), batch_id, key),
-            )
-            return "budget"
-        reserved = reserve if has_budget else 0
+        reserved = 0
+        if has_budget:
+            rows = yield self.statements.reserve_budget, (reserve, budget, reserve)
+            if not rows:
+                yield (
+                    self._q(
+                        "UPDATE {batch_items} SET state='skipped', updated_at=? "
+                        "WHERE batch_id=? AND item_id=?"
+                    ),
+                    (time.time(), batch_id, key),
+                )
+                return "budget"
+            reserved = reserve
         got = yield (
             self._q(
                 "UPDATE {batch_items} SET state='claimed', run_id=?, attempt=?, reserved_micros=?, "
@@ -188,17 +194,27 @@ class BatchStore:
             if reserved:
                 yield self.statements.settle_budget, (reserved, reserved, 0, budget)
             return "taken"
+        self._reserved[(batch_id, key)] = reserved  # so `_end` need not read it back
         return "claimed"
 
     def _end(
         self, batch_id: str, key: str, state: str, result: dict[str, Any] | None, cost: int
     ) -> _Steps[None]:
-        """`finish` (with a result) or `release` (`pending`, no result): settle the reservation."""
-        rows = yield (
-            self._q("SELECT reserved_micros FROM {batch_items} WHERE batch_id=? AND item_id=?"),
-            (batch_id, key),
-        )
-        reserved = int(rows[0][0]) if rows else 0
+        """`finish` (with a result) or `release` (`pending`, no result): settle the reservation.
+
+        The reservation is known when this store claimed the item (nothing else changes a
+        claimed item's reservation); settling is skipped when nothing was reserved and nothing
+        spent (no batch budget, or a free run): it would change nothing. So a claimed-and-ended
+        run without a budget costs three statements in all.
+        """
+        known = self._reserved.pop((batch_id, key), None)
+        if known is None:  # claimed by another store (an earlier driver)
+            rows = yield (
+                self._q("SELECT reserved_micros FROM {batch_items} WHERE batch_id=? AND item_id=?"),
+                (batch_id, key),
+            )
+            known = int(rows[0][0]) if rows else 0
+        reserved = known
         if result is None:
             yield (
                 self._q(
@@ -216,7 +232,8 @@ class BatchStore:
                 (state, json.dumps(result, sort_keys=True), time.time(), batch_id, key),
             )
         amount = max(0, cost)
-        yield self.statements.settle_budget, (reserved, reserved, amount, _budget_id(batch_id))
+        if reserved or amount:
+            yield self.statements.settle_budget, (reserved, reserved, amount, _budget_id(batch_id))
 
     def _drive(self, steps: _Steps[_R]) -> _R:
         try:
@@ -256,6 +273,7 @@ def _budget_id(batch_id: str) -> str:
 
 class SqliteBatchStore(BatchStore):
     def __init__(self, path: str, *, reader: bool = False) -> None:
+        self._reserved: dict[tuple[str, str], int] = {}
         self.path = path
         try:
             if reader:
@@ -298,6 +316,7 @@ class PostgresBatchStore(BatchStore):
     statements = Statements.of(POSTGRES)
 
     def __init__(self, journal: PostgresJournal) -> None:
+        self._reserved: dict[tuple[str, str], int] = {}
         self.journal = journal
 
     def _exec(
