@@ -4,12 +4,17 @@
 
 - `GET /jwks`: the public keys of the signing keys it generated (RSA `r1`, EC P-256 `e1`);
   `jwks_mode` makes it misbehave: `hang` (never answers until closed), `junk`, `huge` (4 MiB),
-  `500`, `empty`;
-- `POST /introspect` (RFC 7662, HTTP Basic client authentication): opaque tokens registered
-  with `opaque(...)`; `introspect_mode`: `hang`, `junk`, `inactive`;
+  `500`, `reset` (closes the connection), `notjwks` (JSON that is not a key set), `empty` (a key
+  set without keys);
+- `POST /introspect` (RFC 7662): opaque tokens registered with `opaque(...)`; the gateway
+  authenticates by HTTP Basic (`client_secret_basic`) or, when `introspection_auth` says so, in
+  the form (`client_secret_post`); `introspect_mode`: `hang`, `junk`, `huge`, `500`, `inactive`,
+  `reset` (closes the connection without an answer);
 - `GET /.well-known/oauth-authorization-server` and `POST /token` (the client-credentials grant,
   client_secret_basic, honouring RFC 8707 `resource`): JWT access tokens for the SDK's own
   OAuth client.
+
+`down()` stops listening (connections are refused) and `up()` listens again on the same port.
 
 `issue(...)` signs JWTs with its keys (or with anything else a hostile test wants). Counters
 (`jwks_fetches`, `introspections`, `tokens_issued`) let tests check caching.
@@ -58,13 +63,19 @@ class AuthServer:
         self.tokens_issued = 0
         self.opaque_tokens: dict[str, dict[str, Any]] = {}
         self.introspection_clients = {CLIENT_ID: CLIENT_SECRET}
+        self.introspection_auth = {"client_secret_basic"}
+        self.introspection_forms: list[dict[str, str]] = []
         self._release = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
+        self._httpd = self._listen(0)
         self.port = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.issuer = self.url
         self._thread: threading.Thread | None = None
+
+    def _listen(self, port: int) -> ThreadingHTTPServer:
+        httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        httpd.daemon_threads = True
+        return httpd
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -161,6 +172,14 @@ class AuthServer:
                 if mode == "huge":
                     self._send(200, b'{"keys": [' + b" " * (4 << 20) + b"]}")
                     return True
+                if mode == "reset":
+                    self.close_connection = True
+                    with suppress(OSError):
+                        self.connection.shutdown(2)
+                    return True
+                if mode == "notjwks":  # JSON, but not a key set
+                    self._json({"keys": "none", "note": [1, 2]})
+                    return True
                 if mode == "500":
                     self._json({"error": "server_error"}, 500)
                     return True
@@ -207,7 +226,10 @@ class AuthServer:
                 form = self._form()
                 if self.path == "/introspect":
                     server.introspections += 1
-                    creds = self._basic()
+                    server.introspection_forms.append(dict(form))
+                    creds = self._basic() if "client_secret_basic" in server.introspection_auth else None
+                    if creds is None and "client_secret_post" in server.introspection_auth:
+                        creds = (form.get("client_id", ""), form.get("client_secret", ""))
                     if creds is None or server.introspection_clients.get(creds[0]) != creds[1]:
                         self._json({"error": "invalid_client"}, 401)
                         return
@@ -241,12 +263,24 @@ class AuthServer:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def down(self) -> None:
+        """Stop listening: connections to the port are refused until `up()`."""
         self._release.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=10)
+            self._thread = None
+
+    def up(self) -> None:
+        """Listen again on the same port."""
+        self._release = threading.Event()
+        self._httpd = self._listen(self.port)
+        self.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self.down()
 
 
 @contextmanager

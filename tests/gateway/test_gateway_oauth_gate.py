@@ -102,6 +102,32 @@ async def test_a_failing_verifier_is_a_401_not_a_crash(srv: AuthServer) -> None:
     assert status == 401 and "the token could not be verified" in headers["www-authenticate"]
 
 
+async def test_an_unreachable_key_set_is_503_with_retry_after(caplog: pytest.LogCaptureFixture) -> None:
+    """A token the gateway cannot decide on (the key set is down) is 503 + Retry-After, not 401;
+    a flood of them logs one line, with the code and without the token."""
+    import logging
+
+    with AuthServer() as a:
+        app = App()
+        gate = make_gate(a, app)
+        token = a.issue(sub="alice", aud=RES, scope="mcp")
+        a.down()
+        try:
+            with caplog.at_level(logging.INFO, logger="toolbridge.gateway.oauth"):
+                for _ in range(20):
+                    status, headers = await call(gate, [(b"authorization", b"Bearer " + token.encode())])
+                    assert status == 503 and "www-authenticate" not in headers
+                    assert 1 <= int(headers["retry-after"]) <= 10
+            lines = [r.getMessage() for r in caplog.records]
+            assert len(lines) == 1 and lines[0].startswith("ERR_GATEWAY_AUTH_UNAVAILABLE: ")
+            assert token not in caplog.text and token[-20:] not in caplog.text
+            a.up()
+            status, _ = await call(gate, [(b"authorization", b"bearer static-token-123")])
+            assert status == 200 and app.seen == ["ci"]  # secret tokens never needed the server
+        finally:
+            await gate.verifier.aclose()
+
+
 async def test_websockets_are_refused(srv: AuthServer) -> None:
     app = App()
     gate = make_gate(srv, app)

@@ -23,6 +23,7 @@ from auth_server import CLIENT_SECRET, M2M_CLIENTS, AuthServer
 from gw_helpers import TOOLBRIDGE, calls_of, free_port, stop, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from toolbridge.clients import client_credentials_auth
 from toolbridge.runtime._journal_sqlite import Journal
@@ -47,7 +48,9 @@ CLIENTS = """clients:
 """
 
 
-def oauth_block(srv: AuthServer, port: int, *, jwks: bool = True, timeout_ms: int = 1000) -> str:
+def oauth_block(
+    srv: AuthServer, port: int, *, jwks: bool = True, timeout_ms: int = 1000, client_auth: str | None = None
+) -> str:
     return f"""oauth:
   resource: http://127.0.0.1:{port}/mcp
   issuer: {srv.issuer}
@@ -56,6 +59,7 @@ def oauth_block(srv: AuthServer, port: int, *, jwks: bool = True, timeout_ms: in
     url: {srv.url}/introspect
     clientId: gateway-rs
     clientSecret: "${{{{ secrets.introspectionSecret }}}}"
+    {f"clientAuth: {client_auth}" if client_auth else ""}
   scopes: [mcp]
   timeoutMs: {timeout_ms}
 """
@@ -70,6 +74,7 @@ def srv() -> Iterator[AuthServer]:
 @pytest.fixture(autouse=True)
 def _reset(srv: AuthServer) -> None:
     srv.jwks_mode = srv.introspect_mode = "ok"
+    srv.introspection_auth = {"client_secret_basic"}
 
 
 @contextmanager
@@ -254,7 +259,7 @@ async def test_a_hanging_key_server_costs_only_the_jwt_requests(tmp_path: Path, 
                 tg.start_soon(jwt_call)
                 tg.start_soon(others)
         status, body, took = results["jwt"]
-        assert (status, body["error_description"]) == (401, "the signing keys are not available")
+        assert (status, body["error"]) == (503, "temporarily_unavailable")
         assert took < 5
 
 
@@ -370,9 +375,76 @@ async def test_a_hanging_introspection_costs_only_opaque_requests(tmp_path: Path
                 tg.start_soon(opaque_call)
                 tg.start_soon(others)
         status, body, took = results["opaque"]
-        assert (status, body["error_description"]) == (401, "the token could not be introspected")
+        assert (status, body["error"]) == (503, "temporarily_unavailable")
         assert took < 5 and results["others"]
         srv.introspect_mode = "junk"
-        assert post(url, srv.opaque(sub="alice", aud=url, scope="mcp")).status_code == 401
+        assert post(url, srv.opaque(sub="alice", aud=url, scope="mcp")).status_code == 503
+        srv.introspect_mode = "ok"
+        assert post(url, opaque).status_code == 200  # the failures were not remembered
     log = err.read_text()
-    assert "ERR_GATEWAY_AUTH: introspection failed" in log and "Traceback" not in log and opaque not in log
+    assert "ERR_GATEWAY_AUTH_UNAVAILABLE: a request was answered 503: the token could not be" in log
+    assert "Traceback" not in log and opaque not in log and CLIENT_SECRET not in log
+
+
+async def test_an_outage_is_503_and_the_sdk_client_keeps_its_token(tmp_path: Path, srv: AuthServer) -> None:
+    """The authorization server's keys cannot be fetched: the SDK's OAuth client gets 503 (not 401),
+    so it does not throw its token away; once the keys answer, the same token serves again."""
+    srv.jwks_mode = "500"
+    with oauth_gateway(tmp_path, srv) as (url, err):
+        before = srv.tokens_issued
+        secret = M2M_CLIENTS["robot"]
+        auth = client_credentials_auth(url, client_id="robot", client_secret=secret, scope="mcp")
+        async with httpx2.AsyncClient(auth=auth, timeout=30) as http:
+            with anyio.fail_after(30), pytest.raises(ExceptionGroup) as failure:
+                async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:  # type: ignore[arg-type]
+                    await client.list_tools()
+            assert failure.group_contains(MCPError, depth=None)  # the SDK's "error response"
+            assert srv.tokens_issued == before + 1  # one token, not a re-authentication loop
+            token = srv.issue(sub="robot", aud=url, scope="mcp", client_id="robot")
+            refused = post(url, token)
+            assert refused.status_code == 503 and refused.json()["error"] == "temporarily_unavailable"
+            retry = int(refused.headers["retry-after"])
+            assert 1 <= retry <= 10 and "www-authenticate" not in refused.headers
+            srv.jwks_mode = "ok"
+            await anyio.sleep(retry)  # as Retry-After says
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:  # type: ignore[arg-type]
+                assert tool_names(await client.list_tools()) == ["up_echo", "up_weather"]
+            assert srv.tokens_issued == before + 1  # the same token
+    log = err.read_text()
+    assert log.count("ERR_GATEWAY_AUTH_UNAVAILABLE") >= 1 and "Traceback" not in log
+    assert token not in log and M2M_CLIENTS["robot"] not in log
+
+
+async def test_a_key_set_that_goes_down_keeps_known_keys_serving(tmp_path: Path) -> None:
+    with AuthServer() as a, oauth_gateway(tmp_path, a, timeout_ms=500) as (url, err):
+        alice = a.issue(sub="alice", aud=url, scope="mcp")
+        async with connect(url, alice) as client:
+            assert tool_names(await client.list_tools()) == ["up_echo"]
+        a.add_key("r2")
+        rotated = a.issue(sub="alice", aud=url, scope="mcp", kid="r2")
+        opaque = a.opaque(sub="alice", aud=url, scope="mcp")
+        a.down()
+        # A key set fetched less than 10 s ago (the least time between fetches) is taken as
+        # current: an unknown kid then is a bad token. Later, with the keys unreachable, it is not.
+        await anyio.sleep(10.2)
+        async with connect(url, a.issue(sub="alice", aud=url, scope="mcp", kid="e1")) as client:
+            assert tool_names(await client.list_tools()) == ["up_echo"]  # a known key decides
+        for token in (rotated, opaque):  # an unknown kid, an opaque token: nobody can decide
+            answer = post(url, token)
+            assert answer.status_code == 503, answer.text
+            assert int(answer.headers["retry-after"]) >= 1
+        a.up()
+        assert post(url, opaque).status_code == 200
+    log = err.read_text()
+    assert "ERR_GATEWAY_AUTH_UNAVAILABLE" in log and "Traceback" not in log
+    assert all(t not in log for t in (alice, rotated, opaque))
+
+
+async def test_introspection_with_client_secret_post(tmp_path: Path, srv: AuthServer) -> None:
+    srv.introspection_auth = {"client_secret_post"}
+    with oauth_gateway(tmp_path, srv, client_auth="client_secret_post") as (url, err):
+        opaque = srv.opaque(sub="olga", aud=url, scope="mcp", groups=["ops"])
+        async with connect(url, opaque) as client:
+            assert tool_names(await client.list_tools()) == ["up_weather"]
+        assert srv.introspection_forms[-1]["client_secret"] == CLIENT_SECRET
+    assert CLIENT_SECRET not in err.read_text() and opaque not in err.read_text()

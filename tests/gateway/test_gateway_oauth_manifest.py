@@ -53,6 +53,7 @@ def test_good_oauth_gateways_check(tmp_path: Path) -> None:
     url: http://127.0.0.1:9000/introspect
     clientId: gw
     clientSecret: "${{ secrets.s }}"
+    clientAuth: client_secret_post
   scopes: [mcp, "tools:read"]
   algorithms: [ES256, EdDSA]
   leewaySeconds: 10
@@ -83,6 +84,11 @@ OAUTH_BAD = [
         + "  introspection: { url: http://10.0.0.1/i, clientId: gw, clientSecret: '${{ secrets.s }}' }\n",
         8,
     ),
+    (
+        GOOD_OAUTH + "  introspection: { url: https://a/i, clientId: gw, clientSecret: '${{ secrets.s }}', "
+        "clientAuth: private_key_jwt }\n",
+        8,
+    ),
     (GOOD_OAUTH + "clients: [{ name: a, oauth: {} }]\n", 8),
     (GOOD_OAUTH + "clients: [{ name: a, oauth: { subject: a, claims: { g: [1] } } }]\n", 8),
     ("clients: [{ name: a, oauth: { subject: alice } }]\n", 1),  # rules without the gateway's oauth
@@ -98,11 +104,22 @@ def test_bad_oauth_is_reported_at_its_line(tmp_path: Path, body: str, line: int)
     assert any(at == line for _, _, at in found) or line == 1, found
 
 
+def test_client_auth_is_camel_case_only(tmp_path: Path) -> None:
+    intro = "  introspection: { url: https://a/i, clientId: gw, clientSecret: '${{ secrets.s }}', "
+    assert codes(tmp_path, GOOD_OAUTH + intro + "clientAuth: client_secret_basic }\n") == []
+    found = codes(tmp_path, GOOD_OAUTH + intro + "client_auth: client_secret_post }\n")
+    assert found == [("ERR_MANIFEST_UNKNOWN_FIELD", "error", 8)]
+
+
 def test_the_schema_has_the_oauth_fields() -> None:
     defs = manifest_json_schema()["$defs"]
     assert "oauth" in defs["GatewayDoc"]["properties"] and "oauth" in defs["GatewayClient"]["properties"]
     assert defs["GatewayOAuth"]["additionalProperties"] is False
     assert {"resource", "issuer", "jwksUri", "introspection"} <= set(defs["GatewayOAuth"]["properties"])
+    auth = defs["GatewayIntrospection"]["properties"]["clientAuth"]
+    assert auth["enum"] == ["client_secret_basic", "client_secret_post"]
+    assert auth["default"] == "client_secret_basic"
+    assert defs["GatewayIntrospection"]["additionalProperties"] is False
 
 
 def _token(**kw: object) -> AccessToken:

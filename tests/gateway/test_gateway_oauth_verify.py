@@ -1,6 +1,7 @@
 """The gateway's OAuth token verification against a real loopback authorization server
 (`auth_server.py`): JWT/JWKS and introspection, and every hostile token or server we could think of.
-Each refusal is a `TokenRejected` with a short fixed reason, in bounded time."""
+Each refusal is a `TokenRejected` with a short fixed reason, in bounded time; a server that cannot
+be asked (down, hanging, failing, answering junk) is an `AuthUnavailable`, never a refusal."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from toolbridge.errors import ConfigError
 from toolbridge.gateway import (
+    AuthUnavailable,
     IntrospectionVerifier,
     JwtVerifier,
     OAuthSettings,
@@ -73,6 +75,16 @@ async def reason(v: Any, token: str) -> str:
     assert info.value.code == "ERR_GATEWAY_AUTH" and info.value.status == 401
     assert len(token) < 8 or token not in str(info.value)
     return info.value.reason
+
+
+async def unavailable(v: Any, token: str, limit_s: float = 10) -> AuthUnavailable:
+    """`v.check(token)` cannot decide (and says so within `limit_s`), quoting no token."""
+    with anyio.fail_after(limit_s), pytest.raises(AuthUnavailable) as info:
+        await v.check(token)
+    assert info.value.code == "ERR_GATEWAY_AUTH_UNAVAILABLE"
+    assert token not in str(info.value) and CLIENT_SECRET not in str(info.value)
+    assert 1 <= info.value.retry_after_s <= 300
+    return info.value
 
 
 def b64(data: bytes) -> str:
@@ -199,30 +211,45 @@ async def test_no_kid_takes_the_only_fitting_key(srv: AuthServer, verifier: JwtV
         await v.aclose()
 
 
-@pytest.mark.parametrize("mode", ["hang", "junk", "huge", "500"])
-async def test_jwks_server_misbehaving_fails_in_bounded_time(srv: AuthServer, mode: str) -> None:
+@pytest.mark.parametrize("mode", ["hang", "junk", "huge", "500", "reset", "notjwks"])
+async def test_jwks_server_misbehaving_is_unavailable_in_bounded_time(srv: AuthServer, mode: str) -> None:
     srv.jwks_mode = mode
-    v = JwtVerifier(jwt_settings(srv, timeout_s=0.5))
+    v = JwtVerifier(jwt_settings(srv, timeout_s=0.5, jwks_min_refetch_s=5))
     try:
         started = time.monotonic()
-        assert await reason(v, srv.issue(aud=RES)) == "the signing keys are not available"
+        first = await unavailable(v, srv.issue(aud=RES))
+        assert "the signing keys could not be fetched" in first.message
         assert time.monotonic() - started < 3
+        assert 1 <= first.retry_after_s <= 5
         started = time.monotonic()  # the next requests do not wait for the server again
         for _ in range(5):
-            assert await reason(v, srv.issue(aud=RES)) == "the signing keys are not available"
+            await unavailable(v, srv.issue(aud=RES))
         assert time.monotonic() - started < 0.5
     finally:
         await v.aclose()
+
+
+async def test_a_key_server_that_is_down_is_unavailable_then_recovers() -> None:
+    with AuthServer() as down:
+        v = JwtVerifier(jwt_settings(down, timeout_s=0.5, jwks_min_refetch_s=0))
+        try:
+            token = down.issue(aud=RES)
+            down.down()  # connection refused
+            assert "HTTP failure" in (await unavailable(v, token)).message
+            down.up()
+            assert (await v.check(token)).subject == "alice"
+        finally:
+            await v.aclose()
 
 
 async def test_concurrent_requests_share_one_hanging_fetch(srv: AuthServer) -> None:
     srv.jwks_mode = "hang"
     before = srv.jwks_fetches
     v = JwtVerifier(jwt_settings(srv, timeout_s=0.5))
-    reasons: list[str] = []
+    retries: list[int] = []
 
     async def one() -> None:
-        reasons.append(await reason(v, srv.issue(aud=RES)))
+        retries.append((await unavailable(v, srv.issue(aud=RES))).retry_after_s)
 
     try:
         with anyio.fail_after(5):
@@ -231,18 +258,64 @@ async def test_concurrent_requests_share_one_hanging_fetch(srv: AuthServer) -> N
                     tg.start_soon(one)
     finally:
         await v.aclose()
-    assert reasons == ["the signing keys are not available"] * 10
+    assert len(retries) == 10 and all(1 <= r <= 10 for r in retries)
     assert srv.jwks_fetches - before == 1
 
 
 async def test_keys_in_force_survive_a_failing_refresh(srv: AuthServer) -> None:
-    v = JwtVerifier(jwt_settings(srv, jwks_ttl_s=0, jwks_min_refetch_s=0, timeout_s=0.5))
+    v = JwtVerifier(jwt_settings(srv, jwks_ttl_s=0, jwks_min_refetch_s=0, jwt_cache_s=0, timeout_s=0.5))
     try:
         assert (await v.check(srv.issue(aud=RES))).subject == "alice"
         srv.jwks_mode = "junk"
         assert (await v.check(srv.issue(aud=RES))).subject == "alice"
         srv.jwks_mode = "empty"  # a good answer with no keys replaces them
         assert await reason(v, srv.issue(aud=RES)) == "unknown signing key"
+    finally:
+        await v.aclose()
+
+
+@pytest.mark.parametrize("mode", ["hang", "500", "junk", "down"])
+async def test_cached_keys_keep_working_during_an_outage(mode: str) -> None:
+    """Keys fetched before decide while the key set cannot be fetched; a kid they do not know is
+    "cannot decide" (503), not "bad" (401), until the key set answers again."""
+    with AuthServer() as a:
+        v = JwtVerifier(jwt_settings(a, timeout_s=0.5, jwks_min_refetch_s=0.3, jwt_cache_s=0))
+        try:
+            assert (await v.check(a.issue(aud=RES))).subject == "alice"
+            a.add_key("r2")  # rotated in at the server, not yet seen by the gateway
+            if mode == "down":
+                a.down()
+            else:
+                a.jwks_mode = mode
+            await anyio.sleep(0.35)
+            for _ in range(3):
+                assert (await v.check(a.issue(aud=RES, kid="e1"))).subject == "alice"  # known kid
+                await unavailable(v, a.issue(aud=RES, kid="r2"))  # unknown kid, keys unreachable
+                await anyio.sleep(0.35)
+            if mode == "down":
+                a.up()
+            a.jwks_mode = "ok"
+            await anyio.sleep(0.35)
+            assert (await v.check(a.issue(aud=RES, kid="r2"))).subject == "alice"
+            await anyio.sleep(0.35)
+            a.keys["x9"] = a.keys["r1"]  # never published: proven unknown now that keys answer
+            assert await reason(v, a.issue(aud=RES, kid="x9")) == "unknown signing key"
+        finally:
+            await v.aclose()
+
+
+async def test_stale_keys_stop_after_their_grace(srv: AuthServer) -> None:
+    quick = {"jwks_min_refetch_s": 0, "jwt_cache_s": 0, "timeout_s": 0.5}
+    v = JwtVerifier(jwt_settings(srv, jwks_ttl_s=0.2, jwks_stale_s=0.5, **quick))
+    try:
+        assert (await v.check(srv.issue(aud=RES))).subject == "alice"
+        srv.jwks_mode = "500"
+        await anyio.sleep(0.3)  # past the ttl, within the grace: still in force
+        assert (await v.check(srv.issue(aud=RES))).subject == "alice"
+        await anyio.sleep(0.6)  # past the grace: cannot decide
+        await unavailable(v, srv.issue(aud=RES))
+        srv.jwks_mode = "ok"
+        assert (await v.check(srv.issue(aud=RES))).subject == "alice"
     finally:
         await v.aclose()
 
@@ -337,26 +410,34 @@ async def test_introspection_answers_are_checked(srv: AuthServer) -> None:
         srv.opaque(sub="a", aud=[RES], exp=now - 120): "token expired",
         srv.opaque(sub="a", aud=RES, nbf=now + 600): "token not yet valid",
         srv.opaque(sub="a", aud=RES, iss="http://evil"): "token issuer not accepted",
-        srv.opaque(sub=["a"], aud=RES): "malformed introspection answer",
-        srv.opaque(sub="a", aud=RES, exp="soon"): "malformed introspection answer",
     }
+    junk = [  # active, but not a well-formed answer: the server's fault, not the token's
+        srv.opaque(sub=["a"], aud=RES),
+        srv.opaque(sub="a", aud=RES, exp="soon"),
+        srv.opaque(sub="a", aud=RES, iat=True),
+        srv.opaque(sub="a", aud=RES, iss=7),
+    ]
     try:
         for token, why in cases.items():
             assert await reason(v, token) == why
+        for token in junk:
+            assert "malformed introspection answer" in (await unavailable(v, token)).message
         assert (await v.check(srv.opaque(sub="a", aud=[RES, "x"]))).subject == "a"
     finally:
         await v.aclose()
 
 
-@pytest.mark.parametrize("mode", ["hang", "junk", "inactive"])
+@pytest.mark.parametrize("mode", ["hang", "junk", "huge", "500", "reset", "inactive"])
 async def test_introspection_server_misbehaving(srv: AuthServer, mode: str) -> None:
     srv.introspect_mode = mode
     v = IntrospectionVerifier(intro_settings(srv, timeout_s=0.5))
     token = srv.opaque(sub="a", aud=RES)
     try:
         started = time.monotonic()
-        want = "token inactive" if mode == "inactive" else "the token could not be introspected"
-        assert await reason(v, token) == want
+        if mode == "inactive":
+            assert await reason(v, token) == "token inactive"
+        else:
+            assert "could not be introspected" in (await unavailable(v, token)).message
         assert time.monotonic() - started < 3
         if mode != "inactive":  # a failed exchange is not cached: once the server is well, it works
             srv.introspect_mode = "ok"
@@ -365,12 +446,74 @@ async def test_introspection_server_misbehaving(srv: AuthServer, mode: str) -> N
         await v.aclose()
 
 
-async def test_introspection_with_wrong_credentials(srv: AuthServer) -> None:
-    v = IntrospectionVerifier(intro_settings(srv, client_secret="not-the-secret"))
+async def test_introspection_server_down_then_up() -> None:
+    with AuthServer() as a:
+        v = IntrospectionVerifier(intro_settings(a, timeout_s=0.5))
+        token = a.opaque(sub="a", aud=RES)
+        try:
+            a.down()
+            await unavailable(v, token)
+            a.up()
+            assert (await v.check(token)).subject == "a"
+        finally:
+            await v.aclose()
+
+
+async def test_a_flood_waits_at_most_the_timeout_for_a_hanging_introspection(srv: AuthServer) -> None:
+    """More requests than may be in flight at once: the ones waiting for a turn give up at the
+    same deadline (waiting included), not after the ones before them."""
+    srv.introspect_mode = "hang"
+    v = IntrospectionVerifier(intro_settings(srv, timeout_s=0.6))
+    took: list[float] = []
+
+    async def one(i: int) -> None:
+        started = time.monotonic()
+        await unavailable(v, srv.opaque(sub=f"u{i}", aud=RES))
+        took.append(time.monotonic() - started)
+
     try:
-        assert await reason(v, srv.opaque(sub="a", aud=RES)) == "the token could not be introspected"
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for i in range(80):
+                    tg.start_soon(one, i)
     finally:
         await v.aclose()
+    assert len(took) == 80 and max(took) < 2.5, max(took)
+
+
+async def test_introspection_with_wrong_credentials(srv: AuthServer) -> None:
+    v = IntrospectionVerifier(intro_settings(srv, client_secret="not-the-secret"))
+    try:  # the gateway's own credentials are refused: nothing is known about the token
+        assert "HTTP 401" in (await unavailable(v, srv.opaque(sub="a", aud=RES))).message
+    finally:
+        await v.aclose()
+
+
+async def test_introspection_client_secret_post(srv: AuthServer) -> None:
+    srv.introspection_auth = {"client_secret_post"}
+    basic = IntrospectionVerifier(intro_settings(srv))
+    post = IntrospectionVerifier(intro_settings(srv, client_auth="client_secret_post"))
+    token = srv.opaque(sub="pat", aud=RES)
+    try:
+        await unavailable(basic, token)  # this server takes no HTTP Basic
+        srv.introspection_forms.clear()
+        assert (await post.check(token)).subject == "pat"
+        form = srv.introspection_forms[-1]
+        assert form == {
+            "token": token,
+            "token_type_hint": "access_token",
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+        }
+        srv.introspection_auth = {"client_secret_basic"}
+        other = srv.opaque(sub="pat", aud=RES)
+        await unavailable(post, other)  # and this one takes only HTTP Basic
+    finally:
+        srv.introspection_auth = {"client_secret_basic"}
+        await basic.aclose()
+        await post.aclose()
+    with pytest.raises(ConfigError):
+        intro_settings(srv, client_auth="private_key_jwt")
 
 
 async def test_introspection_cache_is_bounded(srv: AuthServer) -> None:

@@ -13,11 +13,19 @@ from __future__ import annotations
 
 from ._build import OpenGateway, open_gateway
 from ._core import GatewayCore, Identity
-from ._oauth import IntrospectionVerifier, JwtVerifier, OAuthSettings, OAuthVerifier, TokenRejected
+from ._oauth import (
+    AuthUnavailable,
+    IntrospectionVerifier,
+    JwtVerifier,
+    OAuthSettings,
+    OAuthVerifier,
+    TokenRejected,
+)
 from ._oauth_gate import ClientRule, OAuthGate
 from ._server import create_server, serve_http, serve_stdio
 
 __all__ = [
+    "AuthUnavailable",
     "ClientRule",
     "GatewayCore",
     "Identity",

@@ -12,17 +12,27 @@ Two ways to verify a token, either or both:
   gateway's resource URL), `exp` (required) and `nbf`/`iat` (with a small leeway) are checked.
   Keys named in the token's own headers (`jku`, `x5u`, `jwk`) are never used.
 - **Introspection** (`IntrospectionVerifier`, RFC 7662): the token is posted to the authorization
-  server's introspection endpoint with the gateway's client credentials (HTTP Basic); the answer
+  server's introspection endpoint with the gateway's client credentials (HTTP Basic by default,
+  `client_secret_basic`; or in the form, `client_secret_post`); the answer
   must be a JSON object with `active: true`, an `aud` that contains the resource URL, an `exp`
   in the future (when given), and `iss` equal to the issuer (when both are given). Answers are
   cached by the token's SHA-256 (never the token) for `introspection_ttl_s` at most, in a
   bounded cache; a failed exchange (timeout, HTTP error, junk) is not cached.
 
+A token proven bad raises `TokenRejected` (401). When the gateway cannot decide because the
+authorization server cannot be asked (no answer in time, a connection failure, an HTTP error,
+junk), `check` raises `AuthUnavailable` instead (`ERR_GATEWAY_AUTH_UNAVAILABLE`, answered 503 with
+`Retry-After` by the gateway): the client's token may well be good, and dropping it would hide
+the outage behind re-authentication. Keys fetched before keep working while the key set cannot
+be fetched (for at most `jwks_stale_s` past their `jwks_ttl_s`); a token naming a `kid` that
+is not among them, while the key set cannot be fetched, is "cannot decide", not "bad".
+
 Both implement the SDK's `TokenVerifier` protocol (`verify_token(token) -> AccessToken | None`,
 usable with the SDK's own servers) and `check(token) -> AccessToken`, which raises
 `TokenRejected` with a short fixed reason ("token expired", "token not issued for this
 resource", ...) that the gateway returns in its 401. A reason never quotes the token or anything
-read from it, and no token is ever logged.
+read from it, and no token is ever logged. (`verify_token` answers None for `AuthUnavailable`
+too: the SDK's protocol has no third answer; use `check` to tell them apart.)
 
 PyJWT (`pyjwt[crypto]`, a dependency of the `mcp` SDK; the `oauth` extra) is imported only when
 a JWT verifier is built.
@@ -34,6 +44,7 @@ import base64
 import hashlib
 import json
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -52,7 +63,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOWED_ALGORITHMS",
+    "CLIENT_AUTH_METHODS",
     "DEFAULT_ALGORITHMS",
+    "AuthUnavailable",
     "IntrospectionVerifier",
     "JwtVerifier",
     "OAuthSettings",
@@ -75,6 +88,8 @@ _EC_CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
 MAX_TOKEN_CHARS = 16_384
 """A bearer token longer than this is refused before it is parsed."""
 _MAX_KEYS = 100
+CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+"""How the gateway authenticates itself at the introspection endpoint (RFC 7591 names)."""
 
 
 class TokenRejected(ToolbridgeError):
@@ -104,6 +119,21 @@ class TokenRejected(ToolbridgeError):
         self.scopes = tuple(scopes)
 
 
+class AuthUnavailable(ToolbridgeError):
+    """The gateway cannot decide on a token now (`ERR_GATEWAY_AUTH_UNAVAILABLE`).
+
+    The authorization server's key set or introspection endpoint did not answer in time, failed,
+    or answered junk. The message says which and why (never the token); the client gets 503
+    with `Retry-After: retry_after_s` and a fixed description.
+    """
+
+    default_code = "ERR_GATEWAY_AUTH_UNAVAILABLE"
+
+    def __init__(self, what: str, *, retry_after_s: float = 5.0) -> None:
+        super().__init__(what, code="ERR_GATEWAY_AUTH_UNAVAILABLE")
+        self.retry_after_s = max(1, min(300, math.ceil(retry_after_s)))
+
+
 @dataclass(frozen=True)
 class OAuthSettings:
     """How the gateway verifies OAuth access tokens (the `Gateway` kind's `oauth`).
@@ -117,11 +147,15 @@ class OAuthSettings:
         introspection_url: its RFC 7662 introspection endpoint (opaque tokens, or all tokens
             when there is no `jwks_url`).
         client_id, client_secret: the gateway's credentials at the introspection endpoint.
+        client_auth: how they are sent: `client_secret_basic` (HTTP Basic, the default) or
+            `client_secret_post` (as `client_id` and `client_secret` in the form).
         authorization_servers: advertised in the metadata (default: the issuer).
         scopes: scopes every token needs (also advertised as `scopes_supported`).
         algorithms: the JWT algorithms accepted (a subset of `ALLOWED_ALGORITHMS`).
         leeway_s: clock skew allowed on `exp`, `nbf`, `iat`.
         jwks_ttl_s: how long fetched keys are used before being fetched again.
+        jwks_stale_s: how much longer than `jwks_ttl_s` they stay in force while the key set
+            cannot be fetched (then tokens are answered 503 until it can).
         jwks_min_refetch_s: the shortest time between two fetches of the key set (a flood of
             tokens with unknown `kid`s makes at most one fetch per this period).
         introspection_ttl_s: how long an introspection answer is reused (never past `exp`).
@@ -139,11 +173,13 @@ class OAuthSettings:
     introspection_url: str | None = None
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
+    client_auth: str = "client_secret_basic"
     authorization_servers: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
     leeway_s: float = 30.0
     jwks_ttl_s: float = 300.0
+    jwks_stale_s: float = 3600.0
     jwks_min_refetch_s: float = 10.0
     introspection_ttl_s: float = 60.0
     jwt_cache_s: float = 30.0
@@ -166,6 +202,8 @@ class OAuthSettings:
             problems.append(endpoint_problem(self.introspection_url, "the introspection URL") or "")
             if not self.client_id or not self.client_secret:
                 problems.append("introspection needs a client id and a client secret")
+        if self.client_auth not in CLIENT_AUTH_METHODS:
+            problems.append(f"client_auth must be one of {', '.join(CLIENT_AUTH_METHODS)}")
         bad = [a for a in self.algorithms if a not in ALLOWED_ALGORITHMS]
         if bad or not self.algorithms:
             problems.append(f"algorithms must be among {', '.join(ALLOWED_ALGORITHMS)}")
@@ -174,6 +212,7 @@ class OAuthSettings:
         numbers = (
             self.leeway_s,
             self.jwks_ttl_s,
+            self.jwks_stale_s,
             self.jwks_min_refetch_s,
             self.introspection_ttl_s,
             self.jwt_cache_s,
@@ -334,10 +373,11 @@ class _Verifier:
         raise NotImplementedError
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        """The SDK's `TokenVerifier`: the token's access info, or None when it is refused."""
+        """The SDK's `TokenVerifier`: the token's access info, or None when it is refused or
+        cannot be verified now (`check` tells the two apart)."""
         try:
             return await self.check(token)
-        except TokenRejected:
+        except (TokenRejected, AuthUnavailable):
             return None
 
 
@@ -369,6 +409,8 @@ class JwksCache(_Closable):
         self._keys: dict[str | None, Any] = {}
         self._fetched_at = -float("inf")
         self._attempted_at = -float("inf")
+        self._failure: str | None = None
+        """Why the last fetch failed (None: it succeeded, or none was made yet)."""
         self._lock = anyio.Lock()
         self.fetches = 0
 
@@ -394,26 +436,49 @@ class JwksCache(_Closable):
                 )
                 keys = _parse_jwks(data)
             except _FetchFailed as exc:
-                log.warning("ERR_GATEWAY_AUTH: the signing keys could not be fetched: %s", exc)
-                return  # keep the keys in force, if any
+                self._failure = str(exc)
+                if self._keys:  # the keys in force, if any, stay: say so, or the outage is hidden
+                    log.warning(
+                        "ERR_GATEWAY_AUTH_UNAVAILABLE: the signing keys could not be fetched (%s); "
+                        "the keys fetched %.0f s ago stay in force",
+                        exc,
+                        now - self._fetched_at,
+                    )
+                return
             self._keys = keys
             self._fetched_at = time.monotonic()
+            self._failure = None
+
+    def _unavailable(self) -> AuthUnavailable:
+        wait = self._settings.jwks_min_refetch_s - (time.monotonic() - self._attempted_at)
+        why = self._failure or "no answer yet"
+        return AuthUnavailable(
+            f"the signing keys could not be fetched ({why})",
+            retry_after_s=max(wait, 1.0),
+        )
 
     async def key(self, kid: str | None, alg: str) -> Any:
         """The key `kid` names (a `PyJWK`).
 
         Raises:
-            TokenRejected: no such key (after one fresh fetch), or no keys could be fetched.
+            TokenRejected: no such key in a key set fetched successfully (after one fresh fetch).
+            AuthUnavailable: the key set cannot be fetched and the keys in force (if any) do not
+                decide: none of them is `kid`, or they are older than `jwks_ttl_s + jwks_stale_s`.
         """
-        if time.monotonic() - self._fetched_at > self._settings.jwks_ttl_s:
+        s = self._settings
+        if time.monotonic() - self._fetched_at > s.jwks_ttl_s:
             await self._refresh()
         found = self._find(kid, alg)
         if found is None and self._fetched_at > -float("inf"):
             await self._refresh()
             found = self._find(kid, alg)
+        if self._failure is not None:
+            too_old = time.monotonic() - self._fetched_at > s.jwks_ttl_s + s.jwks_stale_s
+            if found is None or too_old:
+                raise self._unavailable()
         if found is None:
             if self._fetched_at == -float("inf"):
-                raise TokenRejected("the signing keys are not available")
+                raise self._unavailable()
             raise TokenRejected("unknown signing key")
         return found
 
@@ -500,6 +565,7 @@ class JwtVerifier(_Closable, _Verifier):
 
         Raises:
             TokenRejected: why the token is refused.
+            AuthUnavailable: the key set cannot be fetched and the keys in force do not decide.
         """
         import jwt
 
@@ -576,7 +642,8 @@ class IntrospectionVerifier(_Closable, _Verifier):
         """The token's access info, from the cache or the introspection endpoint.
 
         Raises:
-            TokenRejected: inactive, not for this resource, expired, or not introspectable.
+            TokenRejected: inactive, not for this resource, expired, or not yet valid.
+            AuthUnavailable: the endpoint did not answer in time, failed, or answered junk.
         """
         if len(token) > MAX_TOKEN_CHARS:
             raise TokenRejected("token too long")
@@ -586,11 +653,11 @@ class IntrospectionVerifier(_Closable, _Verifier):
             return _reuse(cached, token, self.settings.leeway_s)
         try:
             answer = await self._introspect(token)
-        except _FetchFailed as exc:
-            log.warning("ERR_GATEWAY_AUTH: introspection failed: %s", exc)
-            raise TokenRejected("the token could not be introspected") from None
-        try:
             outcome = self._judge(token, answer)
+        except _FetchFailed as exc:  # not cached: once the server is well, the token is asked again
+            raise AuthUnavailable(
+                f"the token could not be introspected ({exc})", retry_after_s=self.settings.timeout_s
+            ) from None
         except TokenRejected as exc:
             self._cache.put(key, exc.reason, self.settings.introspection_ttl_s)
             raise
@@ -601,31 +668,57 @@ class IntrospectionVerifier(_Closable, _Verifier):
         return outcome
 
     async def _introspect(self, token: str) -> Any:
+        """The endpoint's answer, within `timeout_s` in all (waiting for a turn included: at most
+        32 introspections are in flight at once)."""
         from urllib.parse import quote
 
         s = self.settings
         assert s.introspection_url is not None and s.client_id and s.client_secret
-        basic = base64.b64encode(
-            f"{quote(s.client_id, safe='')}:{quote(s.client_secret, safe='')}".encode()
-        ).decode()
-        async with self._limiter:
-            self.requests += 1
-            return await fetch_json(
-                self._client(),
-                "POST",
-                s.introspection_url,
-                timeout_s=s.timeout_s,
-                max_bytes=s.max_response_bytes,
-                data={"token": token, "token_type_hint": "access_token"},
-                headers={"Authorization": f"Basic {basic}"},
-            )
+        form = {"token": token, "token_type_hint": "access_token"}
+        headers: dict[str, str] = {}
+        if s.client_auth == "client_secret_post":
+            form.update(client_id=s.client_id, client_secret=s.client_secret)
+        else:
+            basic = base64.b64encode(
+                f"{quote(s.client_id, safe='')}:{quote(s.client_secret, safe='')}".encode()
+            ).decode()
+            headers["Authorization"] = f"Basic {basic}"
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(s.timeout_s):
+                async with self._limiter:
+                    self.requests += 1
+                    return await fetch_json(
+                        self._client(),
+                        "POST",
+                        s.introspection_url,
+                        timeout_s=max(0.001, s.timeout_s - (time.monotonic() - started)),
+                        max_bytes=s.max_response_bytes,
+                        data=form,
+                        headers=headers,
+                    )
+        except TimeoutError:
+            raise _FetchFailed(f"no answer within {s.timeout_s:g} s") from None
 
     def _judge(self, token: str, answer: Any) -> AccessToken:
+        """The access info of an introspection answer.
+
+        Raises:
+            TokenRejected: the answer says the token is not good here.
+            _FetchFailed: the answer is not a well-formed RFC 7662 answer (junk: cannot decide).
+        """
         s = self.settings
         if not isinstance(answer, dict) or not isinstance(answer.get("active"), bool):
-            raise TokenRejected("the token could not be introspected")
+            raise _FetchFailed("the answer is not an introspection answer")
         if answer["active"] is not True:
             raise TokenRejected("token inactive")
+        for name in ("sub", "client_id", "scope", "username", "iss"):
+            if name in answer and not isinstance(answer[name], str):
+                raise _FetchFailed(f"malformed introspection answer (`{name}`)")
+        for name in ("exp", "nbf", "iat"):
+            value = answer.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise _FetchFailed(f"malformed introspection answer (`{name}`)")
         aud = answer.get("aud")
         given = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
         if not set(audiences(s.resource)) & {a for a in given if isinstance(a, str)}:
@@ -635,8 +728,6 @@ class IntrospectionVerifier(_Closable, _Verifier):
             value = answer.get(name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TokenRejected("malformed introspection answer")
             if late and value <= now - s.leeway_s:
                 raise TokenRejected("token expired")
             if not late and value > now + s.leeway_s:
@@ -644,9 +735,6 @@ class IntrospectionVerifier(_Closable, _Verifier):
         iss = answer.get("iss")
         if s.issuer and iss is not None and iss != s.issuer:
             raise TokenRejected("token issuer not accepted")
-        for name in ("sub", "client_id", "scope", "username"):
-            if name in answer and not isinstance(answer[name], str):
-                raise TokenRejected("malformed introspection answer")
         return _access_token(token, answer, s.resource)
 
 
@@ -663,6 +751,7 @@ class OAuthVerifier(_Verifier):
 
         Raises:
             TokenRejected: why the token is refused.
+            AuthUnavailable: the authorization server cannot be asked now.
         """
         if len(token) > MAX_TOKEN_CHARS:
             raise TokenRejected("token too long")

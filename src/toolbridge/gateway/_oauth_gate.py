@@ -16,6 +16,12 @@
    requires is **403** `insufficient_scope` with `scope="<needed>"`; a valid token that no
    client rule matches is **403** too. The body is `{"error", "error_description"}`. A token is
    never logged; a refusal is logged at INFO with its reason only.
+4. When the gateway cannot decide (`AuthUnavailable`: the authorization server's key set or
+   introspection endpoint is unreachable, too slow, or answers junk) the answer is **503** with
+   `Retry-After` and `{"error": "temporarily_unavailable", ...}`, not 401: the client keeps its
+   token and tries again. It is logged at WARNING as `ERR_GATEWAY_AUTH_UNAVAILABLE` with the
+   cause (never the token): the first one, then at most one line per `UNAVAILABLE_LOG_EVERY_S`
+   saying how many more there were.
 
 A verified token is also put where the SDK looks for it (`scope["user"]` as an
 `AuthenticatedUser`, and the SDK's auth context): a Streamable HTTP session then belongs to the
@@ -28,21 +34,24 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._oauth import OAuthSettings, OAuthVerifier, TokenRejected
+from ._oauth import AuthUnavailable, OAuthSettings, OAuthVerifier, TokenRejected
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
 
-__all__ = ["PRM_PREFIX", "ClientRule", "OAuthGate", "metadata_url"]
+__all__ = ["PRM_PREFIX", "UNAVAILABLE_LOG_EVERY_S", "ClientRule", "OAuthGate", "metadata_url"]
 
 log = logging.getLogger("toolbridge.gateway.oauth")
 
 PRM_PREFIX = "/.well-known/oauth-protected-resource"
 ClaimValue = str | int | bool
+UNAVAILABLE_LOG_EVERY_S = 10.0
+"""During an outage of the authorization server, at most one 503 log line per this period."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,8 @@ class OAuthGate:
         for rule in self.rules:
             required.update(rule.scopes)
         self.scopes_supported = sorted(required)
+        self._unavailable_logged_at = -float("inf")
+        self._unavailable_unlogged = 0
 
     def _metadata_app(self, resource_name: str | None) -> ASGIApp:
         from mcp.server.auth.routes import create_protected_resource_routes
@@ -233,6 +244,10 @@ class OAuthGate:
             log.info("ERR_GATEWAY_AUTH: a request was refused: %s", exc.reason)
             await self._refuse(send, exc)
             return
+        except AuthUnavailable as exc:
+            self._log_unavailable(exc)
+            await self._unavailable(send, exc.retry_after_s)
+            return
         except Exception as exc:  # a verifier's bug must not become a 500 with a traceback
             log.warning("ERR_GATEWAY_AUTH: a token could not be verified (%s)", type(exc).__name__)
             await self._refuse(send, TokenRejected("the token could not be verified"))
@@ -244,6 +259,42 @@ class OAuthGate:
         scope["user"] = AuthenticatedUser(access)
         scope["auth"] = AuthCredentials(list(access.scopes))
         await self._authed_app(scope, receive, send)
+
+    def _log_unavailable(self, exc: AuthUnavailable) -> None:
+        now = time.monotonic()
+        if now - self._unavailable_logged_at < UNAVAILABLE_LOG_EVERY_S:
+            self._unavailable_unlogged += 1
+            return
+        more = self._unavailable_unlogged
+        self._unavailable_logged_at, self._unavailable_unlogged = now, 0
+        log.warning(
+            "ERR_GATEWAY_AUTH_UNAVAILABLE: a request was answered 503: %s%s",
+            exc.message,
+            f" ({more} more since the last such line)" if more else "",
+        )
+
+    @staticmethod
+    async def _unavailable(send: Any, retry_after_s: int) -> None:
+        body = json.dumps(
+            {
+                "error": "temporarily_unavailable",
+                "error_description": "the token cannot be verified now: the authorization server "
+                "cannot be reached; try again later",
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(retry_after_s).encode()),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
     async def _refuse(self, send: Any, exc: TokenRejected | None) -> None:
         parts: list[str] = []

@@ -119,6 +119,9 @@ class GatewayIntrospection(_Closed):
     """The gateway's client id there."""
     client_secret: SecretText
     """The gateway's client secret there, written as `"${{ secrets.NAME }}"`."""
+    client_auth: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"
+    """How the gateway sends its credentials there: HTTP Basic (`client_secret_basic`, the
+    default) or in the request body (`client_secret_post`)."""
 
     @model_validator(mode="after")
     def _checked(self) -> GatewayIntrospection:
