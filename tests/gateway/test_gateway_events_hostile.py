@@ -16,8 +16,18 @@ from gw_helpers import TOOLBRIDGE, gateway_stdio, stdio_params, upstream_manifes
 from mcp.shared.message import SessionMessage
 from test_gateway_events import BINDING, ME, Heard, events_of
 
-from toolbridge.gateway import create_server, open_gateway
-from toolbridge.gateway._events import LOG_DATA_LIMIT, OUTBOX_SIZE, UPSTREAM_BURST, UPSTREAM_PER_SECOND
+from toolbridge.gateway import _events, create_server, open_gateway
+from toolbridge.gateway._events import (
+    LISTEN_HOLD_S,
+    LOG_DATA_LIMIT,
+    MAX_HELD_PER_IDENTITY,
+    MAX_LISTEN_PER_IDENTITY,
+    OUTBOX_SIZE,
+    SUBSCRIBE_TIMEOUT_S,
+    UPSTREAM_BURST,
+    UPSTREAM_PER_SECOND,
+    EventHub,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -211,3 +221,156 @@ async def test_listen_streams_are_bounded_and_cleaned_up(tmp_path: Path) -> None
     subs = [c for c in calls if c.startswith("sub:")]
     unsubs = [c for c in calls if c.startswith("unsub:")]
     assert sorted(s[4:] for s in subs) == sorted(u[6:] for u in unsubs), "every hold let go"
+
+
+async def test_one_identity_cannot_take_every_listen_stream(tmp_path: Path) -> None:
+    """alice opens as many listen streams as one identity may: her next one is refused with a
+    clear error, bob still listens, and alice listens again once she closed one."""
+    from contextlib import AsyncExitStack
+
+    from gw_helpers import gateway_http
+    from mcp.shared.exceptions import MCPError
+    from test_gateway_events import ALICE, BOB, ENV, TWO, http_client
+
+    manifest = upstream_manifest(tmp_path, clients=TWO, binding=BINDING)
+    with gateway_http(manifest, env=ENV) as url:
+        async with http_client(url, ALICE, "auto") as alice, http_client(url, BOB, "auto") as bob:
+            with anyio.fail_after(60):
+                async with AsyncExitStack() as streams:
+                    for _ in range(MAX_LISTEN_PER_IDENTITY):
+                        await streams.enter_async_context(alice.listen(tools_list_changed=True))
+                    with pytest.raises(MCPError) as refused:
+                        async with alice.listen(tools_list_changed=True):
+                            pass
+                    assert f"at most {MAX_LISTEN_PER_IDENTITY} listen streams" in str(refused.value)
+                    async with bob.listen(tools_list_changed=True) as sub:  # bob is not starved
+                        assert sub.honored.tools_list_changed
+                    assert (await alice.call_tool("up_echo", {"text": "ok"})).content[0].text == "ok"  # type: ignore[union-attr]
+                await anyio.sleep(0.5)  # the streams closed: the slots are free again
+                async with alice.listen(tools_list_changed=True) as sub:
+                    assert sub.honored.tools_list_changed
+
+
+async def test_a_hung_subscription_costs_a_bounded_wait(tmp_path: Path) -> None:
+    """The upstream never answers `resources/subscribe` for some URIs: a listen asking for them is
+    answered within `LISTEN_HOLD_S` (with what could be held), and the connection keeps serving."""
+    manifest = upstream_manifest(tmp_path, clients=ME, binding=BINDING)
+    async with gateway_stdio(manifest, "auto") as client:
+        started = time.monotonic()
+        answered: list[float] = []
+
+        async def meanwhile() -> None:
+            while not answered:
+                with anyio.fail_after(5):
+                    echoed = await client.call_tool("up_echo", {"text": "still here"})
+                assert echoed.content[0].text == "still here"  # type: ignore[union-attr]
+                await anyio.sleep(0.5)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(meanwhile)
+            with anyio.fail_after(LISTEN_HOLD_S + 10):
+                uris = ["test://hang-1", "test://hang-2", "test://readme"]
+                async with client.listen(resource_subscriptions=uris) as sub:
+                    answered.append(time.monotonic() - started)
+                    honored = sub.honored.resource_subscriptions or []
+        assert LISTEN_HOLD_S - 1 <= answered[0] <= LISTEN_HOLD_S + 5, answered
+        assert "test://hang-1" not in honored and "test://hang-2" not in honored
+    assert SUBSCRIBE_TIMEOUT_S < LISTEN_HOLD_S < 2 * SUBSCRIBE_TIMEOUT_S  # so the second hang is cut
+
+
+class _Client:
+    """Stands for an upstream client as far as the hub sees it (it taps the message handler)."""
+
+    def _message_handler(self, conn: Any) -> Any:
+        async def handle(message: Any) -> None:
+            pass
+
+        return handle
+
+
+class _Src:
+    """A source of the hub: a name, an upstream client, resources passed through."""
+
+    def __init__(self, name: str, hub: EventHub | None = None) -> None:
+        self.name, self.client, self.resources = name, _Client(), True
+        if hub is not None:
+            hub.tap(self.client, self)  # type: ignore[arg-type]
+
+
+async def test_a_hung_upstream_delays_only_its_own_subscriptions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_events, "SUBSCRIBE_TIMEOUT_S", 1.0)
+    hub = EventHub()
+    hung, ok = _Src("hung"), _Src("ok")
+    asked: list[tuple[str, str, bool]] = []
+
+    async def upstream(client: Any, uri: str, subscribe: bool) -> None:
+        asked.append(("hung" if client is hung.client else "ok", uri, subscribe))
+        if client is hung.client:
+            await anyio.sleep_forever()
+
+    took: dict[str, tuple[bool, float]] = {}
+
+    async def hold(name: str, holder: object, uri: str, src: _Src) -> None:
+        started = time.monotonic()
+        held = await hub.hold(holder, uri, [src], upstream, owner="x")
+        took[name] = (held, time.monotonic() - started)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold, "hung", object(), "test://a", hung)
+            await anyio.sleep(0.1)
+            tg.start_soon(hold, "ok", object(), "test://b", ok)
+    assert not took["hung"][0] and 0.9 < took["hung"][1] < 2, took  # refused after its timeout
+    assert took["ok"][0] and took["ok"][1] < 0.5, took  # not held up by the other upstream's lock
+    assert asked == [("hung", "test://a", True), ("ok", "test://b", True)]
+    assert hub.held_by("x") == 1
+
+
+async def test_an_identity_holds_a_bounded_number_of_subscriptions() -> None:
+    hub = EventHub()
+    src = _Src("up", hub)
+    upstream_calls: list[bool] = []
+
+    async def upstream(client: Any, uri: str, subscribe: bool) -> None:
+        upstream_calls.append(subscribe)
+
+    holders = [object() for _ in range(MAX_HELD_PER_IDENTITY // 256 + 1)]
+    held = 0
+    for holder in holders:  # many connections or streams of one identity
+        for i in range(256):
+            held += await hub.hold(holder, f"test://{id(holder)}/{i}", [src], upstream, owner="alice")
+    assert held == MAX_HELD_PER_IDENTITY == hub.held_by("alice")
+    assert await hub.hold(object(), "test://bob", [src], upstream, owner="bob")  # others still may
+    await hub.let_go(holders[0], None, upstream)
+    assert hub.held_by("alice") == MAX_HELD_PER_IDENTITY - 256
+    assert await hub.hold(holders[-1], "test://again", [src], upstream, owner="alice")
+    for holder in holders:
+        await hub.let_go(holder, None, upstream)
+    assert hub.held_by("alice") == 0
+    assert upstream_calls.count(True) == MAX_HELD_PER_IDENTITY + 2  # alice's, bob's, "again"
+    assert upstream_calls.count(False) == MAX_HELD_PER_IDENTITY + 1  # all of alice's let go
+
+
+async def test_letting_go_on_a_hung_upstream_frees_the_count_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_events, "SUBSCRIBE_TIMEOUT_S", 0.3)
+    hub = EventHub()
+    src = _Src("up", hub)
+    hang = {"now": False}
+    unsubscribing: list[str] = []
+
+    async def upstream(client: Any, uri: str, subscribe: bool) -> None:
+        if not subscribe:
+            unsubscribing.append(uri)
+        if hang["now"]:
+            await anyio.sleep_forever()
+
+    holder = object()
+    for i in range(5):
+        assert await hub.hold(holder, f"test://{i}", [src], upstream, owner="alice")
+    hang["now"] = True
+    with anyio.move_on_after(0.5):  # cut short, as a caller's deadline would
+        await hub.let_go(holder, None, upstream)
+    assert hub.held_by("alice") == 0  # counted free at once, whatever the upstream does
+    assert len(unsubscribing) == 2, unsubscribing  # one timed out, the next cut by the deadline
+    hang["now"] = False
+    assert await hub.hold(object(), "test://4", [src], upstream, owner="alice")  # reused or renewed

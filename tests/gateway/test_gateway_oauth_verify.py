@@ -516,6 +516,22 @@ async def test_introspection_client_secret_post(srv: AuthServer) -> None:
         intro_settings(srv, client_auth="private_key_jwt")
 
 
+async def test_a_bloated_introspection_answer_is_not_cached(srv: AuthServer) -> None:
+    """Every cached answer keeps its claims: an answer over 32 KiB is junk (cannot decide), so the
+    cache holds at most cache_size x 32 KiB whatever the server sends."""
+    from toolbridge.gateway._oauth import MAX_INTROSPECTION_BYTES
+
+    v = IntrospectionVerifier(intro_settings(srv))
+    fat = srv.opaque(sub="a", aud=RES, padding="p" * MAX_INTROSPECTION_BYTES)
+    fine = srv.opaque(sub="a", aud=RES, padding="p" * (MAX_INTROSPECTION_BYTES - 200))
+    try:
+        assert "too big" in (await unavailable(v, fat)).message
+        assert len(v._cache) == 0
+        assert (await v.check(fine)).subject == "a"
+    finally:
+        await v.aclose()
+
+
 async def test_introspection_cache_is_bounded(srv: AuthServer) -> None:
     v = IntrospectionVerifier(intro_settings(srv, cache_size=4))
     tokens = [srv.opaque(sub=f"u{i}", aud=RES) for i in range(10)]

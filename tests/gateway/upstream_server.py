@@ -18,7 +18,8 @@ Outside a call (in the background, 0.2 s after answering): `tick` sends
 `notifications/resources/list_changed`; `storm` sends 20 000 resource updates and 20 000 log
 messages as fast as it can; `junknotes` writes malformed notifications on stdout, then a valid
 update of `test://readme`. Subscriptions (`resources/subscribe`, `unsubscribe`) are appended
-to STATE_DIR/events.log as `sub:URI` / `unsub:URI`, the logging level as `level:LEVEL`.
+to STATE_DIR/events.log as `sub:URI` / `unsub:URI`, the logging level as `level:LEVEL`; a
+subscription to a URI starting `test://hang` never answers.
 Also a resource `test://readme` and a prompt `greeting`.
 """
 
@@ -230,6 +231,8 @@ async def _subscribe(
     ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
 ) -> types.EmptyResult:
     _event(f"sub:{params.uri}")
+    if str(params.uri).startswith("test://hang"):
+        await anyio.sleep_forever()
     return types.EmptyResult()
 
 

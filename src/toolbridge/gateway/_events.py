@@ -18,11 +18,17 @@
   `ListenHandler` over an in-process bus): list changes, and the resource URIs the stream asked
   for that the identity may read. A stream whose client stops reading is ended by the SDK at
   `LISTEN_BUFFER` events (the client listens again; events carry no state worth replaying).
+  At most `MAX_LISTEN_STREAMS` streams are open at once, and at most `MAX_LISTEN_PER_IDENTITY`
+  of them for one identity (a further one is refused), so one client cannot take them all.
 - **Resource subscriptions** are shared: the first holder of a URI (a handshake-era connection's
   `resources/subscribe`, or a listen stream) subscribes the upstream (`resources/subscribe` on a
   handshake-era upstream, a `subscriptions/listen` stream for the URI on a 2026-07-28 one), the
   last one to let go unsubscribes it. An update goes only to the holders of that URI on that
-  upstream.
+  upstream. One holder holds at most `MAX_SUBSCRIPTIONS` URIs, one identity at most
+  `MAX_HELD_PER_IDENTITY` across all its connections and streams. Subscribing and unsubscribing
+  an upstream is serialised per upstream, never across upstreams: a hung upstream delays only the
+  subscriptions it serves (each exchange within `SUBSCRIBE_TIMEOUT_S`), and a listen request
+  spends at most `LISTEN_HOLD_S` holding its URIs (those not held by then are not honored).
 - **Log messages** go to handshake-era connections that asked with `logging/setLevel` (at or above
   their level; the upstreams are set to the most verbose level any connection asked for), to
   2026-07-28 calls in flight on that upstream whose request opted in (`_meta` log level), and
@@ -38,8 +44,8 @@ import logging
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,11 +76,15 @@ if TYPE_CHECKING:
 __all__ = [
     "LEVELS",
     "LISTEN_BUFFER",
+    "LISTEN_HOLD_S",
     "LOG_DATA_LIMIT",
+    "MAX_HELD_PER_IDENTITY",
     "MAX_LINKS",
+    "MAX_LISTEN_PER_IDENTITY",
     "MAX_SUBSCRIPTIONS",
     "OUTBOX_SIZE",
     "SEND_TIMEOUT_S",
+    "SUBSCRIBE_TIMEOUT_S",
     "UPSTREAM_BURST",
     "UPSTREAM_PER_SECOND",
     "EventHub",
@@ -95,6 +105,14 @@ MAX_URI_CHARS = 4096
 LISTEN_BUFFER = 256
 """Events waiting on one listen stream before the SDK ends it."""
 MAX_LISTEN_STREAMS = 1024
+MAX_LISTEN_PER_IDENTITY = 64
+"""Listen streams one identity may have open at once."""
+MAX_HELD_PER_IDENTITY = 1024
+"""Resource subscriptions one identity may hold, over all its connections and listen streams."""
+SUBSCRIBE_TIMEOUT_S = 10.0
+"""The longest one upstream `resources/subscribe` (or unsubscribe, or listen opening) may take."""
+LISTEN_HOLD_S = 15.0
+"""The longest a listen request spends subscribing its URIs before it is answered."""
 UPSTREAM_BURST = 200
 UPSTREAM_PER_SECOND = 100.0
 LOG_DATA_LIMIT = 4000
@@ -192,7 +210,14 @@ class EventHub:
         # (id(upstream client), uri) -> holders; holder -> its (client id, uri) keys
         self._held: dict[tuple[int, str], set[object]] = {}
         self._holdings: dict[object, set[tuple[int, str]]] = {}
-        self._lock = anyio.Lock()
+        self._owners: dict[object, str] = {}
+        """holder -> the identity it belongs to (for `MAX_HELD_PER_IDENTITY`)."""
+        self._held_by: dict[str, int] = {}
+        """identity name -> subscriptions its holders hold."""
+        self._locks: dict[int, anyio.Lock] = {}
+        """id(upstream client) -> the lock serialising its (un)subscriptions."""
+        self._listening: dict[str, int] = {}
+        """identity name -> its open listen streams."""
         self._upstream_level: str | None = None
         self._listens: dict[tuple[int, str], anyio.CancelScope] = {}
         self.routers: dict[int, Any] = {}
@@ -529,70 +554,138 @@ class EventHub:
 
     # ------------------------------------------------------------------------------ subscriptions
 
-    async def hold(
-        self, holder: object, uri: str, candidates: Sequence[Source], upstream: SendUpstream | None = None
-    ) -> bool:
-        """`holder` subscribes to `uri` on the first of `candidates` that takes it.
+    def _lock_of(self, client_id: int) -> anyio.Lock:
+        lock = self._locks.get(client_id)
+        if lock is None:
+            lock = self._locks[client_id] = anyio.Lock()
+        return lock
 
-        The upstream is subscribed only when `holder` is its first holder of `uri`.
-        Returns False when no candidate took it (or `holder` holds too many).
+    def _take(self, holder: object, key: tuple[int, str]) -> None:
+        self._holdings.setdefault(holder, set()).add(key)
+        owner = self._owners.get(holder)
+        if owner is not None:
+            self._held_by[owner] = self._held_by.get(owner, 0) + 1
+
+    def _drop(self, holder: object, key: tuple[int, str]) -> None:
+        mine = self._holdings.get(holder)
+        if mine is None or key not in mine:
+            return
+        mine.discard(key)
+        owner = self._owners.get(holder)
+        if owner is not None:
+            left = self._held_by.get(owner, 1) - 1
+            if left > 0:
+                self._held_by[owner] = left
+            else:
+                self._held_by.pop(owner, None)
+        if not mine:
+            del self._holdings[holder]
+
+    def held_by(self, owner: str) -> int:
+        """The resource subscriptions the holders of identity `owner` hold."""
+        return self._held_by.get(owner, 0)
+
+    async def hold(
+        self,
+        holder: object,
+        uri: str,
+        candidates: Sequence[Source],
+        upstream: SendUpstream | None = None,
+        *,
+        owner: str | None = None,
+    ) -> bool:
+        """`holder` (of identity `owner`) subscribes to `uri` on the first of `candidates` that takes it.
+
+        The upstream is subscribed only when `holder` is its first holder of `uri`, within
+        `SUBSCRIBE_TIMEOUT_S`, under that upstream's lock only.
+        Returns False when no candidate took it, or `holder` (or its identity) holds too many.
         """
         if len(uri) > MAX_URI_CHARS:
             return False
-        async with self._lock:
-            mine = self._holdings.setdefault(holder, set())
+        if owner is not None:
+            self._owners.setdefault(holder, owner)
+        owner = self._owners.get(holder)
+        try:
             for source in candidates:
                 key = (id(source.client), uri)
-                if key in mine:
-                    return True
-                if len(mine) >= MAX_SUBSCRIPTIONS:
-                    return False
-                holders = self._held.get(key)
-                if holders:
+                async with self._lock_of(key[0]):
+                    mine = self._holdings.get(holder, set())
+                    if key in mine:
+                        return True
+                    if len(mine) >= MAX_SUBSCRIPTIONS:
+                        return False
+                    if owner is not None and self._held_by.get(owner, 0) >= MAX_HELD_PER_IDENTITY:
+                        return False
+                    holders = self._held.get(key)
+                    if holders is None:  # (an empty set: let go, not yet unsubscribed: reused)
+                        try:
+                            with anyio.fail_after(SUBSCRIBE_TIMEOUT_S):
+                                await (upstream or self.upstream_subscription)(source.client, uri, True)
+                        except LookupError:
+                            continue  # this upstream has no subscriptions
+                        except Exception as exc:
+                            log.info("resources/subscribe on %s failed: %s", source.name, type(exc).__name__)
+                            continue
+                        holders = self._held[key] = set()
                     holders.add(holder)
-                    mine.add(key)
+                    self._take(holder, key)
                     return True
-                try:
-                    await (upstream or self.upstream_subscription)(source.client, uri, True)
-                except LookupError:
-                    continue  # this upstream has no subscriptions
-                except Exception as exc:
-                    log.info("resources/subscribe on %s failed: %s", source.name, type(exc).__name__)
-                    continue
-                self._held[key] = {holder}
-                mine.add(key)
-                return True
-            if not mine:
-                self._holdings.pop(holder, None)
             return False
+        finally:
+            if holder not in self._holdings:
+                self._owners.pop(holder, None)
 
     async def let_go(self, holder: object, uri: str | None, upstream: SendUpstream | None = None) -> bool:
-        """`holder` lets go of `uri` (None: of everything); the last holder unsubscribes the upstream."""
+        """`holder` lets go of `uri` (None: of everything); the last holder unsubscribes the upstream.
+
+        The bookkeeping is done at once; the upstream exchanges follow, each within
+        `SUBSCRIBE_TIMEOUT_S` under its upstream's lock (a URI held again meanwhile stays).
+        """
         send = upstream or self.upstream_subscription
-        async with self._lock:
-            mine = self._holdings.get(holder)
-            if not mine:
-                return False
-            keys = [k for k in mine if uri is None or k[1] == uri]
-            for key in keys:
-                mine.discard(key)
-                holders = self._held.get(key)
-                if holders is None:
-                    continue
+        keys = [k for k in self._holdings.get(holder, ()) if uri is None or k[1] == uri]
+        for key in keys:
+            self._drop(holder, key)
+            holders = self._held.get(key)
+            if holders is not None:
                 holders.discard(holder)
-                if holders:
-                    continue
+        if holder not in self._holdings:
+            self._owners.pop(holder, None)
+        for key in keys:
+            if key not in self._held or self._held[key]:
+                continue  # held by others (or already unsubscribed)
+            async with self._lock_of(key[0]):
+                if self._held.get(key) != set():
+                    continue  # held again meanwhile, or unsubscribed by another
                 del self._held[key]
-                client = self._upstreams.get(key[0])
-                if client is None:
+                entry = self._upstreams.get(key[0])
+                if entry is None:
                     continue
                 try:
-                    await send(client.client, key[1], False)
+                    with anyio.fail_after(SUBSCRIBE_TIMEOUT_S):
+                        await send(entry.client, key[1], False)
                 except Exception as exc:
                     log.info("resources/unsubscribe upstream failed: %s", type(exc).__name__)
-            if not mine:
-                self._holdings.pop(holder, None)
-            return bool(keys)
+        return bool(keys)
+
+    @contextmanager
+    def listen_slot(self, identity: Identity) -> Iterator[None]:
+        """One listen stream of `identity` while the block runs.
+
+        Raises:
+            LookupError: the identity has `MAX_LISTEN_PER_IDENTITY` streams open already.
+        """
+        name = identity.name
+        if self._listening.get(name, 0) >= MAX_LISTEN_PER_IDENTITY:
+            raise LookupError(f"at most {MAX_LISTEN_PER_IDENTITY} listen streams per client")
+        self._listening[name] = self._listening.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._listening.get(name, 1) - 1
+            if left > 0:
+                self._listening[name] = left
+            else:
+                self._listening.pop(name, None)
 
     async def release(self, holder: object) -> None:
         await self.let_go(holder, None)

@@ -15,9 +15,10 @@ Two ways to verify a token, either or both:
   server's introspection endpoint with the gateway's client credentials (HTTP Basic by default,
   `client_secret_basic`; or in the form, `client_secret_post`); the answer
   must be a JSON object with `active: true`, an `aud` that contains the resource URL, an `exp`
-  in the future (when given), and `iss` equal to the issuer (when both are given). Answers are
-  cached by the token's SHA-256 (never the token) for `introspection_ttl_s` at most, in a
-  bounded cache; a failed exchange (timeout, HTTP error, junk) is not cached.
+  in the future (when given), and `iss` equal to the issuer (when both are given); it is read up
+  to `MAX_INTROSPECTION_BYTES`. Answers are cached by the token's SHA-256 (never the token) for
+  `introspection_ttl_s` at most, in a bounded cache; a failed exchange (timeout, HTTP error,
+  junk) is not cached.
 
 A token proven bad raises `TokenRejected` (401). When the gateway cannot decide because the
 authorization server cannot be asked (no answer in time, a connection failure, an HTTP error,
@@ -88,6 +89,9 @@ _EC_CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
 MAX_TOKEN_CHARS = 16_384
 """A bearer token longer than this is refused before it is parsed."""
 _MAX_KEYS = 100
+MAX_INTROSPECTION_BYTES = 32_768
+"""The largest introspection answer read (a larger one is junk: 503). Each cached answer keeps
+its claims, so the cache holds at most `cache_size` times this."""
 CLIENT_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
 """How the gateway authenticates itself at the introspection endpoint (RFC 7591 names)."""
 
@@ -163,7 +167,8 @@ class OAuthSettings:
             (never past `exp`; 0: every request is verified). A key removed from the key set
             stops its tokens after at most this long (and `jwks_ttl_s`).
         timeout_s: the longest one fetch or introspection may take.
-        max_response_bytes: the largest key set or introspection answer read.
+        max_response_bytes: the largest key set read (and introspection answer, at most
+            `MAX_INTROSPECTION_BYTES`).
         cache_size: the most introspection answers kept.
     """
 
@@ -693,7 +698,7 @@ class IntrospectionVerifier(_Closable, _Verifier):
                         "POST",
                         s.introspection_url,
                         timeout_s=max(0.001, s.timeout_s - (time.monotonic() - started)),
-                        max_bytes=s.max_response_bytes,
+                        max_bytes=min(s.max_response_bytes, MAX_INTROSPECTION_BYTES),
                         data=form,
                         headers=headers,
                     )

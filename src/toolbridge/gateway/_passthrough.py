@@ -200,7 +200,7 @@ def add_passthrough(
         if link is None:  # no channel to deliver updates on: nothing to subscribe upstream
             if found:
                 return types.EmptyResult()
-        elif await hub.hold(link.key, uri, found):
+        elif await hub.hold(link.key, uri, found, owner=identity.name):
             return types.EmptyResult()
         raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
 

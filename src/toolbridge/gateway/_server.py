@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..errors import bounded
 from ._core import GatewayCore, Identity, page_of
-from ._events import MAX_SUBSCRIPTIONS
+from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
 
 if TYPE_CHECKING:
@@ -85,15 +85,23 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
         holder = object()
         kept: list[str] = []
         try:
-            for uri in wanted[:MAX_SUBSCRIPTIONS]:
-                if isinstance(uri, str) and await hub.hold(holder, uri, hub.candidates(identity, uri)):
-                    kept.append(uri)
+            slot = hub.listen_slot(identity)
+            slot.__enter__()
+        except LookupError as exc:  # one client may not take every stream of the gateway
+            raise MCPError(types.INVALID_REQUEST, str(exc)) from None
+        try:
+            with anyio.move_on_after(LISTEN_HOLD_S):  # URIs not held by then are not honored
+                for uri in wanted[:MAX_SUBSCRIPTIONS]:
+                    candidates = hub.candidates(identity, uri) if isinstance(uri, str) else []
+                    if candidates and await hub.hold(holder, uri, candidates, owner=identity.name):
+                        kept.append(uri)
             notifications = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
             result: types.SubscriptionsListenResult = await hub.listen_handler(
                 ctx, params.model_copy(update={"notifications": notifications})
             )
             return result
         finally:
+            slot.__exit__(None, None, None)
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                 await hub.release(holder)
 
