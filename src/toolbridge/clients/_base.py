@@ -201,6 +201,8 @@ class ConnectionClient:
 
     _shutdown_grace_s: float = 5.0
     _net = "inproc"  # `network.transport` of the `mcp.client.operation.duration` metric
+    accepts_deadline = True
+    """`call_tool` takes a caller's `deadline=` (the governed runtime gives it its tool timeout)."""
 
     def __init__(
         self,
@@ -411,6 +413,7 @@ class ConnectionClient:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - a deadline per call is the API
         progress: ProgressHandler | None = None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Call one tool and return its result in wire form (see `call_result_to_dict`).
 
@@ -423,6 +426,11 @@ class ConnectionClient:
             timeout: deadline in seconds for this call (default: the client-wide timeout); each
                 progress notification of the call starts it anew.
             progress: receives the server's progress notifications for this call.
+            deadline: the caller's own deadline, in event-loop time (`anyio.current_time()`),
+                enforced in the call's one cancel scope together with `timeout` (progress never
+                moves it). When it passes first, the call raises `TimeoutError` instead of
+                `McpTimeoutError`: the caller's limit ran out, not the client's (the governed
+                runtime's tool timeout comes this way, so a governed call enters one scope).
 
         Raises:
             ConfigError: `ERR_INVALID_INPUT`: the name or the arguments cannot be sent (a lone
@@ -435,9 +443,13 @@ class ConnectionClient:
             ProtocolError: the result broke the protocol (for example structured content that does
                 not match the tool's output schema).
             JsonRpcError: the server answered with a JSON-RPC error.
+            TimeoutError: `deadline` passed before the client's own deadline (the server was told
+                to cancel).
         """
         if timeout is not None and timeout <= 0:
             raise ConfigError(f"timeout must be positive or None, got {timeout!r}")
+        if deadline is not None and (type(deadline) not in (float, int) or math.isnan(deadline)):
+            raise ConfigError(f"deadline must be a time of the event loop's clock, got {deadline!r}")
         limit = timeout if timeout is not None else self._timeout
         args = dict(arguments) if arguments else {}
 
@@ -450,18 +462,19 @@ class ConnectionClient:
         # One deadline for the whole call: connecting (if needed), and a retry on a new session;
         # each progress notification of the call pushes it back by `limit`. The attempts run
         # here, not in helpers: every coroutine layer is paid again at each suspension.
-        deadline = RollingDeadline(limit, progress)
+        rolling = RollingDeadline(limit, progress, deadline)
+        caller_timeout: TimeoutError | None = None
         try:
             for attempt in range(2):
                 timed: types.CallToolResult | None = None
                 try:
-                    with deadline.scope_class() as scope:  # anyio.CancelScope()
-                        deadline.arm(scope)
+                    with rolling.scope_class() as scope:  # anyio.CancelScope()
+                        rolling.arm(scope)
                         conn: _Connection | None = None
                         try:
                             conn = self._ready_connection() or await self._connection()
                             timed = await self._sdk_of(conn).call_tool(
-                                name, args, progress_callback=deadline.callback
+                                name, args, progress_callback=rolling.callback
                             )
                         except BaseException as exc:
                             if conn is None:  # connecting failed: its errors are already ours
@@ -473,13 +486,18 @@ class ConnectionClient:
                                 raise
                             raise  # pragma: no cover - _raise_mapped always raises
                         finally:
-                            deadline.disarm(scope)
+                            rolling.disarm(scope)
                 except SessionInvalidError:
                     if attempt == 0:
                         self.logger.info("%s: HTTP session rejected; opening a new session", what())
                         continue
                     raise
                 if scope.cancelled_caught or timed is None:
+                    if rolling.caller_first:
+                        caller_timeout = TimeoutError(
+                            f"{what()}: the caller's deadline passed; the server was told to cancel"
+                        )
+                        raise caller_timeout
                     raise McpTimeoutError(
                         f"{what()}: no answer within {limit}s (nor progress); the server was told to cancel"
                     )
@@ -488,7 +506,10 @@ class ConnectionClient:
             else:  # pragma: no cover - the second attempt returns or raises
                 raise AssertionError("unreachable")
         except BaseException as exc:
-            record_mcp_operation("tools/call", started, tool=name, error=exc, transport=self._net)
+            # The caller's deadline is recorded as it was when the caller had a scope of its own:
+            # a call that its caller cancelled.
+            error = asyncio.CancelledError() if exc is caller_timeout else exc
+            record_mcp_operation("tools/call", started, tool=name, error=error, transport=self._net)
             raise
         record_mcp_operation("tools/call", started, tool=name, transport=self._net)
         return result

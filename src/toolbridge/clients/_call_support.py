@@ -18,37 +18,50 @@ __all__ = ["RollingDeadline", "note_fallback"]
 
 
 class RollingDeadline:
-    """One call's deadline: `limit` seconds from now, pushed back by each progress notification.
+    """One call's deadline: `limit` seconds from now, pushed back by each progress notification,
+    and never later than the caller's own deadline (`caller`, event-loop time) when one is given.
 
     `arm(scope)` gives the cancel scope of one attempt the deadline (a retry on a new session
     shares it) and `disarm(scope)` takes it back before the scope exits; the event loop's
     `DeadlineWatch` cancels the scope when the deadline passes (one timer for every call, not
     one each). `callback` is what the SDK gets as the call's progress callback: it moves the
-    deadline to `limit` seconds after the notification, then hands the notification to the
-    caller's own handler. With no limit there is no deadline, and `callback` is the caller's
-    handler itself.
+    client's deadline to `limit` seconds after the notification (the caller's never moves), then
+    hands the notification to the caller's own handler. With neither a limit nor a caller's
+    deadline there is no deadline, and `callback` is the caller's handler itself.
+
+    `caller_first` tells, once the scope was cancelled, whose deadline it was: the caller's when
+    it was not later than the client's (a tie goes to the caller, as it did when the caller had
+    a cancel scope of its own around the client's).
     """
 
-    def __init__(self, limit: float | None, progress: Any) -> None:
+    __slots__ = ("_at", "_caller", "_progress", "_scope", "_watch", "callback", "limit", "scope_class")
+
+    def __init__(self, limit: float | None, progress: Any, caller: float | None = None) -> None:
         self.limit = limit
         self._progress = progress
         self._scope: anyio.CancelScope | None = None
-        if limit is None:
+        self._caller = math.inf if caller is None else caller
+        if limit is None and caller is None:
             self._watch: DeadlineWatch | None = None
             self._at = math.inf
             self.callback = cast(ProgressFnT | None, progress)
             self.scope_class: type[anyio.CancelScope] = anyio.CancelScope
-        else:
-            self._watch = watch = deadline_watch()
-            self._at = asyncio.get_running_loop().time() + limit
-            self.callback = self._on_progress
-            self.scope_class = watch.scope_class  # the loop's class: no backend lookup per call
+            return
+        self._watch = watch = deadline_watch()
+        self._at = math.inf if limit is None else asyncio.get_running_loop().time() + limit
+        self.callback = cast(ProgressFnT | None, progress) if limit is None else self._on_progress
+        self.scope_class = watch.scope_class  # the loop's class: no backend lookup per call
+
+    @property
+    def caller_first(self) -> bool:
+        """Whether the caller's deadline is the one that ends the call (see the class)."""
+        return self._caller != math.inf and self._caller <= self._at
 
     def arm(self, scope: anyio.CancelScope) -> None:
         """Make the deadline `scope`'s (entered, for one attempt)."""
         self._scope = scope
         if self._watch is not None:
-            self._watch.arm(scope, self._at)
+            self._watch.arm(scope, min(self._at, self._caller))
 
     def disarm(self, scope: anyio.CancelScope) -> None:
         """Take the deadline back from `scope` (before it exits)."""
@@ -59,7 +72,7 @@ class RollingDeadline:
         assert self.limit is not None and self._watch is not None
         self._at = max(self._at, anyio.current_time() + self.limit)
         if self._scope is not None:
-            self._watch.move(self._scope, self._at)
+            self._watch.move(self._scope, min(self._at, self._caller))
         if self._progress is not None:
             await self._progress(progress, total, message)
 

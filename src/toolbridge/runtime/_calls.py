@@ -432,28 +432,34 @@ class CallRules(SessionCore):
             st.in_flight[plan.row] = effects
             raw: Any = None
             try:
-                # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
-                # manager) whose deadline the loop's `DeadlineWatch` keeps (no timer of its own);
-                # only the deadline can cancel it, so a caught cancellation is a timeout.
                 deadline = min(_now() + plan.timeout_ms / 1000, self._deadline)
-                watch = deadline_watch()
-                with watch.scope_class() as limit:  # anyio.CancelScope(), minus the backend lookup
-                    watch.arm(limit, deadline)
-                    try:
-                        if plan.tool is not None:
-                            raw = await plan.tool.send(plan.validated, tctx)
-                        else:
-                            assert invoke is not None  # only a declared tool's caller may omit it
-                            raw = await invoke()
-                    except BaseException:
-                        # The call failed or was cancelled: a tool polling its signal stops
-                        # (`McpTool.send` is the client's coroutine itself and leaves it here).
-                        tctx.signal.set()
-                        raise
-                    finally:
-                        watch.disarm(limit)
-                if limit.cancelled_caught:
-                    raise TimeoutError
+                # A toolbridge client takes the deadline into its own cancel scope, and raises
+                # `TimeoutError` when it passes: one scope for the call, not one in another.
+                until = None if plan.tool is None else plan.tool.send_until(plan.validated, deadline)
+                if until is not None:
+                    raw = await until  # (no one else holds `tctx`: no signal to set on failure)
+                else:
+                    # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
+                    # manager) whose deadline the loop's `DeadlineWatch` keeps (no timer of its
+                    # own); only the deadline can cancel it, so a caught cancellation is a timeout.
+                    watch = deadline_watch()
+                    with watch.scope_class() as limit:  # anyio.CancelScope(), minus the backend lookup
+                        watch.arm(limit, deadline)
+                        try:
+                            if plan.tool is not None:
+                                raw = await plan.tool.send(plan.validated, tctx)
+                            else:
+                                assert invoke is not None  # only a declared tool's caller may omit it
+                                raw = await invoke()
+                        except BaseException:
+                            # The call failed or was cancelled: a tool polling its signal stops
+                            # (`McpTool.send` is the client's coroutine itself and leaves it here).
+                            tctx.signal.set()
+                            raise
+                        finally:
+                            watch.disarm(limit)
+                    if limit.cancelled_caught:
+                        raise TimeoutError
             except TimeoutError:
                 tctx.signal.set()
                 code = "TIMEOUT"

@@ -350,6 +350,12 @@ class DeclaredTool:
         """Run the tool (or send the request); returns its raw response."""
         raise NotImplementedError
 
+    def send_until(self, validated: Any, deadline: float) -> Coroutine[Any, Any, Any] | None:
+        """`send`, with `deadline` (event-loop time) enforced by the tool's own transport, which
+        raises `TimeoutError` when it passes; None (the default) when the tool has no such
+        transport and the runtime must bound the call with a cancel scope of its own."""
+        return None
+
     def accept(self, raw: Any) -> Any:
         """Check a raw response and return the validated output as JSON data.
 
@@ -487,6 +493,16 @@ class McpTool(DeclaredTool):
         again at every suspension of the call). The runtime sets `ctx.signal` when it fails or is
         cancelled, as it does for every declared tool."""
         return self.client.call_tool(self.remote_name, self.input_json(validated))  # type: ignore[no-any-return]
+
+    def send_until(self, validated: Any, deadline: float) -> Coroutine[Any, Any, Any] | None:
+        """The call with the runtime's deadline given to a toolbridge client, which enforces it
+        in the call's one cancel scope together with its own (a governed call then enters one
+        scope, not two); None for another client (`mcp.Client`, a user's own)."""
+        if getattr(self.client, "accepts_deadline", False) is not True:
+            return None
+        return self.client.call_tool(  # type: ignore[no-any-return]
+            self.remote_name, self.input_json(validated), deadline=deadline
+        )
 
     def accept(self, raw: Any) -> Any:
         envelope = dict(raw) if type(raw) is dict else _envelope(raw, self.id)  # a client's wire dict

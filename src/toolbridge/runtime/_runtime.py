@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Final, Literal
 
 import anyio
 
+from .._deadlines import deadline_watch
 from ..agent._agent import _stop
 from ..agent._catalog import ToolCatalog
 from ..agent._types import RunErrorEvent, RunFinishedEvent
@@ -247,7 +248,13 @@ class Runtime:
         label = f"{getattr(agent, 'name', None) or type(agent).__name__} ({getattr(model, 'id', '?')})"
         session = GovernedSession(self, run_id=run_id, label=label, catalog=ToolCatalog((), ()))
         run_id = session.run_id
-        scope = anyio.CancelScope()
+        # One cancel scope for `cancel(run_id)` and the run's `max_duration_ms` (its deadline kept
+        # by the loop's `DeadlineWatch`): every cancellation check inside the run walks each scope
+        # around it, so a second scope for the deadline would cost at every step. Which of the two
+        # ended the run needs no scope of its own: a requested cancellation wins over a timeout
+        # (`cancelled` is decided first), and nothing else cancels this scope.
+        watch = deadline_watch()
+        scope = watch.scope_class()  # anyio.CancelScope(), minus the backend lookup
         if session._ajournal is None:
             refused = session._open(deadline=False)
         else:
@@ -272,12 +279,14 @@ class Runtime:
         outer_cancel = False
         try:
             with scope:
-                with anyio.move_on_after(self.limits.max_duration_ms / 1000) as deadline:
-                    try:
-                        output, text, steps = await self._run_agent(agent, input, governor, on_event)
-                    except Exception as exc:
-                        error = exc
-                timed_out = deadline.cancelled_caught
+                watch.arm(scope, asyncio.get_running_loop().time() + self.limits.max_duration_ms / 1000)
+                try:
+                    output, text, steps = await self._run_agent(agent, input, governor, on_event)
+                except Exception as exc:
+                    error = exc
+                finally:
+                    watch.disarm(scope)
+            timed_out = scope.cancelled_caught and run_id not in self._cancel_requested
         except BaseException:
             outer_cancel = True
             raise
