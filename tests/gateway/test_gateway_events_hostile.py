@@ -21,6 +21,7 @@ from toolbridge.gateway._events import (
     LISTEN_HOLD_S,
     LOG_DATA_LIMIT,
     MAX_HELD_PER_IDENTITY,
+    MAX_LINKS_PER_IDENTITY,
     MAX_LISTEN_PER_IDENTITY,
     OUTBOX_SIZE,
     SUBSCRIBE_TIMEOUT_S,
@@ -374,3 +375,51 @@ async def test_letting_go_on_a_hung_upstream_frees_the_count_at_once(monkeypatch
     assert len(unsubscribing) == 2, unsubscribing  # one timed out, the next cut by the deadline
     hang["now"] = False
     assert await hub.hold(object(), "test://4", [src], upstream, owner="alice")  # reused or renewed
+
+
+class _Conn:
+    """A handshake-era connection with a channel for server messages, as the hub sees it."""
+
+    def __init__(self) -> None:
+        from contextlib import AsyncExitStack
+
+        self.has_standalone_channel = True
+        self.exit_stack = AsyncExitStack()
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.protocol_version = "2025-11-25"
+        self._connection = _Conn()
+        self.sent: list[Any] = []
+
+    async def send_notification(self, message: Any) -> None:
+        self.sent.append(message)
+
+
+async def test_one_identity_cannot_push_out_the_others_connections() -> None:
+    """alice opens more handshake-era connections than one identity is remembered for: her own
+    oldest ones stop hearing, bob's connection keeps hearing list changes."""
+    from types import SimpleNamespace
+
+    hub = EventHub()
+    alice, bob = SimpleNamespace(name="alice"), SimpleNamespace(name="bob")
+    with anyio.fail_after(10):
+        async with hub.running():
+            bobs = _Session()
+            hub.seen(bobs, bob)  # type: ignore[arg-type]
+            alices = [_Session() for _ in range(MAX_LINKS_PER_IDENTITY + 40)]
+            for session in alices:
+                hub.seen(session, alice)  # type: ignore[arg-type]
+            assert hub.link_of(bobs) is not None
+            assert [hub.link_of(a) is not None for a in alices] == [False] * 40 + [
+                True
+            ] * MAX_LINKS_PER_IDENTITY
+            hub.seen(alices[40], alice)  # activity keeps a connection: the next one out is another
+            hub.seen(_Session(), alice)  # type: ignore[arg-type]
+            assert hub.link_of(alices[40]) is not None and hub.link_of(alices[41]) is None
+            await hub.changed("tools")
+            while not bobs.sent or not alices[-1].sent:  # noqa: ASYNC110  (the senders are the hub's)
+                await anyio.sleep(0.01)
+            assert [type(m).__name__ for m in bobs.sent] == ["ToolListChangedNotification"]
+            assert not alices[0].sent

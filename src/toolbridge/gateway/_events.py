@@ -11,7 +11,9 @@
 - **Handshake-era connections** (2025-11-25 and earlier, with a channel for server messages): each
   one seen gets a bounded outbox (`OUTBOX_SIZE`) drained by its own sender task; a send that does
   not finish within `SEND_TIMEOUT_S` is given up. A full outbox drops the new message and counts
-  it (a warning says how many, at most once per `WARN_EVERY_S` per connection); "list changed"
+  it (a warning says how many, at most once per `WARN_EVERY_S` per connection); at most
+  `MAX_LINKS_PER_IDENTITY` connections of one identity are remembered (past that its own least
+  recently active one hears no more), `MAX_LINKS` in all; "list changed"
   and "resource updated" are level triggers, so one pending copy is enough (no duplicates are
   queued). A slow client only loses its own messages: the others have their own outboxes.
 - **2026-07-28 connections** hear through `subscriptions/listen` streams (the SDK's
@@ -39,12 +41,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import bounded
 from ..sanitize import clean_text
+from ._events_parts import LOG_DATA_LIMIT, Bucket, clean_data
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -80,6 +82,7 @@ __all__ = [
     "LOG_DATA_LIMIT",
     "MAX_HELD_PER_IDENTITY",
     "MAX_LINKS",
+    "MAX_LINKS_PER_IDENTITY",
     "MAX_LISTEN_PER_IDENTITY",
     "MAX_SUBSCRIPTIONS",
     "OUTBOX_SIZE",
@@ -99,6 +102,9 @@ SEND_TIMEOUT_S = 2.0
 """The longest one message may take to leave for a client."""
 MAX_LINKS = 1024
 """Handshake-era connections remembered (the least recently active is forgotten first)."""
+MAX_LINKS_PER_IDENTITY = 256
+"""Handshake-era connections of one identity remembered: past that, its own least recently
+active one is forgotten (not another identity's)."""
 MAX_SUBSCRIPTIONS = 256
 """Resource URIs one connection (or one listen stream) may hold."""
 MAX_URI_CHARS = 4096
@@ -115,34 +121,12 @@ LISTEN_HOLD_S = 15.0
 """The longest a listen request spends subscribing its URIs before it is answered."""
 UPSTREAM_BURST = 200
 UPSTREAM_PER_SECOND = 100.0
-LOG_DATA_LIMIT = 4000
-"""Characters of one forwarded log message's text."""
 WARN_EVERY_S = 10.0
 CALL_LOG_PENDING = 64
 """Log messages waiting to reach one 2026-07-28 call; more are dropped (counted)."""
 
 _TIMEOUT_S = 30.0
 _Item = tuple[Any, ...]
-
-
-class _Bucket:
-    """A token bucket counting what it refused."""
-
-    def __init__(self, burst: int, per_second: float) -> None:
-        self.burst, self.rate = float(burst), per_second
-        self.tokens, self.stamp = float(burst), time.monotonic()
-        self.dropped = 0
-        self.warned_at = -1e9
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        self.dropped += 1
-        return False
 
 
 @dataclass
@@ -167,29 +151,7 @@ class _Upstream:
     sources: list[Source] = field(default_factory=list)
     connections: int = 0
     """Connections made to it so far (a new one after the first: the upstream restarted)."""
-    bucket: _Bucket = field(default_factory=lambda: _Bucket(UPSTREAM_BURST, UPSTREAM_PER_SECOND))
-
-
-def clean_data(data: Any, depth: int = 0) -> Any:
-    """A log message's data with every string cleaned; deep or large data becomes bounded text."""
-    if isinstance(data, str):
-        return bounded(clean_text(data), LOG_DATA_LIMIT)
-    if depth == 0:
-        try:
-            text = json.dumps(data, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            text = repr(data)
-        if len(text) > LOG_DATA_LIMIT:
-            return bounded(clean_text(text), LOG_DATA_LIMIT)
-    if depth > 20:
-        return "…"
-    if isinstance(data, Mapping):
-        return {clean_text(str(k)): clean_data(v, depth + 1) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [clean_data(v, depth + 1) for v in data]
-    if data is None or isinstance(data, bool | int | float):
-        return data
-    return clean_text(str(data))
+    bucket: Bucket = field(default_factory=lambda: Bucket(UPSTREAM_BURST, UPSTREAM_PER_SECOND))
 
 
 SendUpstream = Callable[[Any, str, bool], Awaitable[None]]
@@ -335,6 +297,10 @@ class EventHub:
             conn.exit_stack.push_async_callback(self._forget, key)
         except Exception:  # no exit stack: forgotten when sending fails or by age
             log.debug("connection without an exit stack")
+        mine = [k for k, other in self._links.items() if other.identity.name == identity.name]
+        if len(mine) > MAX_LINKS_PER_IDENTITY:  # its own least recently active one goes
+            self._drop_link(mine[0])
+            self._tg.start_soon(self._forget, mine[0])
         while len(self._links) > MAX_LINKS:  # the least recently active one is forgotten
             oldest = next(iter(self._links))
             self._drop_link(oldest)
