@@ -183,8 +183,11 @@ metadata: { name: Summarize }
 model: !ref Echo
 """,
     )
+    # Without --target the targets run in order, as Telo boots the application.
     assert main(["run", str(path)]) == 1
-    assert "choose one with --target" in capsys.readouterr().err
+    assert "target Summarize failed: ERR_INVALID_INPUT" in capsys.readouterr().err  # no prompt
+    assert main(["run", str(path), "--input", "x"]) == 1
+    assert "choose it with --target NAME" in capsys.readouterr().err
     assert main(["run", str(path), "--target", "greet"]) == 0
     assert capsys.readouterr().out == "one\n"
     assert main(["run", str(path), "--target", "Summarize"]) == 1

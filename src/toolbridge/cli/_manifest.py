@@ -161,9 +161,25 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     manifest = Manifest(analysis=analysis)
     from ..manifest._targets import model_inputs
-    from ._run_target import merged_inputs, run_target
+    from ._run_target import merged_inputs, run_sequence, run_target
 
+    given_inputs = args.input is not None or args.input_file is not None or args.inputs is not None
+    sequence = manifest.target_sequence()
+    if args.target is None and args.agent is None and len(sequence) > 1 and manifest.runtime_doc is None:
+        if given_inputs:
+            raise ConfigError(
+                f"the application runs {len(sequence)} targets in order; --input and --inputs go to one "
+                "target: choose it with --target NAME",
+                code="ERR_MANIFEST_TARGET",
+            )
+        return run_sequence(manifest, sequence, args.json, _LiveView(sys.stderr))
     target = manifest.pick_target(args.target, agent=args.agent)
+    if target.reads_steps:
+        raise ConfigError(
+            f"target {target.name} reads `steps`, the results of the targets before it: run the whole "
+            "application (without --target) to run them in order",
+            code="ERR_MANIFEST_TARGET",
+        )
     prompt = _read_input(args) if (args.input is not None or args.input_file is not None) else None
     inputs = merged_inputs(target, prompt, args.inputs)
     if target.kind != "Ai.Agent":

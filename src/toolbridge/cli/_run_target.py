@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..sanitize import visible_text
 from ._output import emit, warn
 
-__all__ = ["merged_inputs", "run_target"]
+__all__ = ["merged_inputs", "run_sequence", "run_target"]
 
 
 def merged_inputs(target: Any, prompt: str | None, inputs_json: str | None) -> dict[str, Any]:
@@ -75,7 +75,68 @@ def run_target(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: b
         return 130
     if as_json:
         emit(json.dumps(result, indent=2, ensure_ascii=False))
-    elif "tools" in result and target.kind == "Mcp.ToolsList":
+    else:
+        _print_result(target, result)
+    if result.get("isError"):
+        warn(f"toolbridge: tool {visible_text(repr(inputs.get('name')))} reported an error")
+        return 1
+    return 0
+
+
+def run_sequence(manifest: Any, targets: list[Any], as_json: bool, view: Any) -> int:
+    """Run the application's targets in order (see `toolbridge.manifest._sequence`).
+
+    Without `--json`, each target is announced on stderr (`target NAME`) and its output printed
+    as a run of that target alone prints it; with `--json`, one object `{steps, skipped?,
+    failed?}` is printed at the end. Exit 0 when every target ran, 1 when one failed (the
+    targets after it do not run), 130 after Ctrl-C.
+    """
+
+    def started(target: Any) -> None:
+        if not as_json:
+            warn(f"target {visible_text(target.name)}")
+
+    def part(target: Any, item: dict[str, Any]) -> None:
+        if as_json:
+            return
+        if item["type"] == "text-delta":
+            sys.stdout.write(visible_text(item["delta"], multiline=True))
+            sys.stdout.flush()
+        elif item["type"] == "tool-call":
+            view.tool_started(0, item["toolCallId"], item["name"])
+        elif item["type"] == "tool-result":
+            view.tool_finished(0, item["toolCallId"], item["name"], item["error"], item.get("errorCode"))
+
+    def finished(target: Any, result: Any) -> None:
+        if as_json:
+            return
+        if target.kind in ("Ai.TextStream", "Ai.AgentStream"):
+            if isinstance(result, Mapping) and result.get("text"):
+                emit("")
+            return
+        _print_result(target, result)
+
+    async def go() -> Any:
+        async with manifest.open() as live:
+            return await live.run_targets(targets, on_start=started, on_part=part, on_result=finished)
+
+    try:
+        outcome = asyncio.run(go())
+    except KeyboardInterrupt:
+        warn("toolbridge: interrupted; the run was cancelled and every server shut down")
+        return 130
+    if as_json:
+        emit(json.dumps(outcome.to_json(), indent=2, ensure_ascii=False))
+    if outcome.failed is not None:
+        name, code, message = outcome.failed
+        if not as_json:
+            warn(f"toolbridge: target {visible_text(name)} failed: {visible_text(f'{code}: {message}')}")
+        return 1
+    return 0
+
+
+def _print_result(target: Any, result: Mapping[str, Any]) -> None:
+    if "tools" in result and target.kind == "Mcp.ToolsList":
         for tool in result["tools"]:
             first = (tool.get("description") or "").strip().splitlines()
             name = visible_text(str(tool["name"]))
@@ -88,10 +149,6 @@ def run_target(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: b
         )
     elif result.get("text"):
         emit(visible_text(str(result["text"]), multiline=True))
-    if result.get("isError"):
-        warn(f"toolbridge: tool {visible_text(repr(inputs.get('name')))} reported an error")
-        return 1
-    return 0
 
 
 async def _invoke(manifest: Any, target: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:

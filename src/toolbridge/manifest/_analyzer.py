@@ -180,6 +180,8 @@ class AnalyzedManifest:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     tool_names: dict[str, list[str]] = field(default_factory=dict)
     unsupported: dict[str, str] = field(default_factory=dict)
+    variables: dict[str, Any] = field(default_factory=dict)
+    """The `Telo.Application`'s variables that have a value, for expressions run later."""
 
     @property
     def application(self) -> ManifestDoc | None:
@@ -205,6 +207,18 @@ class AnalyzedManifest:
 # --------------------------------------------------------------------------- helpers
 
 
+_NAME = re.compile(NAME_PATTERN)
+
+
+def _is_bare_target(path: Path, value: Any) -> bool:
+    """A plain name as a `targets` entry, or as a gated target's `ref`."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or len(path) < 2:
+        return False
+    if path[0] != "targets" or not isinstance(path[1], int):
+        return False
+    return len(path) == 2 or (len(path) == 3 and path[2] == "ref")
+
+
 _WHOLE_EXPRESSION = re.compile(r"^\s*\$\{\{\s*((?:(?!\}\}).)+?)\s*\}\}\s*$", re.S)
 _TOOLBRIDGE_EXPRESSION = re.compile(r"^(?:manifestDir|secrets\.[A-Za-z_][A-Za-z0-9_-]*)$")
 
@@ -227,7 +241,7 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         self.sources = SecretSources(given=given, env=env)
         self.secret_decls = {}
         self.variable_decls = {}
-        self.variable_values = {}
+        self.variable_values = self.result.variables
         self.variable_problems = {}
 
     def add(self, pos: Pos, code: str, message: str, severity: Severity = "error") -> None:
@@ -386,6 +400,9 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         manifest_dir = str(self.result.base_dir)
 
         def walk(value: Any, path: Path) -> Any:
+            if kind == "Telo.Application" and _is_bare_target(path, value):
+                # Telo runs a target written as a bare name (`targets: [Server]`) as a reference.
+                return Ref(value, doc.value_pos(path))
             if isinstance(value, Cel):
                 return self.cel_value(doc, kind, path, value)
             whole = _WHOLE_EXPRESSION.match(value) if isinstance(value, str) else None

@@ -26,7 +26,7 @@ from ..redact import MIN_SECRET_CHARS, register_secret
 from ._cel import CelError, members_of, variables_of
 from ._cel import evaluate as cel_evaluate
 from ._kinds import ToolsDoc
-from ._kinds_run import ApplicationDoc, ValueDecl
+from ._kinds_run import ApplicationDoc, ValueDecl, target_name
 from ._secrets import Secret, SecretSources
 from ._telo import TELO_NAMESPACES, telo_namespace_message
 from ._yaml import Cel, Document, Path, Pos, YamlProblem
@@ -39,8 +39,28 @@ __all__ = ["TeloPasses", "runtime_cel_scope"]
 _LOAD_SCOPE = frozenset({"secrets", "variables"})
 
 
-def runtime_cel_scope(kind: str, path: Path) -> frozenset[str] | None:
-    """The variables a `!cel` at `path` of a `kind` document sees at run time; `None`: load time."""
+_TARGET_SCOPE = frozenset({"steps", "variables"})
+
+
+def is_target_expression(kind: str, path: Path) -> bool:
+    """Whether `path` of a `kind` document is a target's `inputs` or `when`."""
+    return (
+        kind == "Telo.Application"
+        and len(path) >= 3
+        and path[0] == "targets"
+        and isinstance(path[1], int)
+        and path[2] in ("inputs", "when")
+    )
+
+
+def runtime_cel_scope(kind: str, path: Path, names: frozenset[str] = frozenset()) -> frozenset[str] | None:
+    """The variables a `!cel` at `path` of a `kind` document sees at run time; `None`: load time.
+
+    A target's `inputs` and `when` are evaluated when the manifest loads, unless the expression
+    (whose top-level variables are `names`) reads `steps`: then when the target's turn comes.
+    """
+    if "steps" in names and is_target_expression(kind, path):
+        return _TARGET_SCOPE
     if kind == "Ai.Tools" and len(path) >= 3 and path[0] == "tools" and isinstance(path[1], int):
         if path[2] == "inputs":
             return frozenset({"arguments"})
@@ -151,22 +171,30 @@ class TeloPasses:
 
     def cel_value(self, doc: Document, kind: str, path: Path, cel: Cel) -> Any:
         """What a `!cel` at `path` stands for after the analysis (see the module docstring)."""
-        scope = runtime_cel_scope(kind, path)
         try:
             names = variables_of(cel.expr)
         except CelError as exc:
             self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", exc.message)
             doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
             return None
+        scope = runtime_cel_scope(kind, path, frozenset(names))
         allowed = scope if scope is not None else _LOAD_SCOPE
         unknown = sorted(names - allowed)
         if unknown:
-            where = (
-                "when the tool runs, expressions here see " + " and ".join(f"`{v}`" for v in sorted(allowed))
-                if scope is not None
-                else "this field is evaluated when the manifest loads, where expressions see "
-                "`secrets` and `variables`"
-            )
+            seen = " and ".join(f"`{v}`" for v in sorted(allowed))
+            if scope is _TARGET_SCOPE:
+                where = "an expression that reads `steps` is evaluated when its target runs, " + (
+                    f"where it sees {seen}"
+                )
+            elif scope is not None:
+                where = f"when the tool runs, expressions here see {seen}"
+            else:
+                where = (
+                    "this field is evaluated when the manifest loads, where expressions see "
+                    "`secrets` and `variables`"
+                )
+                if is_target_expression(kind, path):
+                    where += " (and, when it reads `steps`, an earlier target's result)"
             telo = [n for n in unknown if n in TELO_NAMESPACES]
             if telo:
                 self.add(
@@ -174,6 +202,9 @@ class TeloPasses:
                 )
             else:
                 self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"`{unknown[0]}` is not available here: {where}")
+            doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
+            return None
+        if scope is _TARGET_SCOPE and not self._variables_known(cel):
             doc.problems.append(YamlProblem("ERR_MANIFEST_EXPRESSION", "reported", cel.pos))
             return None
         if scope is not None:
@@ -242,17 +273,7 @@ class TeloPasses:
                     )
             scope["secrets"] = values
         if "variables" in names:
-            for name in sorted(members_of(cel.expr, "variables")):
-                if name not in self.variable_values:
-                    ok = False
-                    decl = self.variable_decls.get(name)
-                    if name in self.variable_problems:
-                        why = f"{self.variable_problems[name]}; it is declared {decl.type if decl else ''}"
-                    elif decl is None:
-                        why = "no `variables` entry of the Telo.Application declares it"
-                    else:
-                        why = f"set ${decl.env}" if decl.env else "give it a default"
-                    self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"variable {name} has no value ({why})")
+            ok = self._variables_known(cel) and ok
             scope["variables"] = self.variable_values
         if not ok:
             return Secret(f"!cel {cel.expr}", tuple(secret_names), None) if secret_names else None
@@ -266,24 +287,55 @@ class TeloPasses:
             return Secret(f"!cel {cel.expr}", tuple(secret_names), text)
         return value
 
+    def _variables_known(self, cel: Cel) -> bool:
+        """Whether every `variables.NAME` the expression reads has a value (each one missing is
+        reported)."""
+        ok = True
+        for name in sorted(members_of(cel.expr, "variables")):
+            if name not in self.variable_values:
+                ok = False
+                decl = self.variable_decls.get(name)
+                if name in self.variable_problems:
+                    why = f"{self.variable_problems[name]}; it is declared {decl.type if decl else ''}"
+                elif decl is None:
+                    why = "no `variables` entry of the Telo.Application declares it"
+                else:
+                    why = f"set ${decl.env}" if decl.env else "give it a default"
+                self.add(cel.pos, "ERR_MANIFEST_EXPRESSION", f"variable {name} has no value ({why})")
+        return ok
+
     # ------------------------------------------------------------------ cross-document checks
 
     def check_targets(self, app: Any) -> None:
-        """Target names are unique; a target is named by its entry name or its document's name."""
+        """Target names are unique; `steps.NAME` in a target's expressions names an earlier target.
+
+        A target is named by its entry name or its document's name.
+        """
         if app is None:
             return
         model = app.model
         assert isinstance(model, ApplicationDoc)
-        seen: set[str] = set()
+        seen: list[str] = []
         for i, item in enumerate(model.targets):
-            name = item.name
+            name = target_name(item)
+            for cel in _cels_in((getattr(item, "inputs", None), getattr(item, "when", None))):
+                for step in sorted(members_of(cel.expr, "steps")):
+                    if step not in seen:
+                        earlier = ", ".join(seen) if seen else "none"
+                        self.add(
+                            cel.pos,
+                            "ERR_MANIFEST_EXPRESSION",
+                            f"Telo.Application {model.name}: `steps.{step}` names no earlier target of "
+                            f"targets[{i}] (targets run in order; earlier: {earlier})",
+                        )
             if name in seen:
                 self.add(
                     app.source.value_pos(("targets", i)),
                     "ERR_MANIFEST_INVALID_VALUE",
-                    f"Telo.Application {model.name}: target {name!r} is listed twice",
+                    f"Telo.Application {model.name}: target {name!r} is listed twice"
+                    + ("" if getattr(item, "name", None) else " (give one a `name:`)"),
                 )
-            seen.add(name)
+            seen.append(name)
 
     def check_tool_entries(self, jsonschema: Any) -> None:
         """`Ai.Tools` entries: valid object schemas, unique names, `arguments.X` that exist."""

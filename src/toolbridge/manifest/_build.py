@@ -190,6 +190,11 @@ class Manifest:
             code="ERR_MANIFEST_TARGET",
         )
 
+    def target_sequence(self) -> list[Target]:
+        """The application's targets, in order, as `toolbridge run` runs them without
+        `--target` (a target whose `when` is false when the manifest loads is left out)."""
+        return targets_of(self.analysis)[0]
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[LiveManifest]:
         """Build the live objects; close them all when the block ends.
@@ -277,6 +282,16 @@ class LiveManifest:
             ConfigError: `ERR_MANIFEST_TARGET` when the document is not runnable; as `build`.
         """
         return await make_runnable(self, name)
+
+    async def run_targets(self, targets: list[Target] | None = None, **callbacks: Any) -> Any:
+        """Run the application's targets in order (`Manifest.target_sequence()` by default),
+        each seeing the earlier ones' results as `steps.NAME.result`; returns a
+        `SequenceResult`. `callbacks`: `on_start`, `on_part`, `on_result` (see `run_targets`
+        of `toolbridge.manifest._sequence`)."""
+        from ._sequence import run_targets
+
+        chosen = self.manifest.target_sequence() if targets is None else targets
+        return await run_targets(self, chosen, **callbacks)
 
     async def runtime(self) -> Any:
         """The governed runtime of the manifest's `Runtime` document, or `None` without one.

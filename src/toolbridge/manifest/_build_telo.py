@@ -30,8 +30,10 @@ from ._kinds_run import (
     TextDoc,
     ToolsCallDoc,
     ToolsListDoc,
+    target_name,
 )
 from ._targets import AgentRunnable, InvocableTools, ToolsCallRunnable, ToolsListRunnable
+from ._yaml import Cel
 
 __all__ = ["Target", "http_mode", "make_invocable_tools", "make_runnable", "make_telo_kind", "targets_of"]
 
@@ -51,6 +53,13 @@ class Target:
     document: str
     kind: str
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    when: Any = None
+    """`None`, or a `!cel` over `steps` and `variables` evaluated when the target's turn comes."""
+
+    @property
+    def reads_steps(self) -> bool:
+        """Whether its `inputs` or `when` read an earlier target's result (`steps.NAME`)."""
+        return bool(_cels_of((self.inputs, self.when)))
 
 
 def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
@@ -60,7 +69,8 @@ def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
     if app is not None:
         assert isinstance(app.model, ApplicationDoc)
         for item in app.model.targets:
-            if isinstance(item, TargetEntry | GatedTarget) and item.when is False:
+            when = item.when if isinstance(item, TargetEntry | GatedTarget) else None
+            if when is False:
                 continue  # Telo's gate is closed: the target is not offered
             if isinstance(item, TargetEntry):
                 ref = item.invoke
@@ -70,9 +80,21 @@ def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
             if doc is None:
                 continue
             inputs = dict(item.inputs or {}) if isinstance(item, TargetEntry) else {}
-            declared.append(Target(item.name, ref.name, doc.kind, inputs))
+            declared.append(
+                Target(target_name(item), ref.name, doc.kind, inputs, when if when is not True else None)
+            )
     runnable = [Target(d.name, d.name, d.kind) for d in analysis.of_kind(*RUNNABLE_KINDS)]
     return declared, runnable
+
+
+def _cels_of(value: Any) -> list[Cel]:
+    if isinstance(value, Cel):
+        return [value]
+    if isinstance(value, Mapping):
+        return [c for v in value.values() for c in _cels_of(v)]
+    if isinstance(value, list | tuple):
+        return [c for v in value for c in _cels_of(v)]
+    return []
 
 
 def http_mode(model: HttpClientDoc) -> str:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import ConfigDict, Discriminator, Field, PlainValidator, Tag, model_validator
+from pydantic_core import PydanticCustomError
 
 from ._kinds import (
     CLIENT_KINDS,
@@ -23,6 +24,7 @@ from ._kinds import (
     MODEL_KINDS,
     NAME_PATTERN,
     AgentDoc,
+    CelOrJson,
     KindDoc,
     PlainJson,
     PlainObject,
@@ -30,7 +32,7 @@ from ._kinds import (
     _Closed,
 )
 from ._kinds_gateway import GatewayDoc
-from ._yaml import Ref
+from ._yaml import Cel, Ref
 
 __all__ = [
     "ALL_KINDS",
@@ -44,6 +46,7 @@ __all__ = [
     "TextStreamDoc",
     "ToolsCallDoc",
     "ToolsListDoc",
+    "target_name",
 ]
 
 RUNNABLE_KINDS = ("Ai.Agent", "Ai.AgentStream", "Ai.Text", "Ai.TextStream", "Mcp.ToolsCall", "Mcp.ToolsList")
@@ -123,20 +126,33 @@ class ValueDecl(_Closed):
         return {"type": self.type, **self.keywords}
 
 
-class TargetEntry(_Closed):
-    """A named target: run `invoke` with `inputs`."""
+def _bool_or_cel(value: Any) -> Any:
+    if value is None or isinstance(value, bool | Cel):
+        return value
+    raise PydanticCustomError("bool_type", "must be true, false or a `!cel` expression")
 
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    """The target's name, for `toolbridge run --target NAME`."""
+
+BoolOrCel = Annotated[Any, PlainValidator(_bool_or_cel, json_schema_input_type=bool)]
+"""A target's `when`: a boolean, or a `!cel` kept for run time (it reads `steps`)."""
+
+
+class TargetEntry(_Closed):
+    """An invoke target: run `invoke` with `inputs` (Telo's inline invoke step)."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    """The target's name, for `toolbridge run --target NAME` and `steps.NAME.result` (default:
+    the invoked document's name)."""
     invoke: Annotated[Ref, RefTo(*RUNNABLE_KINDS)]
     """The document to run."""
-    inputs: PlainObject | None = None
+    inputs: dict[str, CelOrJson] | None = None
     """Its inputs: `prompt` / `messages` / `system` / `options` for a model kind, `name` and
     `arguments` for `McpClient.ToolsCall`. A `!cel` here is evaluated when the manifest loads
-    (it sees `secrets` and `variables`)."""
-    when: bool | None = None
-    """Telo's gate: the target is offered only when this is true (a `!cel` over `variables`
-    and `secrets`, evaluated when the manifest loads)."""
+    (it sees `secrets` and `variables`), or, when it reads an earlier target's result
+    (`steps.NAME.result`), when the target runs (it sees `steps` and `variables`)."""
+    when: BoolOrCel = None
+    """Telo's gate: the target runs only when this is true (a `!cel` over `variables` and
+    `secrets`, evaluated when the manifest loads, or over `steps` and `variables`, evaluated
+    when the target's turn comes)."""
 
 
 class GatedTarget(_Closed):
@@ -144,13 +160,20 @@ class GatedTarget(_Closed):
 
     ref: Annotated[Ref, RefTo(*RUNNABLE_KINDS)]
     """The document to run (the target is named after it)."""
-    when: bool | None = None
+    when: BoolOrCel = None
     """As `TargetEntry.when`."""
 
     @property
     def name(self) -> str:
         """The target's name: its document's."""
         return self.ref.name
+
+
+def target_name(item: Any) -> str:
+    """The name of a `targets` entry: its `name`, else its document's."""
+    if isinstance(item, TargetEntry):
+        return item.name or item.invoke.name
+    return str(item.name)
 
 
 def _target_tag(value: Any) -> str:
@@ -182,8 +205,8 @@ class ApplicationDoc(KindDoc):
     variables: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ValueDecl] = {}
     """Plain values for `!cel "variables.NAME"`."""
     targets: list[TargetItem] = []
-    """What `toolbridge run` runs: `!ref Doc`, `{name, invoke: !ref Doc, inputs, when}` or
-    `{ref: !ref Doc, when}`."""
+    """What `toolbridge run` runs, in order: `!ref Doc` (or Telo's bare name `Doc`),
+    `{name?, invoke: !ref Doc, inputs, when}` or `{ref: !ref Doc, when}`."""
     ports: PlainJson = None
     """Accepted for compatibility; toolbridge serves no ports."""
 

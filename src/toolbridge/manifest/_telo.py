@@ -42,14 +42,19 @@ _NOT_IMPLEMENTED = {
 }
 
 
+# Kinds of Telo's MCP server module (conventionally imported as `Mcp` too), by name: written
+# `Mcp.Kind` where `Mcp` is the client module, they are the server module's.
+_MCP_SERVER_KINDS = frozenset({"StdioServer", "HttpEndpoint", "Tools", "Resources", "Prompts"})
+
+
 def _pascal(module: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[-_]", module) if part)
 
 
 # Names Telo's CEL scopes have that toolbridge does not provide, with what they hold in Telo.
 TELO_NAMESPACES = {
-    "steps": "results of earlier targets or steps, `steps.NAME.result`: Telo runs an application's "
-    "targets in order, toolbridge runs one target per `toolbridge run`",
+    "steps": "results of earlier targets or steps, `steps.NAME.result`: toolbridge provides them "
+    "only in a `Telo.Application` target's `inputs` and `when`",
     "resources": "other resources' published fields, `resources.NAME.FIELD`",
     "request": "the request of an HTTP handler of Telo's http-server module",
     "inputs": "a callable's inputs inside a Telo definition's body",
@@ -169,6 +174,14 @@ class KindResolver:
             canonical = f"{prefix}.{name}"
             if canonical in self.known:
                 return KindResolution(canonical)
+            if prefix == "Mcp" and name in _MCP_SERVER_KINDS:
+                return KindResolution(
+                    None,
+                    "ERR_MANIFEST_UNSUPPORTED",
+                    f"kind {written} belongs to Telo's module mcp-server (an MCP server), which "
+                    "toolbridge does not provide (it runs Telo's ai, ai-openai, ai-mcp and mcp-client "
+                    "modules)",
+                )
             if canonical in _NOT_IMPLEMENTED:
                 return KindResolution(
                     None,
