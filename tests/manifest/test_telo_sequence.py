@@ -413,3 +413,138 @@ def test_steps_references_need_an_earlier_target(
     path.write_text("\n".join(lines) + "\n")
     found = [(d.code, d.line) for d in check_manifest(path).diagnostics]
     assert sorted(found) == sorted(expected)
+
+
+def test_an_agent_stream_in_the_sequence(
+    tmp_path: Path, everything_js: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An `Ai.AgentStream` target streams and calls tools; its finish is the next one's input."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        f"""\
+kind: Telo.Application
+metadata: {{ name: agents }}
+targets:
+  - name: author
+    invoke: !ref Author
+    inputs: {{ prompt: "add 2 and 40" }}
+  - name: report
+    invoke: !ref Call
+    inputs: {{ name: echo, arguments: {{ message: !cel "steps.author.result.text" }} }}
+---
+kind: Ai.ScriptedModel
+metadata: {{ name: M }}
+turns:
+  - toolCalls: [ {{ name: ev_get-sum, arguments: {{ a: 2, b: 40 }} }} ]
+  - text: "It is 42."
+---
+kind: McpClient.StdioClient
+metadata: {{ name: Everything }}
+command: node
+args: ["{everything_js}", "stdio"]
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Ev }}
+client: !ref Everything
+---
+kind: Ai.AgentStream
+metadata: {{ name: Author }}
+model: !ref M
+toolProviders: [ {{ provider: !ref Ev, prefix: ev_, include: [get-sum] }} ]
+---
+kind: McpClient.ToolsCall
+metadata: {{ name: Call }}
+client: !ref Everything
+"""
+    )
+    assert main(["run", str(path), "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert steps["author"]["result"]["text"] == "It is 42."
+    assert steps["report"]["result"]["content"][0]["text"] == "Echo: It is 42."
+    assert main(["run", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["It is 42.", "Echo: It is 42."]
+    assert "ev_get-sum" in captured.err  # the agent's tool call, shown as it happened
+
+
+def test_ctrl_c_cancels_the_sequence(
+    tmp_path: Path, everything_js: str, node: str, request: pytest.FixtureRequest
+) -> None:
+    """SIGINT while the second target runs: exit 130, the third never starts, no server left."""
+    import os
+    import selectors
+    import signal
+    import subprocess
+    import time
+
+    path = tmp_path / "slow.yaml"
+    path.write_text(
+        f"""\
+kind: Telo.Application
+metadata: {{ name: slow }}
+targets:
+  - name: first
+    invoke: !ref Call
+    inputs: {{ name: echo, arguments: {{ message: hi }} }}
+  - name: second
+    invoke: !ref Call
+    inputs: {{ name: trigger-long-running-operation, arguments: {{ duration: 30, steps: 30 }} }}
+  - name: third
+    invoke: !ref Call
+    inputs: {{ name: echo, arguments: {{ message: !cel "steps.second.result.content[0].text" }} }}
+---
+kind: McpClient.StdioClient
+metadata: {{ name: Everything }}
+command: {node}
+args: ["{everything_js}", "stdio"]
+shutdownGraceMs: 2000
+---
+kind: McpClient.ToolsCall
+metadata: {{ name: Call }}
+client: !ref Everything
+"""
+    )
+    command = [sys.executable, "-c", "import sys, toolbridge.cli as c; sys.exit(c.main())", "run", str(path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        fd = proc.stderr.fileno()
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        seen = ""
+        deadline = time.monotonic() + 60
+        while "target second" not in seen:
+            assert time.monotonic() < deadline, f"the second target never started: {seen!r}"
+            if sel.select(timeout=0.5):
+                data = os.read(fd, 65536)
+                assert data, f"toolbridge run exited early: {seen!r}"
+                seen += data.decode(errors="replace")
+        time.sleep(0.5)  # the call is in flight on the server now
+        helpers = request.config.pluginmanager.get_plugin(
+            str(Path(__file__).resolve().parents[1] / "conftest.py")
+        )
+        servers = [pid for pid, cmd in helpers.descendants_of_this_process() if "server-everything" in cmd]
+        assert servers, f"the server should be running: {seen!r}"
+        proc.send_signal(signal.SIGINT)
+        raw_out, raw_err = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = seen + raw_err.decode(errors="replace")
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert "target third" not in err
+    assert raw_out.decode() == "Echo: hi\n"
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().decode(errors="replace").rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in servers), "a server process outlived the run"
