@@ -281,7 +281,18 @@ class Runtime:
             with scope:
                 watch.arm(scope, asyncio.get_running_loop().time() + self.limits.max_duration_ms / 1000)
                 try:
-                    output, text, steps = await self._run_agent(agent, input, governor, on_event)
+                    # The agent is awaited here, not in a helper: a coroutine layer around it
+                    # would be paid again at every suspension of every step.
+                    checked = await self._agent_input(input, governor)
+                    try:
+                        if on_event is None:
+                            result = await agent.run(checked, hooks=governor)
+                        else:
+                            result = await _streamed(agent, checked, governor, on_event)
+                    except BaseException:
+                        governor.model_failed()
+                        raise
+                    output, text, steps = await self._agent_output(result, governor)
                 except Exception as exc:
                     error = exc
                 finally:
@@ -316,13 +327,8 @@ class Runtime:
             session._completed(result)
         return result
 
-    async def _run_agent(
-        self,
-        agent: Any,
-        input: Any,
-        governor: Governor,
-        on_event: Callable[[Any], Awaitable[None]] | None,
-    ) -> tuple[Any, str | None, list[Any]]:
+    async def _agent_input(self, input: Any, governor: Governor) -> Any:
+        """The run's input, checked (size) and through the input guards."""
         session, st, limits = governor.session, governor.state, self.limits
         if value_bytes(input) > limits.max_input_bytes:
             raise session._fail("LIMIT_EXCEEDED", "max_input_bytes")
@@ -336,22 +342,11 @@ class Runtime:
                 emit=session._emit,
             )
         st.phase = "agent"
-        try:
-            if on_event is None:
-                result = await agent.run(input, hooks=governor)
-            else:
-                result = None
-                async with aclosing(agent.stream(input, hooks=governor)) as events:
-                    async for event in events:
-                        if isinstance(event, RunFinishedEvent):
-                            result = event.result
-                        elif isinstance(event, RunErrorEvent):
-                            raise event.error
-                        else:
-                            await on_event(event)
-        except BaseException:
-            governor.model_failed()
-            raise
+        return input
+
+    async def _agent_output(self, result: Any, governor: Governor) -> tuple[Any, str | None, list[Any]]:
+        """The agent's (output, text, steps), the output checked (size) and through the output guards."""
+        session, st, limits = governor.session, governor.state, self.limits
         text = getattr(result, "text", None)
         output = getattr(result, "output", None)
         if output is None:
@@ -375,6 +370,22 @@ class Runtime:
             if isinstance(output, str):
                 text = output
         return output, text, steps
+
+
+async def _streamed(
+    agent: Any, input: Any, governor: Governor, on_event: Callable[[Any], Awaitable[None]]
+) -> Any:
+    """`agent.stream`'s events handed to `on_event`; returns the run's result (or raises its error)."""
+    result = None
+    async with aclosing(agent.stream(input, hooks=governor)) as events:
+        async for event in events:
+            if isinstance(event, RunFinishedEvent):
+                result = event.result
+            elif isinstance(event, RunErrorEvent):
+                raise event.error
+            else:
+                await on_event(event)
+    return result
 
 
 def create_runtime(
