@@ -548,3 +548,37 @@ client: !ref Everything
     while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(pid) for pid in servers), "a server process outlived the run"
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=12)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(_TEXT, st.sampled_from(["Say", "M", "Nope", "_x-1", "1a", "a.b", "<Name>"])))
+def test_a_bare_target_is_a_name_or_one_finding(tmp_path_factory: pytest.TempPathFactory, value: str) -> None:
+    """Exact oracle: a document's name runs (no finding; the model is not runnable: wrong kind),
+    another name dangles, anything else is not a name — one finding each, at the entry."""
+    import re
+
+    from hypothesis import assume
+
+    assume("${{" not in value)
+    path = tmp_path_factory.mktemp("bare") / "app.yaml"
+    path.write_text(
+        "kind: Telo.Application\nmetadata: { name: p }\n"
+        f"targets: [ {json.dumps(value)} ]\n"
+        "---\nkind: Ai.ScriptedModel\nmetadata: { name: M }\nturns: [ { text: hi } ]\n"
+        "---\nkind: Ai.Text\nmetadata: { name: Say }\nmodel: !ref M\n"
+    )
+    found = [(d.code, d.line, d.column) for d in check_manifest(path).diagnostics]
+    if value == "Say":
+        expected = []
+    elif value == "M":
+        expected = [("ERR_MANIFEST_REF_KIND", 3, 12)]
+    elif value == "p":  # the application itself: not runnable, and a cycle
+        expected = [("ERR_MANIFEST_REF_KIND", 3, 12), ("ERR_MANIFEST_REF_CYCLE", 3, 12)]
+    elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", value):
+        expected = [("ERR_MANIFEST_DANGLING_REF", 3, 12)]
+    else:
+        expected = [("ERR_MANIFEST_INVALID_VALUE", 3, 12)]
+    assert found == expected

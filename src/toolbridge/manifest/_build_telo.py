@@ -72,6 +72,8 @@ def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
             when = item.when if isinstance(item, TargetEntry | GatedTarget) else None
             if when is False:
                 continue  # Telo's gate is closed: the target is not offered
+            if isinstance(item, str):
+                continue  # never after the analyzer: it makes a valid bare name a reference
             if isinstance(item, TargetEntry):
                 ref = item.invoke
             else:

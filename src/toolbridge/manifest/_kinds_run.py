@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, PlainValidator, Tag, model_validator
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from ._kinds import (
@@ -179,6 +180,8 @@ def target_name(item: Any) -> str:
 def _target_tag(value: Any) -> str:
     if isinstance(value, Ref):
         return "target:ref"
+    if isinstance(value, str):
+        return "target:name"  # a bare name that is no name (a valid one became a `Ref`)
     if isinstance(value, dict) and "ref" in value and "invoke" not in value:
         return "target:gated"
     return "target:entry"
@@ -187,7 +190,8 @@ def _target_tag(value: Any) -> str:
 TargetItem = Annotated[
     Annotated[Annotated[Ref, RefTo(*RUNNABLE_KINDS)], Tag("target:ref")]
     | Annotated[TargetEntry, Tag("target:entry")]
-    | Annotated[GatedTarget, Tag("target:gated")],
+    | Annotated[GatedTarget, Tag("target:gated")]
+    | Annotated[SkipJsonSchema[Annotated[str, Field(pattern=NAME_PATTERN)]], Tag("target:name")],
     Discriminator(_target_tag),
 ]
 
