@@ -180,3 +180,34 @@ async def test_cancel_before_the_runs_deadline_is_cancelled(everything_params: S
 
 def _text(result: dict[str, Any]) -> str:
     return str(result["content"][0]["text"])
+
+
+class _Wrapped(StdioClient):
+    """A user's own wrapper of a toolbridge client: `call_tool` without `deadline=`."""
+
+    seen: list[str]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:  # type: ignore[override]
+        self.seen.append(name)
+        return await super().call_tool(name, arguments)
+
+
+async def test_a_subclass_that_overrides_call_tool_keeps_the_runtimes_scope(
+    everything_params: StdioServerParameters,
+) -> None:
+    """No hand-off to an override (it may not take the keyword, or not pass it on): the call
+    works, and the tool timeout is still enforced, by the runtime's own scope."""
+    client = _Wrapped(
+        everything_params.command, list(everything_params.args), timeout=20, shutdown_grace_ms=300
+    )
+    client.seen = []
+    async with client:
+        assert _long(client, "none", 300).send_until({"duration": 1.0, "steps": 1}, 0.0) is None
+        outcome, code, _ = await _run_long(client, "none", timeout_ms=300)
+        assert (outcome, code) == ("failed", "TIMEOUT")
+        assert client.seen == ["trigger-long-running-operation"]
+        assert _text(await client.call_tool("echo", {"message": "after"})) == "Echo: after"
+    async with _client(everything_params) as plain:
+        handed = _long(plain, "none", 300).send_until({"duration": 1.0, "steps": 1}, 0.0)
+        assert handed is not None
+        handed.close()  # not sent: only whether the deadline would be handed over
