@@ -23,6 +23,8 @@ from toolbridge.gateway._events import (
     MAX_HELD_PER_IDENTITY,
     MAX_LINKS_PER_IDENTITY,
     MAX_LISTEN_PER_IDENTITY,
+    MAX_SUBSCRIPTIONS,
+    MAX_URI_CHARS,
     OUTBOX_SIZE,
     SUBSCRIBE_TIMEOUT_S,
     UPSTREAM_BURST,
@@ -70,6 +72,33 @@ async def test_junk_notifications_are_dropped_and_what_follows_arrives(tmp_path:
         # the 100 kB, 40-deep log message reached the client as bounded text; junk levels did not
         assert [p.level for p in logs] == ["error"]
         assert isinstance(logs[0].data, str) and len(logs[0].data) <= LOG_DATA_LIMIT + 60
+        echoed = await client.call_tool("up_echo", {"text": "fine"})
+        assert echoed.content[0].text == "fine"  # type: ignore[union-attr]
+
+
+async def test_a_subscription_over_a_limit_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    """Past the limits, resources/subscribe says which limit, not "resource not found"; the
+    connection keeps working and what it holds keeps being delivered."""
+    from mcp.shared.exceptions import MCPError
+
+    manifest = upstream_manifest(tmp_path, clients=ME, binding=BINDING)
+    heard = Heard()
+    async with gateway_stdio(manifest, "legacy", message_handler=heard) as client:
+        await client.subscribe_resource("test://readme")
+        for i in range(MAX_SUBSCRIPTIONS - 1):
+            await client.subscribe_resource(f"test://many/{i}")
+        with pytest.raises(MCPError) as over:
+            await client.subscribe_resource("test://many/one-more")
+        assert over.value.error.code == types.INVALID_REQUEST
+        assert (
+            f"at most {MAX_SUBSCRIPTIONS} resource subscriptions per connection" in over.value.error.message
+        )
+        await client.unsubscribe_resource("test://many/0")
+        await client.subscribe_resource("test://many/one-more")  # room again
+        with pytest.raises(MCPError) as long_uri:
+            await client.subscribe_resource("test://" + "x" * MAX_URI_CHARS)
+        assert f"at most {MAX_URI_CHARS} characters" in long_uri.value.error.message
+        assert "xxxxxxxx" not in long_uri.value.error.message  # the URI is not echoed back
         echoed = await client.call_tool("up_echo", {"text": "fine"})
         assert echoed.content[0].text == "fine"  # type: ignore[union-attr]
 

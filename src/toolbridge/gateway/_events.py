@@ -601,6 +601,16 @@ class EventHub:
             if holder not in self._holdings:
                 self._owners.pop(holder, None)
 
+    def limit_reached(self, holder: object, owner: str | None, uri: str) -> str | None:
+        """Why `hold` would refuse `uri` for `holder` whatever the upstreams say, or None."""
+        if len(uri) > MAX_URI_CHARS:
+            return f"a resource URI is at most {MAX_URI_CHARS} characters"
+        if len(self._holdings.get(holder, ())) >= MAX_SUBSCRIPTIONS:
+            return f"at most {MAX_SUBSCRIPTIONS} resource subscriptions per connection"
+        if owner is not None and self._held_by.get(owner, 0) >= MAX_HELD_PER_IDENTITY:
+            return f"at most {MAX_HELD_PER_IDENTITY} resource subscriptions per client"
+        return None
+
     async def let_go(self, holder: object, uri: str | None, upstream: SendUpstream | None = None) -> bool:
         """`holder` lets go of `uri` (None: of everything); the last holder unsubscribes the upstream.
 

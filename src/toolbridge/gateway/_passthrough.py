@@ -202,6 +202,8 @@ def add_passthrough(
                 return types.EmptyResult()
         elif await hub.hold(link.key, uri, found, owner=identity.name):
             return types.EmptyResult()
+        elif (limit := hub.limit_reached(link.key, identity.name, uri)) is not None:
+            raise MCPError(types.INVALID_REQUEST, f"resources/subscribe refused: {limit}")
         raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
 
     async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
