@@ -9,6 +9,9 @@
   to `concurrency` runs at once over the same MCP sessions; it is restarted (once more than the
   number of actors) if its process dies, and calls that were in flight fail as `WorkerLost`,
   which the driver reconciles from the journal.
+- Runs reach an actor in chunks (`_Lane`): one Ray call (`run_many`) carries up to
+  `ceil(concurrency / CALLS_PER_ACTOR)` runs, each claimed by the driver before it is sent; a
+  call that fails fails each of its runs the same way.
 - `server_limits` go through one `_Gate` actor: a batch-wide semaphore per server.
 """
 
