@@ -35,9 +35,32 @@ from typing import Final
 
 import anyio
 
-__all__ = ["DeadlineWatch", "deadline_watch"]
+__all__ = ["DeadlineWatch", "deadline_watch", "takes_deadline"]
 
 _NEVER: Final = math.inf
+
+_TAKES_DEADLINE: dict[str, weakref.WeakKeyDictionary[type, bool]] = {}
+"""`takes_deadline`'s answers, by `module` then by class."""
+
+
+def takes_deadline(cls: type, module: str = "toolbridge.clients.") -> bool:
+    """Whether a caller may hand its deadline to `cls.call_tool` (`deadline=`, event-loop time)
+    instead of entering a cancel scope of its own: only when that method is toolbridge's own code
+    (its module starts with `module`: a client's, or `toolbridge.bridge` for `McpToolProvider`)
+    and the class says it takes one (`accepts_deadline`). A subclass that overrides `call_tool`
+    (a user's own wrapper, which might not take the keyword, or not pass it on) keeps the
+    caller's scope, so the caller's timeout always holds. Decided once per class and module."""
+    answers = _TAKES_DEADLINE.get(module)
+    if answers is None:
+        answers = _TAKES_DEADLINE[module] = weakref.WeakKeyDictionary()
+    known = answers.get(cls)
+    if known is None:
+        method = getattr(cls, "call_tool", None)
+        known = getattr(cls, "accepts_deadline", False) is True and str(
+            getattr(method, "__module__", "")
+        ).startswith(module)
+        answers[cls] = known
+    return known
 
 
 class DeadlineWatch:

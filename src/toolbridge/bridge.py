@@ -26,16 +26,24 @@ Calling (`tools/call` to `ToolResult`):
   passed through untouched (`ToolResult.of_raw`).
 
 Client errors (`TransportError`, `McpTimeoutError`, `JsonRpcError`, ...) propagate unchanged.
+
+`call_tool_until(name, args, deadline)` is the same call ended by a caller's deadline (event-loop
+time): a toolbridge client enforces it in the call's own cancel scope (the governed runtime gives
+its tool timeout this way: a governed call of a discovered tool enters one scope, not two);
+another client (`mcp.Client`, a subclass overriding `call_tool`) gets a cancel scope here. Either
+way the call raises `TimeoutError` when the deadline passes first.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel
 
+from ._deadlines import deadline_watch, takes_deadline
 from .clients import McpClient
 from .content import media_from_mcp, parts_from_mcp, to_json_text
 from .errors import ConfigError, ToolError, bounded
@@ -87,6 +95,32 @@ def _error_text(content: Sequence[Any], structured: Any) -> str:
     return to_json_text(list(content)) if content else "(the server gave no text)"
 
 
+def _bad_args(name: str, args: Any) -> ConfigError:
+    return ConfigError(
+        f"arguments of tool {name!r} must be a JSON object, got {type(args).__name__}",
+        code="ERR_INVALID_INPUT",
+    )
+
+
+def _translate(name: str, result: Any) -> ToolResult:
+    """A `tools/call` result in wire form as a `ToolResult` (see the module docstring)."""
+    content = result.get("content") or []
+    structured = result.get("structuredContent")
+    if result.get("isError"):
+        text = clean_text(_error_text(content, structured))
+        raise ToolError(
+            f"tool {name!r} reported an error: {bounded(text, 300)}",
+            server_text=bounded(text, SERVER_TEXT_LIMIT),
+            details={"tool": name},
+        )
+    if structured is not None:
+        return ToolResult.of_structured(structured, media_from_mcp(content))
+    parts = parts_from_mcp(content)
+    if parts is None:
+        return ToolResult.of_raw(content)
+    return ToolResult.of_parts(parts)
+
+
 class McpToolProvider:
     """The tools of one MCP server, through any toolbridge MCP client, as a `ToolProvider`.
 
@@ -96,6 +130,10 @@ class McpToolProvider:
 
     Closing the provider (`aclose()` or `async with`) closes the client.
     """
+
+    accepts_deadline = True
+    """`call_tool_until` takes a caller's deadline (the governed runtime gives it its tool
+    timeout when neither this class nor the client's overrides `call_tool`)."""
 
     def __init__(self, client: McpClient) -> None:
         if not callable(getattr(client, "list_tools", None)) or not callable(
@@ -138,27 +176,44 @@ class McpToolProvider:
             TransportError, JsonRpcError, McpTimeoutError, SessionInvalidError: the call failed.
         """
         if not isinstance(args, Mapping):
-            raise ConfigError(
-                f"arguments of tool {name!r} must be a JSON object, got {type(args).__name__}",
-                code="ERR_INVALID_INPUT",
-            )
+            raise _bad_args(name, args)
         # The client copies the arguments it sends; no second copy here.
-        result = _wire(await self.client.call_tool(name, args))
-        content = result.get("content") or []
-        structured = result.get("structuredContent")
-        if result.get("isError"):
-            text = clean_text(_error_text(content, structured))
-            raise ToolError(
-                f"tool {name!r} reported an error: {bounded(text, 300)}",
-                server_text=bounded(text, SERVER_TEXT_LIMIT),
-                details={"tool": name},
+        return _translate(name, _wire(await self.client.call_tool(name, args)))
+
+    async def call_tool_until(self, name: str, args: Mapping[str, Any], deadline: float) -> ToolResult:
+        """`call_tool`, ended by the caller's `deadline` (event-loop time, `anyio.current_time()`).
+
+        A toolbridge client gets the deadline (`call_tool(deadline=)`) and enforces it in the
+        call's own cancel scope beside its own timeout; another client (`mcp.Client`, a subclass
+        or an instance that replaces `call_tool`) is bounded by a scope here. Either way the call
+        enters one scope: the governed runtime gives a discovered tool its tool timeout this way.
+
+        Raises:
+            TimeoutError: `deadline` passed first (the server was told to cancel).
+            ConfigError: `deadline` is not a time of the event loop's clock (`ERR_CONFIG`); and
+                whatever `call_tool` raises.
+        """
+        if not isinstance(args, Mapping):
+            raise _bad_args(name, args)
+        if type(deadline) not in (float, int) or math.isnan(deadline):
+            raise ConfigError(
+                f"deadline must be a time of the event loop's clock, got {bounded(repr(deadline), 80)}"
             )
-        if structured is not None:
-            return ToolResult.of_structured(structured, media_from_mcp(content))
-        parts = parts_from_mcp(content)
-        if parts is None:
-            return ToolResult.of_raw(content)
-        return ToolResult.of_parts(parts)
+        client: Any = self.client
+        if takes_deadline(type(client)) and "call_tool" not in getattr(client, "__dict__", ()):
+            return _translate(name, _wire(await client.call_tool(name, args, deadline=deadline)))
+        # A bare cancel scope whose deadline the loop's `DeadlineWatch` keeps (no timer of its own).
+        result: Any = None
+        watch = deadline_watch()
+        with watch.scope_class() as scope:  # anyio.CancelScope(), minus the backend lookup
+            watch.arm(scope, deadline)
+            try:
+                result = await client.call_tool(name, args)
+            finally:
+                watch.disarm(scope)
+        if scope.cancelled_caught:
+            raise TimeoutError(f"tool {name!r}: the caller's deadline passed; the call was cancelled")
+        return _translate(name, _wire(result))
 
     async def aclose(self) -> None:
         """Close the underlying client (idempotent)."""

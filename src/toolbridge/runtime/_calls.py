@@ -33,6 +33,7 @@ cost the binding's `cost_micros` (default 0) and time out after its `timeout_ms`
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import time
@@ -56,7 +57,7 @@ from ._outcomes import CODES, policy_error
 from ._permissions import ToolGrantNeeds, effective_effects
 from ._state import Plan, SessionCore
 
-__all__ = ["CallRules", "ms", "rt_settle"]
+__all__ = ["CallRules", "TakesDeadline", "ms", "rt_settle"]
 
 log = logging.getLogger("toolbridge.runtime")
 
@@ -111,6 +112,16 @@ def ms(started: float) -> float:
 
 
 _NO_DEADLINE: Final = float("inf")
+
+
+class TakesDeadline(functools.partial[Any]):
+    """A discovered tool's call (its provider's `call_tool_until` with the tool's name and
+    arguments) whose provider enforces the runtime's deadline itself: the rules call it with `deadline=`
+    (event-loop time) instead of entering a cancel scope of their own around it, and it raises
+    `TimeoutError` when that passes (`GovernedSession` makes one only for an `McpToolProvider`
+    whose `call_tool` is its own, not a subclass's or an instance's replacement)."""
+
+    __slots__ = ()
 
 
 def _now() -> float:
@@ -435,7 +446,13 @@ class CallRules(SessionCore):
                 deadline = min(_now() + plan.timeout_ms / 1000, self._deadline)
                 # A toolbridge client takes the deadline into its own cancel scope, and raises
                 # `TimeoutError` when it passes: one scope for the call, not one in another.
-                until = None if plan.tool is None else plan.tool.send_until(plan.validated, deadline)
+                # A discovered tool's provider may take it the same way (`TakesDeadline`).
+                if plan.tool is not None:
+                    until = plan.tool.send_until(plan.validated, deadline)
+                elif type(invoke) is TakesDeadline:
+                    until = invoke(deadline=deadline)
+                else:
+                    until = None
                 if until is not None:
                     raw = await until  # (no one else holds `tctx`: no signal to set on failure)
                 else:

@@ -36,7 +36,6 @@ import functools
 import inspect
 import re
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -46,6 +45,7 @@ import anyio.to_thread
 import jsonschema  # type: ignore[import-untyped]
 import pydantic
 
+from .._deadlines import takes_deadline
 from .._schema_loops import schema_hazard
 from ..errors import ConfigError, PolicyError, ToolError
 from ..tools import ToolResult, ToolSpec
@@ -192,25 +192,6 @@ def _pydantic_summary(exc: pydantic.ValidationError) -> str:
         loc = "/".join(str(p) for p in err.get("loc", ())) or "(root)"
         parts.append(f"{loc}: {err.get('msg')}")
     return "; ".join(parts)
-
-
-_DEADLINE_AWARE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
-def _takes_deadline(cls: type) -> bool:
-    """Whether the runtime may hand its deadline to `cls.call_tool` (`deadline=`) instead of
-    entering a scope of its own: only when that method is toolbridge's own client code, which
-    enforces it. A subclass that overrides `call_tool` (a user's own wrapper, which might not
-    take the keyword, or not pass it on) keeps the runtime's scope, so the tool timeout always
-    holds. Decided once per class."""
-    known = _DEADLINE_AWARE.get(cls)
-    if known is None:
-        method = getattr(cls, "call_tool", None)
-        known = getattr(cls, "accepts_deadline", False) is True and str(
-            getattr(method, "__module__", "")
-        ).startswith("toolbridge.clients.")
-        _DEADLINE_AWARE[cls] = known
-    return known
 
 
 def _tool_error(code: str, message: str) -> ToolError:
@@ -518,7 +499,7 @@ class McpTool(DeclaredTool):
         """The call with the runtime's deadline given to a toolbridge client, which enforces it
         in the call's one cancel scope together with its own (a governed call then enters one
         scope, not two); None for another client (`mcp.Client`, a user's own)."""
-        if not _takes_deadline(type(self.client)):
+        if not takes_deadline(type(self.client)):
             return None
         return self.client.call_tool(  # type: ignore[no-any-return]
             self.remote_name, self.input_json(validated), deadline=deadline

@@ -45,12 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._deadlines import takes_deadline
 from ..agent._catalog import Catalog, ToolCatalog, check_declared
 from ..agent._hooks import PlannedToolCall, ToolTarget
 from ..agent._types import ToolBinding
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
 from ..tools import ToolResult, ToolSpec
-from ._calls import CallRules, ms
+from ._calls import CallRules, TakesDeadline, ms
 from ._declared import DeclaredTool
 from ._journal import JournalWriteError
 from ._limits import Budget
@@ -69,13 +70,23 @@ log = logging.getLogger("toolbridge.runtime")
 
 
 def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable[ToolResult]] | None:
-    """How to run a discovered tool's call; None for a declared tool (the rules call its `send`)."""
-    if isinstance(target.source, DeclaredTool):
-        return None
+    """How to run a discovered tool's call; None for a declared tool (the rules call its `send`).
 
-    # The provider's own `call_tool` coroutine, made when the rules call it: no coroutine layer
-    # of ours around it (a layer is paid again at every suspension of the call).
-    return functools.partial(target.source.call_tool, target.spec.name, call.arguments)
+    The provider's own coroutine, made when the rules call it: no coroutine layer of ours around
+    it (a layer is paid again at every suspension of the call). An `McpToolProvider` takes the
+    rules' deadline (`TakesDeadline` of its `call_tool_until`, which hands it to a toolbridge
+    client's one cancel scope, or bounds another client with a scope of its own); any other
+    provider, or one whose class or instance replaces `call_tool` (the gateway's, a user's
+    wrapper, which `call_tool_until` would bypass), gets the rules' own scope around the call.
+    """
+    source = target.source
+    if isinstance(source, DeclaredTool):
+        return None
+    if takes_deadline(type(source), "toolbridge.bridge") and "call_tool" not in getattr(
+        source, "__dict__", ()
+    ):
+        return TakesDeadline(source.call_tool_until, target.spec.name, call.arguments)
+    return functools.partial(source.call_tool, target.spec.name, call.arguments)
 
 
 class GovernedSession(CallRules, RunRules):
