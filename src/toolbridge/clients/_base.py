@@ -5,14 +5,8 @@ Design
 The SDK's `mcp.Client` is an async context manager that must be entered and exited in the same
 task (its task groups and the stdio process live in that task's scopes). A toolbridge client, on the
 other hand, is called from anywhere: many agent steps, many concurrent tool calls, sometimes
-without an `async with` around it. So each connection gets an **owner task**:
-
-```
-caller tasks ──call_tool()──►  _Connection.sdk (mcp.Client)  ◄── entered/exited by ──  owner task
-      │                             ▲                                                      │
-      └──── _connection() ──────────┘  starts the owner lazily; waits for `ready`          │
-                                                         aclose() / retire: `stop` ───────►┘
-```
+without an `async with` around it. So each connection gets an **owner task**, which alone
+enters and exits the SDK client; callers reach the shared session through `_connection()`.
 
 - The owner task is started lazily by the first call (or by `connect()`), is owned by the client,
   and is reaped by `aclose()` (and so by `__aexit__`). It enters the SDK client, sets `ready`,
