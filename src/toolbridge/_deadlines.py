@@ -43,13 +43,17 @@ _TAKES_DEADLINE: dict[str, weakref.WeakKeyDictionary[type, bool]] = {}
 """`takes_deadline`'s answers, by `module` then by class."""
 
 
-def takes_deadline(cls: type, module: str = "toolbridge.clients.") -> bool:
-    """Whether a caller may hand its deadline to `cls.call_tool` (`deadline=`, event-loop time)
+def takes_deadline(obj: object, module: str = "toolbridge.clients.") -> bool:
+    """Whether a caller may hand its deadline to `obj.call_tool` (`deadline=`, event-loop time)
     instead of entering a cancel scope of its own: only when that method is toolbridge's own code
     (its module starts with `module`: a client's, or `toolbridge.bridge` for `McpToolProvider`)
-    and the class says it takes one (`accepts_deadline`). A subclass that overrides `call_tool`
-    (a user's own wrapper, which might not take the keyword, or not pass it on) keeps the
-    caller's scope, so the caller's timeout always holds. Decided once per class and module."""
+    and the class says it takes one (`accepts_deadline`). A subclass that overrides `call_tool`,
+    or an instance whose `call_tool` was replaced (a user's own wrapper, which might not take the
+    keyword, or not pass it on), keeps the caller's scope, so the caller's timeout always holds.
+    Decided once per class and module; the instance is looked at on every call."""
+    if "call_tool" in getattr(obj, "__dict__", ()):
+        return False
+    cls = type(obj)
     answers = _TAKES_DEADLINE.get(module)
     if answers is None:
         answers = _TAKES_DEADLINE[module] = weakref.WeakKeyDictionary()

@@ -200,7 +200,7 @@ class McpToolProvider:
                 f"deadline must be a time of the event loop's clock, got {bounded(repr(deadline), 80)}"
             )
         client: Any = self.client
-        if takes_deadline(type(client)) and "call_tool" not in getattr(client, "__dict__", ()):
+        if takes_deadline(client):
             return _translate(name, _wire(await client.call_tool(name, args, deadline=deadline)))
         # A bare cancel scope whose deadline the loop's `DeadlineWatch` keeps (no timer of its own).
         result: Any = None

@@ -211,3 +211,23 @@ async def test_a_subclass_that_overrides_call_tool_keeps_the_runtimes_scope(
         handed = _long(plain, "none", 300).send_until({"duration": 1.0, "steps": 1}, 0.0)
         assert handed is not None
         handed.close()  # not sent: only whether the deadline would be handed over
+
+
+async def test_an_instance_whose_call_tool_was_replaced_keeps_the_runtimes_scope(
+    everything_params: StdioServerParameters,
+) -> None:
+    """A wrapper set on one client instance (not its class) is not handed the deadline either:
+    the call goes through the wrapper, and the tool timeout still holds."""
+    seen: list[str] = []
+    async with _client(everything_params) as client:
+        own = client.call_tool
+
+        async def wrapper(name: str, arguments: dict[str, Any] | None = None) -> Any:
+            seen.append(name)
+            return await own(name, arguments)
+
+        client.call_tool = wrapper  # type: ignore[method-assign]
+        assert _long(client, "none", 300).send_until({"duration": 1.0, "steps": 1}, 0.0) is None
+        outcome, code, _ = await _run_long(client, "none", timeout_ms=300)
+        assert (outcome, code) == ("failed", "TIMEOUT")
+        assert seen == ["trigger-long-running-operation"]

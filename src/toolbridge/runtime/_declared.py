@@ -498,8 +498,9 @@ class McpTool(DeclaredTool):
     def send_until(self, validated: Any, deadline: float) -> Coroutine[Any, Any, Any] | None:
         """The call with the runtime's deadline given to a toolbridge client, which enforces it
         in the call's one cancel scope together with its own (a governed call then enters one
-        scope, not two); None for another client (`mcp.Client`, a user's own)."""
-        if not takes_deadline(type(self.client)):
+        scope, not two); None for another client (`mcp.Client`, a user's own, a subclass or an
+        instance that replaces `call_tool`)."""
+        if not takes_deadline(self.client):
             return None
         return self.client.call_tool(  # type: ignore[no-any-return]
             self.remote_name, self.input_json(validated), deadline=deadline

@@ -82,9 +82,7 @@ def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable
     source = target.source
     if isinstance(source, DeclaredTool):
         return None
-    if takes_deadline(type(source), "toolbridge.bridge") and "call_tool" not in getattr(
-        source, "__dict__", ()
-    ):
+    if takes_deadline(source, "toolbridge.bridge"):
         return TakesDeadline(source.call_tool_until, target.spec.name, call.arguments)
     return functools.partial(source.call_tool, target.spec.name, call.arguments)
 
