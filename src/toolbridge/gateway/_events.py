@@ -566,8 +566,6 @@ class EventHub:
         `SUBSCRIBE_TIMEOUT_S`, under that upstream's lock only.
         Returns False when no candidate took it, or `holder` (or its identity) holds too many.
         """
-        if len(uri) > MAX_URI_CHARS:
-            return False
         if owner is not None:
             self._owners.setdefault(holder, owner)
         owner = self._owners.get(holder)
@@ -578,9 +576,7 @@ class EventHub:
                     mine = self._holdings.get(holder, set())
                     if key in mine:
                         return True
-                    if len(mine) >= MAX_SUBSCRIPTIONS:
-                        return False
-                    if owner is not None and self._held_by.get(owner, 0) >= MAX_HELD_PER_IDENTITY:
+                    if self.limit_reached(holder, owner, uri) is not None:
                         return False
                     holders = self._held.get(key)
                     if holders is None:  # (an empty set: let go, not yet unsubscribed: reused)
