@@ -30,6 +30,7 @@ from ..manifest._kinds import Permissions as PermissionsDoc
 from ..manifest._kinds import ToolProviderDoc
 from ..manifest._kinds_gateway import GatewayDoc
 from ..manifest._secrets import Secret
+from ._bulkhead import Bulkheads
 from ._core import GatewayCore, Identity, Source
 from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
@@ -85,6 +86,7 @@ class OpenGateway:
         anonymous: the identity of HTTP clients when no token is configured (else None).
         oauth: OAuth resource-server settings (HTTP), or None.
         oauth_rules: which verified OAuth tokens are which identity, in manifest order.
+        bulkheads: the limits and deadlines that keep identities and upstreams apart.
     """
 
     name: str
@@ -95,6 +97,7 @@ class OpenGateway:
     anonymous: str | None
     oauth: OAuthSettings | None = None
     oauth_rules: tuple[ClientRule, ...] = ()
+    bulkheads: Bulkheads = field(default_factory=Bulkheads)
     events: EventHub = field(default_factory=EventHub, repr=False)
     _pins: list[_Pin] = field(default_factory=list, repr=False)
     _pin_store: Any = field(default=None, repr=False)
@@ -311,6 +314,7 @@ async def open_gateway(
             anonymous=anonymous,
             oauth=oauth,
             oauth_rules=rules,
+            bulkheads=_bulkheads_of(doc),
             events=events,
             _pins=pins,
             _upstreams=upstreams,
@@ -357,6 +361,18 @@ def _pins_url(manifest: Manifest, doc: GatewayDoc) -> str | None:
     journal = getattr(rdoc, "journal", None)
     value = journal.reveal() if isinstance(journal, Secret) else journal
     return value if isinstance(value, str) and is_postgres_url(value) else None
+
+
+def _bulkheads_of(doc: GatewayDoc) -> Bulkheads:
+    return Bulkheads(
+        max_sessions=doc.max_sessions,
+        max_sessions_per_identity=doc.max_sessions_per_identity,
+        session_idle_timeout_s=doc.session_idle_timeout_ms / 1000,
+        max_calls_in_flight_per_identity=doc.max_calls_in_flight_per_identity,
+        upstream_list_timeout_s=doc.upstream_list_timeout_ms / 1000,
+        breaker_failures=doc.breaker_failures,
+        breaker_cooldown_s=doc.breaker_cooldown_ms / 1000,
+    )
 
 
 def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, ...]]:

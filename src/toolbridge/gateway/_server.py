@@ -30,8 +30,9 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from ..errors import bounded
-from ._core import GatewayCore, Identity, page_of
+from ..errors import PolicyError, bounded
+from ._bulkhead import InFlight, SessionBulkhead
+from ._core import GatewayCore, Identity, page_of, refusal
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["BearerAuth", "create_server", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("toolbridge.gateway")
+
+TOO_MANY_CALLS = "too many calls of this client in flight; try again when one has ended"
 
 IDENTITY_KEY = "toolbridge.identity"
 """Where `BearerAuth` leaves the caller's identity name in the ASGI scope."""
@@ -62,6 +65,7 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
     """An SDK `Server` serving `gateway` (see the module docstring)."""
     core: GatewayCore = gateway.core
     hub = gateway.events
+    inflight = InFlight(gateway.bulkheads.max_calls_in_flight_per_identity)
 
     def identity_of(ctx: Any) -> Identity:
         request = getattr(ctx, "request", None)
@@ -116,7 +120,16 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         session = ctx.session
+        if not inflight.enter(identity.name):  # one identity takes only its share of the gateway
+            return refusal(PolicyError(TOO_MANY_CALLS, code="LIMIT_EXCEEDED", outcome="blocked"))
+        try:
+            return await forward(ctx, identity, session, params)
+        finally:
+            inflight.leave(identity.name)
 
+    async def forward(
+        ctx: Any, identity: Identity, session: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             try:
                 await session.report_progress(value, total, message)
@@ -268,8 +281,16 @@ async def serve_http(
     """Serve Streamable HTTP at `http://host:port/mcp` until interrupted."""
     from ..tasks._server import run_http
 
+    limits = gateway.bulkheads
     server = create_server(gateway)
-    app = server.streamable_http_app(host=host, stateless_http=stateless)
+    app: Any = server.streamable_http_app(
+        host=host,
+        stateless_http=stateless,
+        max_sessions=limits.max_sessions,
+        session_idle_timeout=limits.session_idle_timeout_s,
+    )
+    if not stateless:  # sessions bound to their identity, at most its share each
+        app = SessionBulkhead(app, IDENTITY_KEY, limits.sessions_per_identity, limits.session_idle_timeout_s)
     wrapped: Any = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
     if gateway.oauth is not None:  # OAuth resource-server mode (`_oauth_gate`)
         from ._oauth_gate import OAuthGate

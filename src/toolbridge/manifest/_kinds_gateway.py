@@ -252,6 +252,23 @@ class GatewayDoc(KindDoc):
     """Items per page of `tools/list`, `resources/list` and `prompts/list`."""
     approval_timeout_ms: PositiveInt = 120_000
     """How long a person has to answer an approval; no answer in time blocks the call."""
+    max_sessions: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = 10_000
+    """Open HTTP sessions, all identities together; past it a new session is answered 503."""
+    max_sessions_per_identity: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] | None = None
+    """Open HTTP sessions of one identity (default: a tenth of `maxSessions`); one more closes
+    that identity's oldest idle session, or is answered 429 when all of them are busy."""
+    session_idle_timeout_ms: Annotated[int, Field(ge=1_000, le=86_400_000, strict=True)] = 1_800_000
+    """An HTTP session with no request for this long is closed."""
+    max_calls_in_flight_per_identity: Annotated[int, Field(ge=1, le=100_000, strict=True)] = 64
+    """`tools/call` requests of one identity in flight; past it a call is refused `LIMIT_EXCEEDED`."""
+    upstream_list_timeout_ms: Annotated[int, Field(ge=100, le=600_000, strict=True)] = 10_000
+    """The longest one upstream's listing (with its start) may take; then its last good listing
+    is served, marked stale."""
+    breaker_failures: Annotated[int, Field(ge=1, le=1_000, strict=True)] = 3
+    """Consecutive failures of one upstream (listing or call) that open its breaker."""
+    breaker_cooldown_ms: Annotated[int, Field(ge=100, le=3_600_000, strict=True)] = 30_000
+    """How long an open breaker fails that upstream's calls fast (`UPSTREAM_UNAVAILABLE`)
+    before one probe."""
 
     @model_validator(mode="after")
     def _distinct_clients(self) -> GatewayDoc:
@@ -262,6 +279,10 @@ class GatewayDoc(KindDoc):
             raise PydanticCustomError("client_local", "at most one client is `local: true`")
         if self.oauth is None and any(c.oauth is not None for c in self.clients):
             raise PydanticCustomError("client_oauth", "a client has `oauth` but the gateway has no `oauth`")
+        if self.max_sessions_per_identity is not None and self.max_sessions_per_identity > self.max_sessions:
+            raise PydanticCustomError(
+                "gateway_sessions", "`maxSessionsPerIdentity` is more than `maxSessions`"
+            )
         if not self.tool_providers and not self.tools and not self.tasks:
             raise PydanticCustomError("gateway_sources", "give `toolProviders`, `tools` or `tasks`")
         return self
