@@ -12,7 +12,8 @@ A value becomes known in one of these ways:
 - your own code calls `register_secret(value, name=...)`.
 
 Once registered, the value (and the forms it takes when written as JSON, in a Python repr, or
-URL-encoded) is replaced by `***` in: every `ToolbridgeError` message and its details (so in
+URL-encoded), in any letter case (a host name, a header or an upstream's error may case-fold
+it: `SK-ABC…` and `sk-abc…` are both scrubbed), is replaced by `***` in: every `ToolbridgeError` message and its details (so in
 every error line of the command line and in `--json` output), everything the command line writes
 to stdout and stderr (the live view of `run` included), every log record made in the process
 (a record factory installed with the first secret, plus `RedactingFilter` on the `toolbridge`,
@@ -51,7 +52,9 @@ __all__ = [
     "REDACTED",
     "RedactingFilter",
     "RedactingStream",
+    "contains_secret",
     "forget_secrets",
+    "has_secrets",
     "install_log_hooks",
     "is_credential_name",
     "redact",
@@ -81,6 +84,14 @@ _CREDENTIAL_NAME = re.compile(
 _lock = threading.Lock()
 _values: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+_folded: tuple[str, ...] = ()
+"""The registered forms lower-cased, for `contains_secret`: a substring test of each over the
+lower-cased text is over ten times faster than one IGNORECASE regex search (1.4 kB, 4 secrets:
+7 µs against 94 µs)."""
+_folded_bytes: tuple[bytes, ...] | None = None
+"""The same as UTF-8 when every form is ASCII (the usual case): then text is lower-cased as bytes
+(ASCII letters only), which costs the same as `str.lower` on ASCII text and a sixth of it on text
+with other characters."""
 _log_hooks_installed = False
 
 
@@ -131,30 +142,63 @@ def register_secret(value: str, *, name: str | None = None) -> bool:
         )
     if len(value) < MIN_SECRET_CHARS:
         return False
-    global _pattern
+    global _pattern, _folded, _folded_bytes
     with _lock:
         forms = _forms(value)
         if forms <= _values:
             return True
         _values.update(forms)
         ordered = sorted(_values, key=lambda f: (-len(f), f))
-        _pattern = re.compile("|".join(re.escape(f) for f in ordered))
+        _pattern = re.compile("|".join(re.escape(f) for f in ordered), re.IGNORECASE)
+        _folded = tuple(sorted({f.lower() for f in _values}, key=lambda f: (-len(f), f)))
+        _folded_bytes = tuple(f.encode() for f in _folded) if all(f.isascii() for f in _folded) else None
     install_log_hooks()
     return True
 
 
 def forget_secrets() -> None:
     """Forget every registered value (for tests; a real process keeps them for its lifetime)."""
-    global _pattern
+    global _pattern, _folded, _folded_bytes
     with _lock:
         _values.clear()
         _pattern = None
+        _folded = ()
+        _folded_bytes = None
+
+
+def has_secrets() -> bool:
+    """Whether any secret is registered (when not, nothing needs scrubbing)."""
+    return _pattern is not None
+
+
+def contains_secret(text: str | bytes) -> bool:
+    """Whether `text` (or UTF-8 bytes) holds a registered secret in any of its forms and letter cases.
+
+    Letter case is compared as `str.lower()` folds it. The cheap test before a costlier scrub
+    (`redact` runs it first, the gateway runs it over every message it sends): a substring test
+    of each registered form over the lower-cased text.
+    """
+    folded, as_bytes = _folded, _folded_bytes
+    if not folded:
+        return False
+    if as_bytes is not None:
+        if isinstance(text, str):
+            if text.isascii():
+                low = text.lower()
+                return any(form in low for form in folded)
+            text = text.encode("utf-8", "surrogatepass")
+        low_bytes = text.lower()
+        return any(form in low_bytes for form in as_bytes)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    low = text.lower()
+    return any(form in low for form in folded)
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret value replaced by `***`."""
+    """`text` with every registered secret value (in any letter case) replaced by `***`."""
     pattern = _pattern
-    if pattern is None or not isinstance(text, str):
+    if pattern is None or not isinstance(text, str) or not contains_secret(text):
         return text
     return pattern.sub(REDACTED, text)
 

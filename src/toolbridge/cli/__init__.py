@@ -153,6 +153,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
     from ..errors import ToolbridgeError
     from ..sanitize import visible_text
+    from ._logs import setup_logging
     from ._output import OutputError
 
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -163,7 +164,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     verbose = int(args.verbose) + int(getattr(args, "verbose_after", 0) or 0)
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging(level)  # log lines show control characters as escapes (`_logs`)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

@@ -35,6 +35,7 @@ from ._bulkhead import InFlight, SessionBulkhead
 from ._core import GatewayCore, Identity, page_of, refusal
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
+from ._scrub import ScrubbingServer
 
 if TYPE_CHECKING:
     from ._build import OpenGateway
@@ -49,8 +50,9 @@ IDENTITY_KEY = "toolbridge.identity"
 """Where `BearerAuth` leaves the caller's identity name in the ASGI scope."""
 
 
-class _GatewayServer(Server[Any]):
-    """The SDK server, announcing that its lists change (the gateway says when)."""
+class _GatewayServer(ScrubbingServer):
+    """The SDK server, announcing that its lists change (the gateway says when); every message it
+    sends is scrubbed of registered secrets (`_scrub`)."""
 
     def create_initialization_options(
         self, notification_options: Any = None, *args: Any, **kwargs: Any

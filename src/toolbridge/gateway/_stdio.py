@@ -28,6 +28,8 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from ._scrub import scrub_json
+
 __all__ = ["MAX_LINE_BYTES", "pipe_stdio", "pipes_usable"]
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -96,10 +98,15 @@ class _LineReader:
 class _LineWriter:
     """The SDK's write stream, written by the sending task itself (no relay task).
 
+    It scrubs registered secrets from each line it writes (`_scrub.scrub_json`; `scrubs` tells
+    `ScrubbingServer.run` not to wrap it again).
+
     A sender first waits while the client is behind (the pipe transport above its high-water
     mark), then writes its whole line: a client that stops reading holds its senders, and the
     buffer stays bounded (a sender cancelled while waiting has written nothing).
     """
+
+    scrubs = True
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
@@ -114,7 +121,7 @@ class _LineWriter:
             raise anyio.BrokenResourceError from None
         if self._writer.transport.is_closing():
             raise anyio.BrokenResourceError
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        data = scrub_json(item.message.model_dump_json(by_alias=True, exclude_unset=True))
         self._writer.write(data.encode("utf-8") + b"\n")
 
     async def aclose(self) -> None:

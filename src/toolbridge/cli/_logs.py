@@ -1,0 +1,50 @@
+"""The command line's log lines: one record, one line, nothing a terminal would act on.
+
+Log records carry what servers say (their `notifications/message` text, their stderr, their
+errors). `VisibleFormatter` shows every control and invisible character of a record as an escape
+(`toolbridge.sanitize.visible_text`): an upstream cannot clear the screen, set the window title,
+write the clipboard (OSC 52), ring the bell or start a forged line of its own (`\\n` is shown, not
+obeyed), in `call`, `run`, `run --json`, `gateway` or any other command, with or without `-v`.
+A traceback (`-vv`) keeps its line breaks; its other control characters are shown the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from ..sanitize import visible_text
+
+__all__ = ["FORMAT", "VisibleFormatter", "setup_logging"]
+
+FORMAT = "%(levelname)s %(name)s: %(message)s"
+"""The command line's log line."""
+
+
+class VisibleFormatter(logging.Formatter):
+    """A formatter whose lines hold no raw control or invisible character (see the module)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return visible_text(super().formatMessage(record))
+
+    def formatException(self, ei: object) -> str:  # noqa: N802 - logging's name
+        return visible_text(super().formatException(ei), multiline=True)  # type: ignore[arg-type]
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
+        return visible_text(super().formatStack(stack_info), multiline=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        cached = record.exc_text  # set by the redactor, which formats the traceback itself
+        if cached:
+            record.exc_text = visible_text(cached, multiline=True)
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = cached
+
+
+def setup_logging(level: int) -> None:
+    """Log to stderr at `level` through `VisibleFormatter` (once; like `logging.basicConfig`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleFormatter(FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
