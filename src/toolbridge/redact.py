@@ -13,11 +13,13 @@ A value becomes known in one of these ways:
 
 Once registered, the value (and the forms it takes when written as JSON, in a Python repr, or
 URL-encoded), in any letter case (a host name, a header or an upstream's error may case-fold
-it: `SK-ABC…` and `sk-abc…` are both scrubbed), is replaced by `***` in: every `ToolbridgeError` message and its details (so in
-every error line of the command line and in `--json` output), everything the command line writes
-to stdout and stderr (the live view of `run` included), every log record made in the process
-(a record factory installed with the first secret, plus `RedactingFilter` on the `toolbridge`,
-`mcp`, `httpx`, `httpx2` and `httpcore` loggers), run events, and journal rows.
+it: `SK-ABC…` and `sk-abc…` are both scrubbed), is replaced by `***` in: every `ToolbridgeError`
+message and its details (so in every error line of the command line and in `--json` output),
+everything the command line writes to stdout and stderr (the live view of `run` included), every
+log record made in the process (a record factory installed with the first secret, plus
+`RedactingFilter` on the `toolbridge`, `mcp`, `httpx`, `httpx2` and `httpcore` loggers), run
+events, and journal rows. The gateway also scrubs every message it sends to its clients
+(`toolbridge.gateway`; `contains_secret` is its cheap test).
 
 Rules:
 
@@ -145,6 +147,8 @@ def register_secret(value: str, *, name: str | None = None) -> bool:
     global _pattern, _folded, _folded_bytes
     with _lock:
         forms = _forms(value)
+        if not value.isascii():  # `\u00e4` and `\u00c4` do not fold into each other: both cases
+            forms |= _forms(value.lower()) | _forms(value.upper())
         if forms <= _values:
             return True
         _values.update(forms)

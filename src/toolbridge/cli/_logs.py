@@ -24,13 +24,13 @@ FORMAT = "%(levelname)s %(name)s: %(message)s"
 class VisibleFormatter(logging.Formatter):
     """A formatter whose lines hold no raw control or invisible character (see the module)."""
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+    def formatMessage(self, record: logging.LogRecord) -> str:
         return visible_text(super().formatMessage(record))
 
-    def formatException(self, ei: object) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: object) -> str:
         return visible_text(super().formatException(ei), multiline=True)  # type: ignore[arg-type]
 
-    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
+    def formatStack(self, stack_info: str) -> str:
         return visible_text(super().formatStack(stack_info), multiline=True)
 
     def format(self, record: logging.LogRecord) -> str:

@@ -502,8 +502,20 @@ class LiveManifest:
 
 
 def _stdio_launch(model: StdioClientDoc, base: Path) -> tuple[Any, list[Any], dict[str, Any] | None, str]:
-    """Command, arguments, environment (secrets revealed) and working directory of a stdio server."""
+    """Command, arguments, environment (secrets revealed) and working directory of a stdio server.
+
+    The value of a credential-named variable (`API_KEY`, `GITHUB_TOKEN`, …) written inline is
+    registered with the redactor when it has 8 characters or more (`AUTH_MODE: none` is not a
+    credential, and scrubbing `none` everywhere would garble every message): it is scrubbed like
+    a manifest secret.
+    """
+    from ..redact import is_credential_name, register_secret
+
     env = {k: _reveal(v) for k, v in model.env.items()} if model.env is not None else None
+    for name, value in (env or {}).items():
+        inline = isinstance(value, str) and len(value) >= 8 and value[-1] not in "\r\n"
+        if inline and is_credential_name(name):
+            register_secret(value, name=name)
     cwd = base if model.cwd is None else base / model.cwd
     return _reveal(model.command), [_reveal(a) for a in model.args], env, str(cwd)
 

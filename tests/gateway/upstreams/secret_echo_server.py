@@ -76,7 +76,9 @@ async def _resources(
 ) -> types.ListResourcesResult:
     return types.ListResourcesResult(
         resources=[
-            types.Resource(uri="secret://key", name="key", description=f"holds {FORMS}", mime_type="text/plain")
+            types.Resource(
+                uri="secret://key", name="key", description=f"holds {FORMS}", mime_type="text/plain"
+            )
         ]
     )
 
@@ -95,7 +97,9 @@ async def _read(
     ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
     return types.ReadResourceResult(
-        contents=[types.TextResourceContents(uri=str(params.uri), text=f"the key: {FORMS}", mime_type="text/plain")]
+        contents=[
+            types.TextResourceContents(uri=str(params.uri), text=f"the key: {FORMS}", mime_type="text/plain")
+        ]
     )
 
 
@@ -113,18 +117,26 @@ async def _prompts(
     )
 
 
-async def _prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> types.GetPromptResult:
+async def _prompt(
+    ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
     return types.GetPromptResult(
         description=SECRET,
-        messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=f"key {FORMS}"))],
+        messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=f"key {FORMS}"))
+        ],
     )
 
 
-async def _complete(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> types.CompleteResult:
+async def _complete(
+    ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+) -> types.CompleteResult:
     return types.CompleteResult(completion=types.Completion(values=[SECRET, SECRET.upper(), "plain"]))
 
 
-async def _set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+async def _set_level(
+    ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
     return types.EmptyResult()
 
 
