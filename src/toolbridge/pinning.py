@@ -494,8 +494,16 @@ class PinnedToolProvider:
             if status.state in ("pinned", "approved")
         ]
 
-    async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+    @property
+    def accepts_context(self) -> bool:
+        """Whether `call_tool` takes a caller's context (`context=`): when the pinned provider does."""
+        return getattr(self._source.provider, "accepts_context", False) is True
+
+    async def call_tool(self, name: str, args: Mapping[str, Any], context: Any = None) -> ToolResult:
         """Call a tool, after checking its current definition against the lock.
+
+        `context` (a caller's context of the call, such as the gateway's) goes to the pinned
+        provider when it takes one (`accepts_context`).
 
         Raises:
             PolicyError: `ERR_TOOL_PIN_MISMATCH` when the tool changed since it was pinned, is not
@@ -542,6 +550,9 @@ class PinnedToolProvider:
                 details={"tool": name, "reason": "unknown", "pinned": None, "current": None},
             )
         # A pinned tool the server no longer lists goes through: the server answers for it.
+        if context is not None and self.accepts_context:
+            provider: Any = self._source.provider
+            return await provider.call_tool(name, args, context=context)  # type: ignore[no-any-return]
         return await self._source.provider.call_tool(name, args)
 
     def approve(self, name: str, digest: str | None = None) -> str:

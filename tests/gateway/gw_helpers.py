@@ -78,6 +78,8 @@ def calls_of(tmp_path: Path) -> list[str]:
 
 def stdio_params(manifest: Path, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    if "PYTHONPATH" in os.environ:  # a worktree's own sources (else the installed package runs)
+        base["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return StdioServerParameters(
         command=TOOLBRIDGE, args=["gateway", str(manifest), *extra], env={**base, **(env or {})}
     )

@@ -60,7 +60,8 @@ async def test_approval_granted_declined_cancelled_and_timed_out(tmp_path: Path)
         # a tool whose binding needs no approval is not asked about
         assert not (await client.call_tool("up_echo", {"text": "x"})).is_error
     assert len(asked) == 5
-    assert asked[0].startswith("Allow `w_note` (write) with ") and "remember the milk" in asked[0]
+    question = "Allow `w_note` of server `Up` (write) with these arguments?"
+    assert asked[0] == f'{question}\n- text: "remember the milk"'
     assert calls_of(tmp_path) == ["note", "echo"]  # declined calls never reached the upstream
 
 

@@ -177,11 +177,17 @@ async def test_sampling_is_forwarded_to_a_client_that_offers_it(tmp_path: Path) 
 
 
 async def test_sampling_is_declined_for_a_client_without_it(tmp_path: Path) -> None:
+    """The upstream's sampling needs a capability the client did not declare: the upstream is
+    refused, and the call fails with -32021 (missing required client capability)."""
     manifest = upstream_manifest(tmp_path, clients=ME, binding=BINDING)
     async with gateway_stdio(manifest) as client:
-        result = await client.call_tool("up_ask", {"text": "hello?"})
-        assert result.is_error  # the upstream got a refusal and reported an error
-    assert calls_of(tmp_path) == ["ask"]
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("up_ask", {"text": "hello?"})
+        assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+        assert refused.value.error.data == {"requiredCapabilities": {"sampling": {}}}
+        echoed = await client.call_tool("up_echo", {"text": "still here"})
+        assert echoed.content[0].text == "still here"  # type: ignore[union-attr]
+    assert calls_of(tmp_path) == ["ask", "echo"]
 
 
 async def test_a_crashed_upstream_is_restarted_for_the_next_call(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from ._base import (
     ProgressHandler,
     call_result_to_dict,
 )
+from ._call_requests import CallRequestKind, CallRequests, RootsHandler
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler, decline_elicitation
 from ._http import HttpClient
 from ._inprocess import InProcessClient
@@ -50,6 +51,8 @@ __all__ = [
     "DEFAULT_TOOLS_TTL",
     "MAX_ARGUMENT_DEPTH",
     "TOOLS_LIST_PAGE_CAP",
+    "CallRequestKind",
+    "CallRequests",
     "ElicitationHandler",
     "FileTokenStorage",
     "HttpClient",
@@ -57,6 +60,7 @@ __all__ = [
     "McpClient",
     "MemoryTokenStorage",
     "ProgressHandler",
+    "RootsHandler",
     "RootsSpec",
     "SamplingHandler",
     "StdioClient",

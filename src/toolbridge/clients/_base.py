@@ -8,33 +8,24 @@ other hand, is called from anywhere: many agent steps, many concurrent tool call
 without an `async with` around it. So each connection gets an **owner task**, which alone
 enters and exits the SDK client; callers reach the shared session through `_connection()`.
 
-- The owner task is started lazily by the first call (or by `connect()`), is owned by the client,
-  and is reaped by `aclose()` (and so by `__aexit__`). It enters the SDK client, sets `ready`,
-  then waits for `stop`; leaving its `async with` shuts the server down (stdio: close stdin, then
-  SIGTERM, then SIGKILL to the whole process group).
-- Calls run in their own tasks on the shared `ClientSession`; the SDK's dispatcher correlates
-  responses, so any number of calls share one connection.
-- A per-call deadline (`timeout=` or the client-wide default, `DEFAULT_TIMEOUT` unless configured)
-  is an anyio cancel scope around the SDK call, pushed back by each progress notification of the
-  call, so no caller waits forever on a lost answer while a slow tool that reports progress is not
-  cut off. When it expires the dispatcher sends `notifications/cancelled` and forgets the request,
-  so a late response is dropped; the caller gets `McpTimeoutError` and the connection keeps serving.
-- Arguments no server could read (a lone surrogate, NaN, nesting past `MAX_ARGUMENT_DEPTH`) fail
-  their own call with `ERR_INVALID_INPUT` before anything is sent (`_outbound`).
-  The SDK's own `REQUEST_TIMEOUT` is never used, so a server sending -32001 is a plain JSON-RPC error.
-- When the connection ends (a stdio server dies), the dispatcher fails every pending call at once
-  with `CONNECTION_CLOSED`; each is mapped to `TransportError`, the connection is retired, and the
-  next call starts a fresh one (a new server process). A Streamable HTTP session rejected with 404
-  is re-established once, then `SessionInvalidError`.
-- `tools/list` walks `nextCursor` (at most `TOOLS_LIST_PAGE_CAP` pages; a cursor seen twice is a
-  `ProtocolError`) and caches the list. How long the cache is trusted (for as long as a live change
-  channel exists, else `tools_ttl` seconds), and the `subscriptions/listen` stream that 2026-07-28
-  connections keep open (reopened with backoff when it dies), are in `_changes`. A change drops the
-  cache and increments `generation`; so does a fresh connection after the first (a restarted
-  server may offer different tools).
-- Closing a connection first ends its change stream and waits (bounded) until the SDK has
-  abandoned the stream's request, and only then leaves the SDK client, so that no event arriving
-  on the stream meets a closed session (which the SDK would log as an error).
+- The owner task is started lazily by the first call (or `connect()`) and reaped by `aclose()`.
+  It enters the SDK client, sets `ready`, then waits for `stop`; leaving its `async with` shuts
+  the server down (stdio: close stdin, then SIGTERM, then SIGKILL to the process group).
+- Calls run in their own tasks on the shared `ClientSession` (the SDK correlates responses).
+- A per-call deadline (`timeout=` or the client-wide `DEFAULT_TIMEOUT`) is a cancel scope around
+  the SDK call, pushed back by each progress notification; when it expires the server is told to
+  cancel, a late response is dropped, and the caller gets `McpTimeoutError`.
+- Arguments no server could read fail their own call with `ERR_INVALID_INPUT` (`_outbound`). The
+  SDK's `REQUEST_TIMEOUT` is never used (a server's -32001 is a plain JSON-RPC error).
+- When the connection ends, every pending call fails with `TransportError`, the connection is
+  retired, and the next call starts a fresh one. A Streamable HTTP session rejected with 404 is
+  re-established once, then `SessionInvalidError`.
+- `tools/list` walks `nextCursor` (at most `TOOLS_LIST_PAGE_CAP` pages) and caches the list; how
+  long the cache is trusted and the `subscriptions/listen` stream are in `_changes`. A change,
+  or a fresh connection after the first, increments `generation`.
+- Closing a connection first ends its change stream (bounded wait), then leaves the SDK client.
+- Server-to-client requests answered per call (`offer_call_requests`, `call_tool(requests=)`,
+  the 2026-07-28 input rounds): `_call_requests`.
 
 The owner task is an asyncio task (toolbridge runs on asyncio); everything inside it uses anyio.
 """
@@ -66,6 +57,7 @@ from ..errors import (
 )
 from ..sanitize import visible_text
 from ..telemetry import clear_current, record_mcp_operation
+from ._call_requests import CallRequests, InFlightCalls, PerCallRequests, call_with_requests
 from ._call_support import RollingDeadline, note_fallback
 from ._changes import (
     DEFAULT_TOOLS_TTL,
@@ -80,14 +72,7 @@ from ._changes import (
 from ._content_guard import PreservingDispatcher, guard_dispatcher_of
 from ._contract import McpClient, ProgressHandler, call_result_to_dict
 from ._errors import map_exception, unwrap_group
-from ._handlers import (
-    ElicitationHandler,
-    RootsSpec,
-    SamplingHandler,
-    elicitation_callback,
-    roots_callback,
-    sampling_callback,
-)
+from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler, roots_callback
 from ._outbound import check_arguments, check_text
 from ._stdio_transport import DEFAULT_MAX_MESSAGE_BYTES, make_logging_callback
 
@@ -143,6 +128,7 @@ class _Connection:
         self.guard: PreservingDispatcher | None = None  # our wrapper around it
         self.list_changed = False  # the server advertises tools.listChanged
         self.channel = ChangeChannel()
+        self.calls = InFlightCalls()  # the calls that take server-to-client requests
         self.get_stream_open = False  # HTTP: the server accepted the GET stream (set by HttpClient)
         self.up = False
         """Seen `ready` and `settled` once (both events are only ever set, never cleared): the
@@ -165,7 +151,7 @@ class _Connection:
         return bool(getattr(dispatcher, "_closed", False))
 
 
-class ConnectionClient:
+class ConnectionClient(PerCallRequests):
     """Base of the toolbridge clients: lazy, persistent, shared connection (see the module docstring).
 
     Subclasses implement `_open()` (return what `mcp.Client` connects to) and may override
@@ -408,6 +394,10 @@ class ConnectionClient:
         timeout: float | None = None,  # noqa: ASYNC109 - a deadline per call is the API
         progress: ProgressHandler | None = None,
         deadline: float | None = None,
+        requests: CallRequests | None = None,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
+        allow_input_required: bool = False,
     ) -> dict[str, Any]:
         """Call one tool and return its result in wire form (see `call_result_to_dict`).
 
@@ -425,6 +415,11 @@ class ConnectionClient:
                 moves it). When it passes first, the call raises `TimeoutError` instead of
                 `McpTimeoutError`: the caller's limit ran out, not the client's (the governed
                 runtime's tool timeout comes this way, so a governed call enters one scope).
+            requests: this call's answers to the server's sampling, elicitation and roots
+                requests (kinds offered with `offer_call_requests`; see `_call_requests`).
+            input_responses, request_state: resume a 2026-07-28 `InputRequiredResult`.
+            allow_input_required: return a 2026-07-28 `InputRequiredResult` (its wire form, with
+                `resultType: "input_required"`) instead of answering it with `requests`.
 
         Raises:
             ConfigError: `ERR_INVALID_INPUT`: the name or the arguments cannot be sent (a lone
@@ -452,6 +447,8 @@ class ConnectionClient:
 
         check_text(name, what, "the tool name")
         check_arguments(args, what)
+        per_call = (name, args, requests, input_responses, request_state, allow_input_required)
+        offered = self._call_requests or input_responses is not None or request_state is not None
         started = time.monotonic()
         # One deadline for the whole call: connecting (if needed), and a retry on a new session;
         # each progress notification of the call pushes it back by `limit`. The attempts run
@@ -460,16 +457,20 @@ class ConnectionClient:
         caller_timeout: TimeoutError | None = None
         try:
             for attempt in range(2):
-                timed: types.CallToolResult | None = None
+                timed: types.CallToolResult | types.InputRequiredResult | None = None
                 try:
                     with rolling.scope_class() as scope:  # anyio.CancelScope()
                         rolling.arm(scope)
                         conn: _Connection | None = None
                         try:
                             conn = self._ready_connection() or await self._connection()
-                            timed = await self._sdk_of(conn).call_tool(
-                                name, args, progress_callback=rolling.callback
-                            )
+                            sdk = self._sdk_of(conn)
+                            if not offered:
+                                timed = await sdk.call_tool(name, args, progress_callback=rolling.callback)
+                            else:
+                                timed = await call_with_requests(
+                                    conn.calls, sdk.session, rolling.callback, *per_call
+                                )
                         except BaseException as exc:
                             if conn is None:  # connecting failed: its errors are already ours
                                 raise
@@ -495,7 +496,11 @@ class ConnectionClient:
                     raise McpTimeoutError(
                         f"{what()}: no answer within {limit}s (nor progress); the server was told to cancel"
                     )
-                result = call_result_to_dict(timed)
+                result = (
+                    call_result_to_dict(timed)
+                    if type(timed) is types.CallToolResult
+                    else timed.model_dump(by_alias=True, mode="json", exclude_none=True)
+                )
                 break
             else:  # pragma: no cover - the second attempt returns or raises
                 raise AssertionError("unreachable")
@@ -690,14 +695,9 @@ class ConnectionClient:
             mode=self._mode,
             cache=None,
             client_info=self._client_info,
-            sampling_callback=sampling_callback(self._sampling_handler) if self._sampling_handler else None,
-            # Only what has a handler is offered, so the server sees what a plain SDK client shows.
-            elicitation_callback=(
-                elicitation_callback(self._elicitation_handler) if self._elicitation_handler else None
-            ),
-            list_roots_callback=self._roots_callback,
             logging_callback=make_logging_callback(self.logger),
             message_handler=cast(MessageHandlerFnT, self._message_handler(conn)),
+            **self._sdk_callbacks(conn.calls),
         )
 
     async def _own(self, conn: _Connection) -> None:

@@ -35,7 +35,7 @@ from ._core import GatewayCore, Identity, Source
 from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
 from ._oauth_gate import ClientRule
-from ._upstream import ServerRequestRouter, UpstreamProvider, attach_router
+from ._upstream import InFlight, UpstreamProvider
 
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
 
@@ -58,7 +58,12 @@ class Watched:
     async def list_tools(self) -> Any:
         return await self.inner.list_tools()
 
-    async def call_tool(self, name: str, args: Any) -> Any:
+    accepts_context = True
+    """`call_tool` passes the gateway's `CallContext` on (to a provider that takes one)."""
+
+    async def call_tool(self, name: str, args: Any, context: Any = None) -> Any:
+        if context is not None and getattr(self.inner, "accepts_context", False) is True:
+            return await self.inner.call_tool(name, args, context=context)
         return await self.inner.call_tool(name, args)
 
 
@@ -229,7 +234,7 @@ async def open_gateway(
             base = create_runtime()
             live._stack.callback(base.close)
         pin_url = _pins_url(manifest, doc)
-        routers: dict[int, ServerRequestRouter] = {}
+        routers: dict[int, InFlight] = {}
         events = EventHub()
         timeout = approval_timeout_s if approval_timeout_s is not None else doc.approval_timeout_ms / 1000
         sources: list[Source] = []
@@ -241,12 +246,14 @@ async def open_gateway(
             provider: Any
             if isinstance(pdoc, ToolProviderDoc):
                 client = await live.build(pdoc.client.name)
-                router = routers.get(id(client))
-                if router is None:
-                    router = routers[id(client)] = ServerRequestRouter(timeout_s=timeout)
-                    attach_router(client, router)
-                    events.routers[id(client)] = router
-                provider = UpstreamProvider(client, router)
+                inflight = routers.get(id(client))
+                if inflight is None:
+                    inflight = routers[id(client)] = InFlight()
+                    offer = getattr(client, "offer_call_requests", None)
+                    if offer is not None:  # answered by the call they belong to (`_upstream`)
+                        offer("sampling", "elicitation", "roots")
+                    events.routers[id(client)] = inflight
+                provider = UpstreamProvider(client, inflight)
                 lock_name = doc.lock or pdoc.lock
                 pinned: Any = None
                 if lock_name is not None:

@@ -16,11 +16,8 @@ the approval settings. The MCP server (`_server`) hands it each `tools/list` and
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import logging
-import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,19 +26,28 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..agent._catalog import Catalog, ToolCatalog
 from ..agent._hooks import ToolTarget
 from ..agent._types import ToolBinding
 from ..content import to_json_text
 from ..errors import PolicyError, ToolbridgeError, bounded
-from ..runtime._canonical import canonical_json
 from ..runtime._permissions import ToolGrantNeeds, effective_effects
 from ..runtime._session import GovernedSession
 from ..sanitize import clean_text
 from ..tools import ToolResult
-from ._upstream import CURRENT_CALL, CallBox
+from ._rounds import (
+    APPROVAL_KEY,
+    APPROVAL_SCHEMA,
+    MAX_ROUNDS,
+    MAX_UPSTREAM_STATE,
+    Round,
+    RoundStates,
+    approval_message,
+    arguments_digest,
+    too_large_to_show,
+)
+from ._upstream import CallContext, missing_capability
 
 __all__ = ["ERROR_TEXT_LIMIT", "GatewayCore", "Identity", "Source"]
 
@@ -51,15 +57,6 @@ ERROR_TEXT_LIMIT = 2000
 """An upstream tool error reaches the client cleaned and cut to this many characters."""
 
 Approval = Literal["never", "write", "always"]
-
-APPROVAL_KEY = "toolbridge/approval"
-"""The key of the approval in a 2026-07-28 `InputRequiredResult` (and of its answer)."""
-
-APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Allow this call", "default": False}},
-    "required": ["approve"],
-}
 
 
 @dataclass(frozen=True)
@@ -135,7 +132,7 @@ def _upstream_error(wire: Mapping[str, Any]) -> types.CallToolResult:
     return error_result(bounded(clean_text(text), ERROR_TEXT_LIMIT))
 
 
-def _from_tool_result(result: ToolResult, box: CallBox) -> types.CallToolResult:
+def _from_tool_result(result: ToolResult, box: CallContext) -> types.CallToolResult:
     """What the client gets for a successful call."""
     if box.wire is not None and box.result is result:
         if box.wire.get("isError"):
@@ -173,12 +170,14 @@ class GatewayCore:
     approval_timeout_s: float = 120.0
     catalog: ToolCatalog = field(init=False)
     _approval: dict[int, Approval] = field(init=False, default_factory=dict)
-    _state_key: bytes = field(init=False, repr=False, default_factory=lambda: secrets.token_bytes(32))
+    _rounds: RoundStates = field(init=False, repr=False, default_factory=RoundStates)
+    _servers: dict[int, str] = field(init=False, repr=False, default_factory=dict)
     _warned_at: float = field(init=False, repr=False, default=-1e9)
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
         self._approval = {id(s.binding): s.approval for s in self.sources}
+        self._servers = {id(s.binding): s.name for s in self.sources}
 
     # ---------------------------------------------------------------------------------- listing
 
@@ -267,19 +266,21 @@ class GatewayCore:
         name: str,
         arguments: Mapping[str, Any] | None,
         *,
-        downstream: Any = None,
-        request_id: Any = None,
-        progress: Any = None,
+        context: CallContext | None = None,
         input_responses: Mapping[str, Any] | None = None,
         request_state: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Forward one call under `identity`'s governed session; never raises but for -32602.
+        """Forward one call under `identity`'s governed session, with its `context` (who asked,
+        on which session; see `_upstream`) passed down to the upstream and back.
 
-        An approval asked in the 2026-07-28 era is an `InputRequiredResult` (nothing journaled
-        yet); the client's retry carries the answer (`input_responses`, `request_state`).
+        A 2026-07-28 client's input rounds (the gateway's approval, the upstream's own
+        `InputRequiredResult`) are `InputRequiredResult`s sealed by the gateway (`_rounds`); the
+        client's retry carries the answers (`input_responses`, `request_state`).
 
         Raises:
-            MCPError: -32602 (invalid params) for a tool the gateway does not serve.
+            MCPError: -32602 (invalid params) for a tool the gateway does not serve or a
+                `request_state` it does not honour; -32021 when the upstream needed a client
+                capability the client did not declare.
         """
         catalog = await self.resolve()
         target = catalog.targets.get(name) if catalog is not None else None
@@ -290,20 +291,38 @@ class GatewayCore:
         if arguments is not None and not isinstance(arguments, Mapping):
             raise MCPError(types.INVALID_PARAMS, "arguments must be an object")
         args = dict(arguments or {})
+        if context is None:
+            context = CallContext(identity, ask_timeout_s=self.approval_timeout_s)
         needs = self._needs(target)
         approval = self._approval_for(target)
-        why: str | None = None
-        if (approval == "always" or (approval == "write" and needs.effects != "none")) and self.granted(
+        ask = (approval == "always" or (approval == "write" and needs.effects != "none")) and self.granted(
             identity, target
-        ):
-            asked = await self._approve(
-                downstream, request_id, name, needs.effects, args, input_responses, request_state
-            )
-            if isinstance(asked, types.InputRequiredResult):
-                return asked
-            why = asked
-        box = CallBox(progress=progress, downstream=downstream, request_id=request_id, identity=identity)
-        token = CURRENT_CALL.set(box)
+        )
+        why: str | None = None
+        digest = ""
+        resumed: Round | None = None
+        if context.modern and (ask or request_state is not None):
+            digest = arguments_digest(name, args)
+            if request_state is not None:
+                resumed, not_honoured = self._rounds.open(request_state, identity.name, name, digest)
+                if resumed is None:
+                    log.info("a client's request_state was not honoured: %s", not_honoured)
+                    if not ask:
+                        raise MCPError(types.INVALID_PARAMS, f"request_state not honoured ({not_honoured})")
+        if ask:
+            if not context.modern:
+                why = await self._ask(context, target, needs.effects, name, args)
+            elif resumed is None:
+                return self._approval_round(context, target, needs.effects, name, args, digest)
+            elif not resumed.approved:
+                why = _judge_response((input_responses or {}).get(APPROVAL_KEY))
+                if why is None:
+                    resumed = Round(resumed.number, True, None, False)
+        if resumed is not None and resumed.upstream_asked:
+            context.upstream_state = resumed.upstream_state
+            context.upstream_responses = {
+                k: v for k, v in (input_responses or {}).items() if k != APPROVAL_KEY
+            }
         try:
             async with GovernedSession(
                 identity.runtime,
@@ -313,73 +332,149 @@ class GatewayCore:
             ) as session:
                 if why is not None:
                     raise session._fail("PERMISSION_DENIED", why)
-                result = await session.call_tool(name, args)
-            return _from_tool_result(result, box)
+                result = await session.call_tool(name, args, context=context)
         except PolicyError as exc:
+            missing_error(context)
             return refusal(exc)
         except ToolbridgeError as exc:
+            missing_error(context)
             log.warning("call of %r failed in the gateway: %s", bounded(name, 100), exc.code)
             return error_result("TOOL_FAILED: the tool call failed")
-        finally:
-            CURRENT_CALL.reset(token)
+        missing_error(context)
+        if context.input_required is not None:
+            return self._relay_round(context, name, digest or arguments_digest(name, args), resumed, ask)
+        return _from_tool_result(result, context)
 
-    def _approval_state(self, name: str, arguments: Mapping[str, Any]) -> str:
-        """What a 2026-07-28 approval is bound to: this tool and these exact arguments."""
-        digest = hashlib.sha256(canonical_json({"tool": name, "arguments": dict(arguments)})).digest()
-        return hmac.new(self._state_key, digest, hashlib.sha256).hexdigest()
-
-    async def _approve(
+    def _approval_round(
         self,
-        downstream: Any,
-        request_id: Any,
-        name: str,
+        context: CallContext,
+        target: ToolTarget,
         effects: str,
-        arguments: Mapping[str, Any],
-        input_responses: Mapping[str, Any] | None,
-        request_state: str | None,
-    ) -> str | types.InputRequiredResult | None:
-        """None when approved; why not (a fixed phrase); or the request for it (2026-07-28)."""
-        caps = getattr(downstream, "client_capabilities", None)
+        name: str,
+        args: Mapping[str, Any],
+        digest: str,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The first round of a 2026-07-28 call that needs approval: the question."""
+        caps = context.capabilities
         if caps is None or caps.elicitation is None:
-            return "approval needed, but the client cannot be asked (no elicitation)"
-        if getattr(downstream, "can_send_request", False):
-            return await self._ask(downstream, request_id, name, effects, arguments)
-        if getattr(downstream, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
-            return "approval needed, but the client cannot be asked (no elicitation)"
-        expected = self._approval_state(name, arguments)
-        answer = (input_responses or {}).get(APPROVAL_KEY)
-        if answer is None or request_state is None or not hmac.compare_digest(request_state, expected):
-            return types.InputRequiredResult(
-                input_requests={
-                    APPROVAL_KEY: types.ElicitRequest(
-                        params=types.ElicitRequestFormParams(
-                            message=self._message(name, effects, arguments), requested_schema=APPROVAL_SCHEMA
-                        )
-                    )
-                },
-                request_state=expected,
-            )
-        return _judge(answer)
+            return refusal_text("approval needed, but the client cannot be asked (no elicitation)")
+        if too_large_to_show(args):
+            return refusal_text(TOO_LARGE)
+        message = approval_message(name, self._server_of(target), effects, args)
+        state = self._rounds.seal(
+            context.identity.name, name, digest, number=1, approved=False, upstream=None
+        )
+        return types.InputRequiredResult(
+            input_requests={
+                APPROVAL_KEY: types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA)
+                )
+            },
+            request_state=state,
+        )
 
-    @staticmethod
-    def _message(name: str, effects: str, arguments: Mapping[str, Any]) -> str:
-        shown = bounded(clean_text(to_json_text(dict(arguments))), 500)
-        return f"Allow `{name}` ({effects}) with {shown}?"
+    def _relay_round(
+        self, context: CallContext, name: str, digest: str, resumed: Round | None, approved: bool
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The upstream's `InputRequiredResult`, relayed to a 2026-07-28 client under the
+        gateway's sealed state (see `_rounds`).
+
+        Raises:
+            MCPError: -32021 when the client did not declare what a request needs.
+        """
+        wire = context.input_required or {}
+        try:
+            asked = types.InputRequiredResult.model_validate(wire)
+        except ValueError:
+            log.warning(
+                "the upstream of %r answered with an invalid input_required result", bounded(name, 100)
+            )
+            return error_result("TOOL_FAILED: the upstream asked for input in an invalid form")
+        number = (resumed.number if resumed is not None else 0) + 1
+        upstream = asked.request_state
+        if number > MAX_ROUNDS or (upstream is not None and len(upstream) > MAX_UPSTREAM_STATE):
+            return error_result("TOOL_FAILED: the upstream asked for input too many times or too much state")
+        requests = dict(asked.input_requests or {})
+        requests.pop(APPROVAL_KEY, None)  # the gateway's key; an upstream cannot ask in its name
+        for request in requests.values():
+            needed = missing_capability(context.capabilities, request)
+            if needed is not None:
+                context.missing = needed
+                missing_error(context)
+        state = self._rounds.seal(
+            context.identity.name,
+            name,
+            digest,
+            number=number,
+            approved=approved,
+            upstream=upstream,
+            asked=True,
+        )
+        return types.InputRequiredResult(input_requests=requests or None, request_state=state)
+
+    def _server_of(self, target: ToolTarget) -> str:
+        if target.declared:
+            return f"gateway {self.name}"
+        return self._servers.get(id(target.binding), "?")
 
     async def _ask(
-        self, downstream: Any, request_id: Any, name: str, effects: str, arguments: Mapping[str, Any]
+        self, context: CallContext, target: ToolTarget, effects: str, name: str, arguments: Mapping[str, Any]
     ) -> str | None:
-        """Ask the person at the client; None when approved, else why not (a fixed phrase)."""
-        message = self._message(name, effects, arguments)
+        """Ask the person at a handshake-era client; None when approved, else why not (a fixed
+        phrase). The question goes on the call's own request, so its answer is this call's."""
+        caps = context.capabilities
+        session = context.session
+        if caps is None or caps.elicitation is None or not getattr(session, "can_send_request", False):
+            return "approval needed, but the client cannot be asked (no elicitation)"
+        if too_large_to_show(arguments):
+            return TOO_LARGE
+        message = approval_message(name, self._server_of(target), effects, arguments)
         try:
             with anyio.fail_after(self.approval_timeout_s):
-                answer = await downstream.elicit_form(message, APPROVAL_SCHEMA, related_request_id=request_id)
+                answer = await session.elicit_form(
+                    message, APPROVAL_SCHEMA, related_request_id=context.request_id
+                )
         except TimeoutError:
             return "approval not given in time"
         except Exception as exc:  # the client refused the request or went away
             log.info("approval request failed: %s", type(exc).__name__)
             return "approval could not be asked"
         return _judge(answer)
+
+
+TOO_LARGE = "approval needed, but the arguments are too large to show in full"
+
+
+def refusal_text(why: str) -> types.CallToolResult:
+    """An approval refusal before any governed session (nothing was journaled or sent)."""
+    return refusal(PolicyError(why, code="PERMISSION_DENIED", outcome="blocked"))
+
+
+def missing_error(context: CallContext) -> None:
+    """Fail the call with -32021 when the upstream needed a capability the client lacks.
+
+    Raises:
+        MCPError: -32021 with the `requiredCapabilities`.
+    """
+    needed = context.missing
+    if needed is not None:
+        raise MCPError(
+            types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "the tool needs a client capability the client did not declare",
+            {"requiredCapabilities": needed.model_dump(by_alias=True, mode="json", exclude_none=True)},
+        )
+
+
+def _judge_response(answer: Any) -> str | None:
+    """`_judge` of a 2026-07-28 input response (a plain JSON object or a parsed result)."""
+    if isinstance(answer, Mapping):
+        try:
+            answer = types.ElicitResult.model_validate(answer)
+        except ValueError:
+            return "approval declined"
+    if answer is None:
+        return "approval declined"
+    return _judge(answer)
 
 
 def _judge(answer: Any) -> str | None:

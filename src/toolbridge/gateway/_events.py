@@ -183,7 +183,7 @@ class EventHub:
         self._upstream_level: str | None = None
         self._listens: dict[tuple[int, str], anyio.CancelScope] = {}
         self.routers: dict[int, Any] = {}
-        """id(upstream client) -> its `ServerRequestRouter` (the calls in flight on it)."""
+        """id(upstream client) -> its `InFlight` (the gateway's calls in flight on it)."""
         self.dropped = 0
         """Messages dropped for slow clients, in total."""
         self.candidates: Callable[[Identity, str], list[Source]] = lambda identity, uri: []
@@ -451,41 +451,44 @@ class EventHub:
             self._queue(link, prepared)
 
     def _deliver_log_to_calls(self, entry: _Upstream, item: _Item) -> None:
-        """2026-07-28: a log message reaches the calls in flight on that upstream whose request
-        opted in (`io.modelcontextprotocol/logLevel` in `_meta`; the SDK filters by it), at most
-        `CALL_LOG_PENDING` waiting per call."""
-        router = self.routers.get(id(entry.client))
-        if router is None or self._tg is None:
+        """2026-07-28: a log message reaches the call in flight on that upstream whose request
+        opted in (`io.modelcontextprotocol/logLevel` in `_meta`; the SDK filters by it), only
+        when it is the one call in flight there (otherwise nothing tells whose message it is, and
+        it must not reach another identity), at most `CALL_LOG_PENDING` waiting per call."""
+        inflight = self.routers.get(id(entry.client))
+        if inflight is None or self._tg is None:
+            return
+        call = inflight.sole()
+        if call is None:
             return
         _, level, logger, data = item
-        for box in router.inflight():
-            session = box.downstream
-            if getattr(session, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
-                continue  # the handshake era hears logs through logging/setLevel, above
-            if level not in getattr(session, "_allowed_log_levels", ()):
-                continue  # this request did not opt in at that level
-            source = next((s for s in entry.sources if _may(box.identity, "logs", s)), None)
-            if source is None:
-                continue
-            if box.pending_logs >= CALL_LOG_PENDING:
-                self.dropped += 1
-                continue
-            name = clean_text(source.name)
-            if isinstance(logger, str) and logger:
-                name = f"{name}/{bounded(clean_text(logger), 100)}"
-            box.pending_logs += 1
-            self._tg.start_soon(self._send_call_log, box, level, name, clean_data(data))
+        session = call.session
+        if getattr(session, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+            return  # the handshake era hears logs through logging/setLevel, above
+        if level not in getattr(session, "_allowed_log_levels", ()):
+            return  # this request did not opt in at that level
+        source = next((s for s in entry.sources if _may(call.identity, "logs", s)), None)
+        if source is None:
+            return
+        if call.pending_logs >= CALL_LOG_PENDING:
+            self.dropped += 1
+            return
+        name = clean_text(source.name)
+        if isinstance(logger, str) and logger:
+            name = f"{name}/{bounded(clean_text(logger), 100)}"
+        call.pending_logs += 1
+        self._tg.start_soon(self._send_call_log, call, level, name, clean_data(data))
 
     @staticmethod
-    async def _send_call_log(box: Any, level: str, logger: str, data: Any) -> None:
+    async def _send_call_log(call: Any, level: str, logger: str, data: Any) -> None:
         try:
             with anyio.fail_after(SEND_TIMEOUT_S), warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await box.downstream.send_log_message(level, data, logger, related_request_id=box.request_id)
+                await call.session.send_log_message(level, data, logger, related_request_id=call.request_id)
         except Exception as exc:  # the call ended, or the client is slow: this one is dropped
             log.debug("a log message did not reach a call: %s", type(exc).__name__)
         finally:
-            box.pending_logs -= 1
+            call.pending_logs -= 1
 
     # ------------------------------------------------------------------------------ logging level
 

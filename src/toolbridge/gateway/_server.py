@@ -36,6 +36,7 @@ from ._core import GatewayCore, Identity, page_of, refusal
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
 from ._scrub import ScrubbingServer
+from ._upstream import CallContext
 
 if TYPE_CHECKING:
     from ._build import OpenGateway
@@ -138,13 +139,12 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
             except Exception:  # the client went away; the call itself decides what happens
                 log.debug("progress could not be forwarded")
 
+        context = CallContext.of(identity, session, ctx.request_id, progress, core.approval_timeout_s)
         return await core.call(
             identity,
             params.name,
             params.arguments,
-            downstream=session,
-            request_id=ctx.request_id,
-            progress=progress,
+            context=context,
             input_responses=params.input_responses,
             request_state=params.request_state,
         )

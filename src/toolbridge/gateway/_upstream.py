@@ -1,22 +1,26 @@
-"""The gateway's side of one upstream MCP server: calls that keep the whole result, progress, and
-server-to-client requests (sampling, elicitation) routed to the downstream client that caused them.
+"""The gateway's side of one upstream MCP server: one call's context, passed explicitly from the
+server handler down to the upstream call and back, and what the upstream asks during it.
 
-`UpstreamProvider` is a `McpToolProvider` whose `call_tool` keeps what the gateway must pass
-back unchanged (the upstream's content blocks, `structuredContent` and `isError`) in the
-`CallBox` of the forwarded call, and forwards the upstream's progress notifications to the
-downstream client through it. An upstream tool error is an answer, not a failure of the call: it
-is returned (and journaled as answered), and the gateway hands the client an `isError` result
-with the text cleaned and bounded.
+`CallContext` is made by the server handler for each `tools/call`: who called (the identity),
+on which downstream session, with which declared capabilities and protocol version, under which
+request id, where progress goes. `GatewayCore.call` hands it to `GovernedSession.call_tool(...,
+context=)`, which hands it to the provider (`accepts_context`), down to `UpstreamProvider`,
+which calls the upstream's toolbridge client with the context's own `CallRequests`; the
+upstream's answer in wire form comes back on the same object (`wire`, `result`,
+`input_required`). Nothing travels in a context variable.
 
-The box travels in a context variable: the gateway sets it around `GovernedSession.call_tool`,
-which runs the provider's `call_tool` in the same task (one call per session), so nothing of one
-call can reach another.
+What the upstream asks during the call (see `toolbridge.clients._call_requests` for how the
+client attributes it):
 
-Sampling and elicitation: an upstream asks its client (the gateway) while one of the gateway's
-calls to it is in flight. `ServerRequestRouter` sends the request on to the downstream client of
-the most recent call in flight on that upstream, when that client declared the capability and
-its connection can carry a server-to-client request; otherwise it declines (sampling: an error
-answer; elicitation: `decline`). Nothing else can reach a downstream client.
+- A handshake-era downstream client gets real `sampling/createMessage`, `elicitation/create`
+  and `roots/list` requests on its own request's stream (`related_request_id`), when it
+  declared the capability. When it did not, the upstream's request is refused with -32021 and
+  the call itself fails with -32021 (`missing`), as the 2026-07-28 spec says.
+- A 2026-07-28 downstream client (no server-to-client channel) gets the upstream's
+  `InputRequiredResult` relayed (`GatewayCore`); a handshake-era upstream's standalone request
+  during its call is refused (-32600), since nothing could carry it.
+- Nothing reaches another call: the client gives a handshake-era request to a call only when it
+  is the one call in flight on that connection; otherwise it is refused (logged at INFO).
 """
 
 from __future__ import annotations
@@ -24,74 +28,235 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..bridge import McpToolProvider
-from ..clients import ProgressHandler
+from ..clients import CallRequests, ProgressHandler
 from ..content import media_from_mcp, parts_from_mcp
 from ..errors import ConfigError
 from ..tools import ToolResult
 
-__all__ = ["CURRENT_CALL", "CallBox", "ServerRequestRouter", "UpstreamProvider", "attach_router"]
+if TYPE_CHECKING:
+    from ._core import Identity
+
+__all__ = ["CallContext", "InFlight", "UpstreamProvider", "missing_capability"]
 
 log = logging.getLogger("toolbridge.gateway")
 
+DEFAULT_ASK_TIMEOUT_S = 120.0
+"""How long a downstream client may take to answer what the upstream asked (approvalTimeoutMs)."""
 
-@dataclass
-class CallBox:
-    """What one forwarded call shares with the provider that runs it.
+
+@dataclass(eq=False, slots=True)
+class CallContext:
+    """One forwarded `tools/call`, from the server handler to the upstream and back.
 
     Attributes:
+        identity: who called.
+        session: the downstream request's SDK session (None: no client, as in tests of the core).
+        request_id: the downstream request's id (server-to-client requests are related to it).
         progress: forwards the upstream's progress to the downstream client (or None).
-        downstream: the downstream request's SDK session (for sampling and elicitation).
+        capabilities: what the downstream client declared (None: nothing).
+        protocol_version: the downstream client's protocol version.
+        ask_timeout_s: how long the downstream client may take to answer a request.
+        upstream_responses, upstream_state: a 2026-07-28 round to resume upstream (the client's
+            answers, and the upstream's own `request_state` the gateway kept for it).
         wire: the upstream's result in wire form, once it answered.
         result: the `ToolResult` made of it (compared by identity: a guard that rewrote the
             result makes the gateway serve the rewrite instead of `wire`).
+        input_required: the upstream's `InputRequiredResult` (wire form) to relay, if it asked.
+        missing: a capability the upstream needed that the client did not declare.
+        pending_logs: log messages of this call waiting to be sent.
     """
 
-    progress: ProgressHandler | None = None
-    downstream: Any = None
+    identity: Identity
+    session: Any = None
     request_id: Any = None
-    identity: Any = None
-    """Who called (the gateway's `Identity`), for what may reach them during the call."""
-    pending_logs: int = 0
+    progress: ProgressHandler | None = None
+    capabilities: types.ClientCapabilities | None = None
+    protocol_version: str | None = None
+    ask_timeout_s: float = DEFAULT_ASK_TIMEOUT_S
+    upstream_responses: Mapping[str, Any] | None = None
+    upstream_state: str | None = None
     wire: dict[str, Any] | None = None
     result: ToolResult | None = None
+    input_required: dict[str, Any] | None = None
+    missing: types.ClientCapabilities | None = None
+    pending_logs: int = 0
+    _requests: CallRequests | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        identity: Identity,
+        session: Any,
+        request_id: Any = None,
+        progress: ProgressHandler | None = None,
+        ask_timeout_s: float = DEFAULT_ASK_TIMEOUT_S,
+    ) -> CallContext:
+        """The context of a request on `session` (its capabilities and version read from it)."""
+        return cls(
+            identity,
+            session,
+            request_id,
+            progress,
+            getattr(session, "client_capabilities", None),
+            getattr(session, "protocol_version", None),
+            ask_timeout_s,
+        )
+
+    @property
+    def modern(self) -> bool:
+        """Whether the downstream client speaks the 2026-07-28 era (no standalone requests)."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def requests(self) -> CallRequests:
+        """This call's answers to the upstream's server-to-client requests."""
+        if self._requests is None:
+            self._requests = CallRequests(sampling=self.sample, elicitation=self.elicit, roots=self.roots)
+        return self._requests
+
+    # ------------------------------------------------------------------ server-to-client requests
+
+    async def sample(
+        self, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        request = types.CreateMessageRequest(params=params)
+        refused = self._check(request)
+        if refused is not None:
+            return refused
+        result_type: Any = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        answer: types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+        answer = await self._ask(request, result_type, "sampling")
+        return answer
+
+    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        request = types.ElicitRequest(params=params)
+        refused = self._check(request)
+        if refused is not None:
+            return refused
+        answer: types.ElicitResult | types.ErrorData = await self._ask(
+            request, types.ElicitResult, "elicitation"
+        )
+        return answer
+
+    async def roots(self) -> types.ListRootsResult | types.ErrorData:
+        request = types.ListRootsRequest()
+        refused = self._check(request)
+        if refused is not None:
+            return refused
+        answer: types.ListRootsResult | types.ErrorData = await self._ask(
+            request, types.ListRootsResult, "roots"
+        )
+        return answer
+
+    def _check(self, request: types.InputRequest) -> types.ErrorData | None:
+        """Why `request` cannot be sent to this call's client, as the error for the upstream."""
+        needed = missing_capability(self.capabilities, request)
+        if needed is not None:
+            self.missing = needed
+            log.info("an upstream asked %s of a client that did not declare it", request.method)
+            return types.ErrorData(
+                code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"the client did not declare the capability {request.method} needs",
+                data={"requiredCapabilities": needed.model_dump(by_alias=True, exclude_none=True)},
+            )
+        if self.session is None or not getattr(self.session, "can_send_request", False):
+            log.info("an upstream asked %s, but the client's connection cannot carry it", request.method)
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"{request.method}: the client's connection cannot carry a request",
+            )
+        return None
+
+    async def _ask(self, request: Any, result_type: Any, what: str) -> Any:
+        try:
+            with anyio.fail_after(self.ask_timeout_s):
+                return await self.session.send_request(
+                    request, result_type, metadata=ServerMessageMetadata(related_request_id=self.request_id)
+                )
+        except Exception as exc:  # the downstream refused, timed out or went away
+            log.info("forwarding %s to the client failed: %s", what, type(exc).__name__)
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the client did not answer the {what}")
 
 
-CURRENT_CALL: ContextVar[CallBox | None] = ContextVar("toolbridge_gateway_call", default=None)
+def missing_capability(
+    capabilities: types.ClientCapabilities | None, request: types.InputRequest
+) -> types.ClientCapabilities | None:
+    """The capability `request` needs that `capabilities` lack (None: declared), as the
+    `requiredCapabilities` of a -32021 error. A bare `elicitation: {}` counts as form support."""
+    caps = capabilities
+    if isinstance(request, types.ElicitRequest):
+        elicitation = caps.elicitation if caps is not None else None
+        if isinstance(request.params, types.ElicitRequestURLParams):
+            if elicitation is not None and elicitation.url is not None:
+                return None
+            return types.ClientCapabilities(elicitation=types.ElicitationCapability(url={}))  # type: ignore[arg-type]
+        if elicitation is not None and (elicitation.form is not None or elicitation.url is None):
+            return None
+        return types.ClientCapabilities(elicitation=types.ElicitationCapability(form={}))  # type: ignore[arg-type]
+    if isinstance(request, types.CreateMessageRequest):
+        sampling = caps.sampling if caps is not None else None
+        wants_tools = bool(request.params.tools)
+        if sampling is not None and (not wants_tools or sampling.tools is not None):
+            return None
+        return types.ClientCapabilities(sampling=types.SamplingCapability(tools={} if wants_tools else None))  # type: ignore[arg-type]
+    if caps is not None and caps.roots is not None:
+        return None
+    return types.ClientCapabilities(roots=types.RootsCapability())
 
 
 class UpstreamProvider(McpToolProvider):
     """A `McpToolProvider` for the gateway (see the module docstring).
 
     Args:
-        client: the upstream's toolbridge client.
-        router: where the upstream's sampling and elicitation requests go.
+        client: the upstream's toolbridge client (offering sampling, elicitation and roots per
+            call: `offer_call_requests`).
+        inflight: the calls in flight on that client (shared by its bindings), for log messages.
     """
 
-    def __init__(self, client: Any, router: ServerRequestRouter | None = None) -> None:
-        super().__init__(client)
-        self.router = router
+    accepts_context = True
+    """`call_tool` takes the gateway's `CallContext` (`context=`)."""
 
-    async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+    def __init__(self, client: Any, inflight: InFlight | None = None) -> None:
+        super().__init__(client)
+        self.inflight = inflight if inflight is not None else InFlight()
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         if not isinstance(args, Mapping):
             raise ConfigError(f"arguments of tool {name!r} must be a JSON object", code="ERR_INVALID_INPUT")
-        box = CURRENT_CALL.get()
-        if box is None:  # used outside the gateway: behave like the plain provider
+        if context is None:  # used outside the gateway: behave like the plain provider
             return await super().call_tool(name, args)
-        entry = self.router.enter(box) if self.router is not None else None
+        calls = self.inflight.calls
+        calls.append(context)
         try:
-            wire = await self.client.call_tool(name, args, progress=box.progress)
+            client: Any = self.client  # a toolbridge client (`_build`)
+            wire = await client.call_tool(
+                name,
+                args,
+                progress=context.progress,
+                requests=context.requests,
+                input_responses=context.upstream_responses,
+                request_state=context.upstream_state,
+                allow_input_required=context.modern,
+            )
         finally:
-            if entry is not None and self.router is not None:
-                self.router.leave(entry)
-        box.wire = wire
+            with contextlib.suppress(ValueError):
+                calls.remove(context)
+        if wire.get("resultType") == "input_required":
+            context.input_required = wire
+            result = context.result = ToolResult.of_raw([])
+            return result
+        context.wire = wire
         content = wire.get("content") or []
         structured = wire.get("structuredContent")
         if wire.get("isError"):
@@ -101,96 +266,18 @@ class UpstreamProvider(McpToolProvider):
         else:
             parts = parts_from_mcp(content)
             result = ToolResult.of_raw(content) if parts is None else ToolResult.of_parts(parts)
-        box.result = result
+        context.result = result
         return result
 
 
-@dataclass
-class _Entry:
-    box: CallBox
-    seq: int = 0
+@dataclass(eq=False)
+class InFlight:
+    """The gateway's calls in flight on one upstream client (its log messages' possible owners)."""
 
+    calls: list[CallContext] = field(default_factory=list)
 
-@dataclass
-class ServerRequestRouter:
-    """Routes one upstream's sampling and elicitation requests (see the module docstring).
-
-    Attributes:
-        timeout_s: the longest a downstream client may take to answer.
-    """
-
-    timeout_s: float = 120.0
-    _inflight: list[_Entry] = field(default_factory=list)
-    _seq: int = 0
-
-    def enter(self, box: CallBox) -> _Entry:
-        self._seq += 1
-        entry = _Entry(box, self._seq)
-        self._inflight.append(entry)
-        return entry
-
-    def leave(self, entry: _Entry) -> None:
-        with contextlib.suppress(ValueError):
-            self._inflight.remove(entry)
-
-    def inflight(self) -> list[CallBox]:
-        """The boxes of the calls in flight on this upstream, most recent last."""
-        return [entry.box for entry in self._inflight]
-
-    def _target(self, capability: str) -> CallBox | None:
-        for entry in reversed(self._inflight):
-            session = entry.box.downstream
-            if session is None:
-                continue
-            caps = getattr(session, "client_capabilities", None)
-            if caps is None or getattr(caps, capability, None) is None:
-                continue
-            if not getattr(session, "can_send_request", False):
-                continue
-            return entry.box
-        return None
-
-    async def sampling(
-        self, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        box = self._target("sampling")
-        if box is None:
-            return types.ErrorData(
-                code=types.INVALID_REQUEST, message="the gateway's client does not offer sampling"
-            )
-        request = types.CreateMessageRequest(params=params)
-        answer: types.CreateMessageResult | types.ErrorData = await self._ask(
-            box, request, types.CreateMessageResult, "sampling"
-        )
-        return answer
-
-    async def elicitation(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        box = self._target("elicitation")
-        if box is None:
-            return types.ElicitResult(action="decline")
-        request = types.ElicitRequest(params=params)
-        answer: types.ElicitResult | types.ErrorData = await self._ask(
-            box, request, types.ElicitResult, "elicitation"
-        )
-        return answer
-
-    async def _ask(self, box: CallBox, request: Any, result_type: Any, what: str) -> Any:
-        from mcp.shared.message import ServerMessageMetadata
-
-        try:
-            with anyio.fail_after(self.timeout_s):
-                return await box.downstream.send_request(
-                    request, result_type, metadata=ServerMessageMetadata(related_request_id=box.request_id)
-                )
-        except Exception as exc:  # the downstream refused, timed out or went away
-            log.info("forwarding %s to the client failed: %s", what, type(exc).__name__)
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the client did not answer the {what}")
-
-
-def attach_router(client: Any, router: ServerRequestRouter) -> None:
-    """Make `client` offer sampling and elicitation upstream, answered through `router`.
-
-    Only before the client's first connection (the capabilities are declared at connecting).
-    """
-    client._sampling_handler = router.sampling
-    client._elicitation_handler = router.elicitation
+    def sole(self) -> CallContext | None:
+        """The one call in flight, when there is exactly one (else nobody can be sure whose a
+        message is)."""
+        calls = self.calls
+        return calls[0] if len(calls) == 1 else None

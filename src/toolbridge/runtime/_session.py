@@ -69,7 +69,9 @@ _MAX_PRINCIPAL = 256
 log = logging.getLogger("toolbridge.runtime")
 
 
-def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable[ToolResult]] | None:
+def _invoke(
+    target: ToolTarget, call: PlannedToolCall, context: object = None
+) -> Callable[[], Awaitable[ToolResult]] | None:
     """How to run a discovered tool's call; None for a declared tool (the rules call its `send`).
 
     The provider's own coroutine, made when the rules call it: no coroutine layer of ours around
@@ -78,10 +80,14 @@ def _invoke(target: ToolTarget, call: PlannedToolCall) -> Callable[[], Awaitable
     client's one cancel scope, or bounds another client with a scope of its own); any other
     provider, or one whose class or instance replaces `call_tool` (the gateway's, a user's
     wrapper, which `call_tool_until` would bypass), gets the rules' own scope around the call.
+    A caller's `context` (the gateway's `CallContext`) goes to a provider that says it takes one
+    (`accepts_context = True`) as `call_tool(name, args, context=)`.
     """
     source = target.source
     if isinstance(source, DeclaredTool):
         return None
+    if context is not None and getattr(source, "accepts_context", False) is True:
+        return functools.partial(source.call_tool, target.spec.name, call.arguments, context=context)
     if takes_deadline(source, "toolbridge.bridge"):
         return TakesDeadline(source.call_tool_until, target.spec.name, call.arguments)
     return functools.partial(source.call_tool, target.spec.name, call.arguments)
@@ -363,7 +369,12 @@ class GovernedSession(CallRules, RunRules):
         return list((await self._resolve()).specs)
 
     async def call_tool(
-        self, name: str, args: Mapping[str, Any] | None = None, *, call_id: str | None = None
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        call_id: str | None = None,
+        context: object = None,
     ) -> ToolResult:
         """Call one tool (by its model-facing name) under the runtime's rules.
 
@@ -372,6 +383,8 @@ class GovernedSession(CallRules, RunRules):
             args: the arguments object (`None` for none).
             call_id: the caller's id for the call (a framework's tool-call id), journaled with
                 the run id as the key to reconcile it; default `call_<n>_0`.
+            context: the caller's context of the call, handed to a provider that takes one
+                (`accepts_context`; the gateway's `CallContext`), else unused.
 
         Raises:
             PolicyError: the runtime's code and generic message; the session has ended.
@@ -382,7 +395,7 @@ class GovernedSession(CallRules, RunRules):
         assert target is not None  # `_plan` refused unknown names
         # A declared tool needs no `invoke` closure (the rules call its `send`).
         return await self._run(
-            call, step, None if isinstance(target.source, DeclaredTool) else _invoke(target, call)
+            call, step, None if isinstance(target.source, DeclaredTool) else _invoke(target, call, context)
         )
 
     async def call_tools(

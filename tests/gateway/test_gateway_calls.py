@@ -1,0 +1,255 @@
+"""What an upstream asks during a call reaches the client whose call it is, never another identity.
+
+Two real identities (bearer tokens) on one HTTP gateway in front of one real upstream
+(`upstreams/asking_server.py`, the official SDK's `MCPServer`) that elicits ("transfer 5000
+EUR for alice?"), samples and asks for roots. `meet=2` holds both calls in the upstream until
+both arrived, so they are in flight at once (no sleeps).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from gw_helpers import gateway_http
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+HERE = Path(__file__).resolve().parent
+ASKING = HERE / "upstreams" / "asking_server.py"
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-9876543210"
+ENV = {"ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
+MODERN = "2026-07-28"
+GRANTS = (
+    "tool:ask_pay, tool:ask_summarize, tool:ask_where, tool:ask_hold, tool:ask_write_file, "
+    "tool:ask_written, effect:read, effect:write"
+)
+
+
+def asking_manifest(tmp_path: Path, *, upstream_mode: str, binding: str = "") -> Path:
+    """A gateway with alice and bob in front of the asking upstream (prefix `ask_`)."""
+    text = f"""
+kind: Gateway
+metadata: {{ name: AskGate }}
+runtime: !ref Policy
+toolProviders:
+  - provider: !ref Ask
+    prefix: ask_
+    effects: read
+{binding}
+clients:
+  - name: alice
+    token: "${{{{ secrets.aliceToken }}}}"
+    permissions: {{ allow: [{GRANTS}] }}
+  - name: bob
+    token: "${{{{ secrets.bobToken }}}}"
+    permissions: {{ allow: [{GRANTS}] }}
+---
+kind: Runtime
+metadata: {{ name: Policy }}
+profile: durable
+journal: journal.db
+permissions: {{ allow: [] }}
+---
+kind: Mcp.StdioClient
+metadata: {{ name: AskMcp }}
+command: {sys.executable}
+args: [{json.dumps(str(ASKING))}]
+mode: {upstream_mode}
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Ask }}
+client: !ref AskMcp
+"""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+class Person:
+    """A downstream client's person: answers what they are asked, and remembers it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.asked: list[str] = []
+
+    async def elicit(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async def sample(self, ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        self.asked.append(getattr(content, "text", "?"))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=f"{self.name}'s model"), model="m"
+        )
+
+    async def roots(self, ctx: Any) -> types.ListRootsResult:
+        self.asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri=f"file:///home/{self.name}")])  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def connect(url: str, token: str, mode: str, person: Person | None) -> AsyncIterator[Client]:
+    callbacks: dict[str, Any] = {}
+    if person is not None:
+        callbacks = {
+            "elicitation_callback": person.elicit,
+            "sampling_callback": person.sample,
+            "list_roots_callback": person.roots,
+        }
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client,  # type: ignore[arg-type]
+    ):
+        yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return " ".join(getattr(b, "text", "") for b in result.content)
+
+
+async def test_a_handshake_upstream_asks_only_the_caller_and_never_guesses(tmp_path: Path) -> None:
+    manifest = asking_manifest(tmp_path, upstream_mode="legacy")
+    alice, bob = Person("alice"), Person("bob")
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, "legacy", alice) as a, connect(url, BOB, "legacy", bob) as b:
+            # One call in flight: its own caller is asked, and answers it.
+            paid = await a.call_tool("ask_pay", {"who": "alice"})
+            assert text_of(paid) == "alice: accept ok=True"
+            assert alice.asked == ["transfer 5000 EUR for alice?"]
+            sampled = await a.call_tool("ask_summarize", {"who": "alice"})
+            assert text_of(sampled) == "alice: alice's model"
+            rooted = await b.call_tool("ask_where", {"who": "bob"})
+            assert text_of(rooted) == "bob: file:///home/bob"
+            assert bob.asked == ["roots"]
+            alice.asked.clear()
+            bob.asked.clear()
+
+            # Both in flight on the one upstream connection: nobody can tell whose request it is,
+            # so it is refused, never sent to the other identity.
+            results: dict[str, types.CallToolResult] = {}
+
+            async def call(client: Client, who: str, tool: str) -> None:
+                results[who] = await client.call_tool(tool, {"who": who, "meet": 2, "group": tool})
+
+            for tool in ("ask_pay", "ask_summarize"):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call, a, "alice", tool)
+                    tg.start_soon(call, b, "bob", tool)
+                assert alice.asked == [] and bob.asked == []
+                for who in ("alice", "bob"):
+                    assert results[who].is_error, text_of(results[who])
+                    assert "accept" not in text_of(results[who]) and "model" not in text_of(results[who])
+            assert text_of(await a.call_tool("ask_hold", {"who": "alice"})) == "alice: held"
+
+
+async def test_a_2026_upstream_asks_each_caller_their_own_question_at_once(tmp_path: Path) -> None:
+    """With a 2026-07-28 upstream, the question comes back as the call's own answer: both calls in
+    flight at once are each asked their own, on both client eras."""
+    manifest = asking_manifest(tmp_path, upstream_mode="modern")
+    alice, bob = Person("alice"), Person("bob")
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, "legacy", alice) as a, connect(url, BOB, MODERN, bob) as b:
+            got: dict[str, str] = {}
+
+            async def handshake_alice() -> None:
+                got["alice"] = text_of(await a.call_tool("ask_pay", {"who": "alice", "meet": 2}))
+
+            async def modern_bob() -> None:
+                # The raw SDK client answers the relayed InputRequiredResult itself (its driver).
+                got["bob"] = text_of(await b.call_tool("ask_pay", {"who": "bob", "meet": 2}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(handshake_alice)
+                tg.start_soon(modern_bob)
+            assert got == {"alice": "alice: accept ok=True", "bob": "bob: accept ok=True"}
+            assert alice.asked == ["transfer 5000 EUR for alice?"]
+            assert bob.asked == ["transfer 5000 EUR for bob?"]
+            assert text_of(await b.call_tool("ask_summarize", {"who": "bob"})) == "bob: bob's model"
+            assert text_of(await a.call_tool("ask_where", {"who": "alice"})) == "alice: file:///home/alice"
+
+
+async def test_a_relayed_round_is_bound_to_its_caller_and_used_once(tmp_path: Path) -> None:
+    """A 2026 client gets the upstream's InputRequiredResult under the gateway's sealed state;
+    the state cannot be used by another identity, nor twice."""
+    manifest = asking_manifest(tmp_path, upstream_mode="modern")
+    with gateway_http(manifest, env=ENV) as url:
+        async with (
+            connect(url, ALICE, MODERN, Person("alice")) as a,
+            connect(url, BOB, MODERN, Person("bob")) as b,
+        ):
+            first = await a.session.call_tool("ask_pay", {"who": "alice"}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            assert first.input_requests is not None and len(first.input_requests) == 1
+            ((key, request),) = first.input_requests.items()
+            assert isinstance(request, types.ElicitRequest)
+            assert request.params.message == "transfer 5000 EUR for alice?"
+            state = first.request_state
+            assert state is not None
+            answers: dict[str, Any] = {key: types.ElicitResult(action="accept", content={"ok": True})}
+
+            # bob replays alice's round: refused, the upstream is not resumed for him
+            with pytest.raises(MCPError) as stolen:
+                await b.session.call_tool(
+                    "ask_pay",
+                    {"who": "alice"},
+                    input_responses=answers,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+            assert stolen.value.error.code == types.INVALID_PARAMS
+            assert "another call" in stolen.value.error.message
+
+            done = await a.session.call_tool(
+                "ask_pay",
+                {"who": "alice"},
+                input_responses=answers,
+                request_state=state,
+                allow_input_required=True,
+            )
+            assert isinstance(done, types.CallToolResult) and text_of(done) == "alice: accept ok=True"
+            with pytest.raises(MCPError) as again:
+                await a.session.call_tool(
+                    "ask_pay",
+                    {"who": "alice"},
+                    input_responses=answers,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+            assert "already used" in again.value.error.message
+            with pytest.raises(MCPError) as forged:
+                await a.session.call_tool(
+                    "ask_pay",
+                    {"who": "alice"},
+                    input_responses=answers,
+                    request_state=state[:-2] + "00",
+                    allow_input_required=True,
+                )
+            assert forged.value.error.code == types.INVALID_PARAMS
+
+
+@pytest.mark.parametrize(
+    ("upstream_mode", "client_mode"), [("legacy", "legacy"), ("modern", MODERN), ("modern", "legacy")]
+)
+async def test_a_client_without_the_capability_gets_32021(
+    tmp_path: Path, upstream_mode: str, client_mode: str
+) -> None:
+    manifest = asking_manifest(tmp_path, upstream_mode=upstream_mode)
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, client_mode, None) as a:
+            with pytest.raises(MCPError) as refused:
+                await a.call_tool("ask_pay", {"who": "alice"})
+            assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+            assert text_of(await a.call_tool("ask_hold", {"who": "alice"})) == "alice: held"
