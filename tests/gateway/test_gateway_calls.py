@@ -32,11 +32,11 @@ ENV = {"ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
 MODERN = "2026-07-28"
 GRANTS = (
     "tool:ask_pay, tool:ask_summarize, tool:ask_where, tool:ask_hold, tool:ask_write_file, "
-    "tool:ask_written, effect:read, effect:write"
+    "tool:ask_written, tool:ask_confirm_slowly, tool:ask_cancelled, effect:read, effect:write"
 )
 
 
-def asking_manifest(tmp_path: Path, *, upstream_mode: str, binding: str = "") -> Path:
+def asking_manifest(tmp_path: Path, *, upstream_mode: str, effects: str = "read", binding: str = "") -> Path:
     """A gateway with alice and bob in front of the asking upstream (prefix `ask_`)."""
     text = f"""
 kind: Gateway
@@ -45,7 +45,7 @@ runtime: !ref Policy
 toolProviders:
   - provider: !ref Ask
     prefix: ask_
-    effects: read
+    effects: {effects}
 {binding}
 clients:
   - name: alice
@@ -85,6 +85,9 @@ class Person:
 
     async def elicit(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.asked.append(params.message)
+        schema = getattr(params, "requested_schema", None) or {}
+        if "approve" in schema.get("properties", {}):  # the gateway's approval
+            return types.ElicitResult(action="accept", content={"approve": True})
         return types.ElicitResult(action="accept", content={"ok": True})
 
     async def sample(self, ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -253,3 +256,113 @@ async def test_a_client_without_the_capability_gets_32021(
             assert refused.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
             assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
             assert text_of(await a.call_tool("ask_hold", {"who": "alice"})) == "alice: held"
+
+
+SSH = "home/user/.ssh/authorized_keys"
+PADDED = "./" * 2500 + SSH  # 5,000 characters of padding before the path
+
+
+def assert_shows_the_whole_call(message: str) -> None:
+    """The person sees the tool, the server, the effects, the path (not a silent cut), the size
+    and digest of the long value."""
+    assert message.startswith("Allow `ask_write_file` of server `Ask` (write) with these arguments?")
+    head = message.split("\n\nEvery argument in full:\n")[0]
+    assert SSH in head and "5,032 characters, SHA-256 " in head
+    assert (
+        '"content": "ssh-ed25519 AAAA attacker"' in message
+        or '- content: "ssh-ed25519 AAAA attacker"' in message
+    )
+    assert PADDED in message  # the whole value, below
+
+
+async def test_an_approval_shows_a_padded_path_and_is_bound_to_its_call(tmp_path: Path) -> None:
+    """Hostile: a write to ~/.ssh/authorized_keys hidden behind 5,000 characters of padding. The
+    person sees the path, its size and digest; a 2026 approval answer replayed for a second
+    identical call is asked again and never runs it."""
+    manifest = asking_manifest(
+        tmp_path, upstream_mode="legacy", effects="write", binding="    approval: write"
+    )
+    args = {"path": PADDED, "content": "ssh-ed25519 AAAA attacker"}
+    alice = Person("alice")
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, "legacy", alice) as a:
+            done = await a.call_tool("ask_write_file", args)
+            assert text_of(done) == "wrote 25 characters"
+            (message,) = alice.asked
+            assert_shows_the_whole_call(message)
+        async with connect(url, BOB, MODERN, Person("bob")) as b:
+            first = await b.session.call_tool("ask_write_file", args, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult) and first.input_requests is not None
+            assert list(first.input_requests) == ["toolbridge/approval"]
+            question = first.input_requests["toolbridge/approval"]
+            assert isinstance(question, types.ElicitRequest)
+            assert_shows_the_whole_call(question.params.message)
+            yes: dict[str, Any] = {
+                "toolbridge/approval": types.ElicitResult(action="accept", content={"approve": True})
+            }
+            ran = await b.session.call_tool(
+                "ask_write_file",
+                args,
+                input_responses=yes,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(ran, types.CallToolResult) and text_of(ran) == "wrote 25 characters"
+            replayed = await b.session.call_tool(
+                "ask_write_file",
+                args,
+                input_responses=yes,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(replayed, types.InputRequiredResult)  # asked again, not run
+            assert replayed.request_state != first.request_state
+            other = await b.session.call_tool(
+                "ask_write_file",
+                {**args, "content": "other"},
+                input_responses=yes,
+                request_state=replayed.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(other, types.InputRequiredResult)  # bound to those exact arguments
+            count = await b.call_tool("ask_written", {})
+            assert count.structured_content == {"result": 2}  # alice's and bob's one approved call
+
+
+async def test_the_approval_and_the_upstream_question_are_rounds_of_one_call(tmp_path: Path) -> None:
+    """A 2026 client, a 2026 upstream that elicits, a binding that needs approval: the gateway's
+    approval is the first round, the upstream's question the next, each answered once."""
+    manifest = asking_manifest(tmp_path, upstream_mode="modern", binding="    approval: always")
+    bob = Person("bob")
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, BOB, MODERN, bob) as b:
+            paid = await b.call_tool("ask_pay", {"who": "bob"})  # the SDK's driver answers each round
+            assert text_of(paid) == "bob: accept ok=True"
+            assert len(bob.asked) == 2
+            assert bob.asked[0].startswith("Allow `ask_pay` of server `Ask` (read)")
+            assert bob.asked[1] == "transfer 5000 EUR for bob?"
+
+
+async def test_cancelling_the_call_while_its_person_is_asked_cancels_it_upstream(tmp_path: Path) -> None:
+    manifest = asking_manifest(tmp_path, upstream_mode="legacy")
+    asked = anyio.Event()
+
+    class Silent(Person):
+        async def elicit(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            self.asked.append(params.message)
+            asked.set()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+    alice = Silent("alice")
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, "legacy", alice) as a:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(a.call_tool, "ask_confirm_slowly", {"who": "alice"})
+                with anyio.fail_after(30):
+                    await asked.wait()
+                tg.cancel_scope.cancel()
+            assert alice.asked == ["confirm for alice?"]
+            with anyio.fail_after(30):  # hang guard: the upstream hears the cancellation
+                while (await a.call_tool("ask_cancelled", {})).structured_content != {"result": ["alice"]}:  # noqa: ASYNC110
+                    await anyio.sleep(0.1)

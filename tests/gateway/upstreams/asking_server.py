@@ -5,6 +5,8 @@ connection gets them inside an `InputRequiredResult`.
 
 `meet=N` makes a call wait (bounded) until N different `who` have arrived in its `group`, so
 tests can hold several calls in flight at once without sleeping. `hold(who)` only meets.
+`write_file(path, content)` only counts its calls (`written()`); `confirm_slowly(who)` asks and
+remembers being cancelled meanwhile (`cancelled()`).
 
 Run: `python asking_server.py` (stdio).
 """
@@ -15,7 +17,7 @@ from typing import Annotated
 
 import anyio
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
@@ -86,6 +88,40 @@ async def where(
 ) -> str:
     """Return the client's roots."""
     return f"{who}: " + " ".join(str(r.uri) for r in roots.roots)
+
+
+_written: list[str] = []
+_cancelled: list[str] = []
+
+
+@server.tool()
+async def confirm_slowly(who: str, ctx: Context) -> str:
+    """Ask (handshake era: a standalone elicitation) and remember a cancellation while asking."""
+    try:
+        answer = await ctx.elicit(f"confirm for {who}?", Confirm)
+    except anyio.get_cancelled_exc_class():
+        _cancelled.append(who)
+        raise
+    return f"{who}: {answer.action}"
+
+
+@server.tool()
+async def cancelled() -> list[str]:
+    """Who was cancelled while being asked."""
+    return list(_cancelled)
+
+
+@server.tool()
+async def write_file(path: str, content: str) -> str:
+    """Pretend to write `content` to `path` (counted, nothing written)."""
+    _written.append(path)
+    return f"wrote {len(content)} characters"
+
+
+@server.tool()
+async def written() -> int:
+    """How many times write_file ran."""
+    return len(_written)
 
 
 @server.tool()
