@@ -366,3 +366,36 @@ async def test_cancelling_the_call_while_its_person_is_asked_cancels_it_upstream
             with anyio.fail_after(30):  # hang guard: the upstream hears the cancellation
                 while (await a.call_tool("ask_cancelled", {})).structured_content != {"result": ["alice"]}:  # noqa: ASYNC110
                     await anyio.sleep(0.1)
+
+
+async def test_per_identity_sessions_ask_each_caller_even_with_both_in_flight(tmp_path: Path) -> None:
+    """`sessions: perIdentity`: alice and bob each have their own connection to a handshake-era
+    upstream, so both are asked while both calls are in flight: each person's answer waits
+    until the other was asked too."""
+    manifest = asking_manifest(
+        tmp_path, upstream_mode="legacy", binding="    sessions: perIdentity\n    maxSessions: 2"
+    )
+    events = {"alice": anyio.Event(), "bob": anyio.Event()}
+
+    class Meeting(Person):
+        async def elicit(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            self.asked.append(params.message)
+            events[self.name].set()
+            with anyio.fail_after(30):
+                await events["bob" if self.name == "alice" else "alice"].wait()
+            return types.ElicitResult(action="accept", content={"ok": True})
+
+    alice, bob = Meeting("alice"), Meeting("bob")
+    got: dict[str, str] = {}
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, "legacy", alice) as a, connect(url, BOB, "legacy", bob) as b:
+
+            async def call(client: Client, who: str) -> None:
+                got[who] = text_of(await client.call_tool("ask_pay", {"who": who}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, a, "alice")
+                tg.start_soon(call, b, "bob")
+    assert got == {"alice": "alice: accept ok=True", "bob": "bob: accept ok=True"}
+    assert alice.asked == ["transfer 5000 EUR for alice?"]
+    assert bob.asked == ["transfer 5000 EUR for bob?"]

@@ -35,6 +35,7 @@ from ._core import GatewayCore, Identity, Source
 from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
 from ._oauth_gate import ClientRule
+from ._sessions import DEFAULT_IDLE_S, DEFAULT_MAX_SESSIONS, IdentitySessions
 from ._upstream import InFlight, UpstreamProvider
 
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
@@ -207,6 +208,22 @@ def _gateway_doc(manifest: Manifest, name: str | None) -> GatewayDoc:
     return model
 
 
+def _identity_sessions(live: Any, client_doc: str, binding: Any) -> IdentitySessions:
+    """The per-identity connections of a `sessions: perIdentity` binding (`_sessions`)."""
+
+    async def make() -> Any:
+        client = await live.build_new(client_doc)
+        client.offer_call_requests("sampling", "elicitation", "roots")
+        return client
+
+    idle_ms = binding.session_idle_ms
+    return IdentitySessions(
+        make,
+        max_sessions=binding.max_sessions or DEFAULT_MAX_SESSIONS,
+        idle_s=idle_ms / 1000 if idle_ms is not None else DEFAULT_IDLE_S,
+    )
+
+
 @asynccontextmanager
 async def open_gateway(
     path: str | os.PathLike[str],
@@ -253,7 +270,11 @@ async def open_gateway(
                     if offer is not None:  # answered by the call they belong to (`_upstream`)
                         offer("sampling", "elicitation", "roots")
                     events.routers[id(client)] = inflight
-                provider = UpstreamProvider(client, inflight)
+                pool: IdentitySessions | None = None
+                if b.sessions == "perIdentity":
+                    pool = _identity_sessions(live, pdoc.client.name, b)
+                    live._stack.push_async_callback(pool.aclose)
+                provider = UpstreamProvider(client, inflight, pool)
                 lock_name = doc.lock or pdoc.lock
                 pinned: Any = None
                 if lock_name is not None:

@@ -44,6 +44,7 @@ from ..tools import ToolResult
 
 if TYPE_CHECKING:
     from ._core import Identity
+    from ._sessions import IdentitySessions
 
 __all__ = ["CallContext", "InFlight", "UpstreamProvider", "missing_capability"]
 
@@ -225,9 +226,13 @@ class UpstreamProvider(McpToolProvider):
     accepts_context = True
     """`call_tool` takes the gateway's `CallContext` (`context=`)."""
 
-    def __init__(self, client: Any, inflight: InFlight | None = None) -> None:
+    def __init__(
+        self, client: Any, inflight: InFlight | None = None, sessions: IdentitySessions | None = None
+    ) -> None:
         super().__init__(client)
         self.inflight = inflight if inflight is not None else InFlight()
+        self.sessions = sessions
+        """Per-identity connections (`sessions: perIdentity`), or None: all share `client`."""
 
     async def call_tool(
         self, name: str, args: Mapping[str, Any], context: CallContext | None = None
@@ -236,10 +241,14 @@ class UpstreamProvider(McpToolProvider):
             raise ConfigError(f"arguments of tool {name!r} must be a JSON object", code="ERR_INVALID_INPUT")
         if context is None:  # used outside the gateway: behave like the plain provider
             return await super().call_tool(name, args)
+        client: Any = None
+        if self.sessions is not None:
+            client = await self.sessions.acquire(context.identity.name)
         calls = self.inflight.calls
-        calls.append(context)
+        if client is None:  # the shared connection (a toolbridge client, `_build`)
+            client = self.client
+            calls.append(context)
         try:
-            client: Any = self.client  # a toolbridge client (`_build`)
             wire = await client.call_tool(
                 name,
                 args,
@@ -250,8 +259,11 @@ class UpstreamProvider(McpToolProvider):
                 allow_input_required=context.modern,
             )
         finally:
-            with contextlib.suppress(ValueError):
-                calls.remove(context)
+            if client is self.client:
+                with contextlib.suppress(ValueError):
+                    calls.remove(context)
+            elif self.sessions is not None:
+                self.sessions.release(context.identity.name)
         if wire.get("resultType") == "input_required":
             context.input_required = wire
             result = context.result = ToolResult.of_raw([])

@@ -267,6 +267,21 @@ class LiveManifest:
         self._built[name] = obj
         return obj
 
+    async def build_new(self, name: str) -> Any:
+        """A new live object for document `name`: not cached, and not closed with the manifest
+        (the caller closes it). For a gateway's per-identity upstream clients.
+
+        Raises:
+            ConfigError: as `build`.
+        """
+        from contextlib import AsyncExitStack
+
+        owner, self._stack = self._stack, AsyncExitStack()  # what `_make` registers is dropped
+        try:
+            return await self._make(self._doc(name))
+        finally:
+            self._stack = owner
+
     async def agent(self, name: str | None = None) -> Any:
         """The `Agent` built from the named `Ai.Agent` document (or the only one).
 

@@ -68,6 +68,15 @@ class GatewayBinding(_Closed):
     """What one call costs, for a client's budget (`limits.maxCostMicros`)."""
     timeout_ms: PositiveInt | None = None
     """The longest one call may take (default: the runtime's `toolTimeoutMs`)."""
+    sessions: Literal["shared", "perIdentity"] = "shared"
+    """An MCP provider's upstream connection: one `shared` by every identity, or one per
+    identity (`perIdentity`: for servers that elicit or sample; bounded by `maxSessions`,
+    closed after `sessionIdleMs` idle)."""
+    max_sessions: PositiveInt | None = None
+    """With `sessions: perIdentity`: connections at most (default 16; when all are busy a call
+    goes over the shared one)."""
+    session_idle_ms: PositiveInt | None = None
+    """With `sessions: perIdentity`: a connection idle this long is closed (default 300 000)."""
 
 
 JwtAlgorithm = Literal[
