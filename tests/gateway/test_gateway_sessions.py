@@ -3,6 +3,8 @@ and never taken from an identity with a call in flight."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 import anyio.lowlevel
 
@@ -18,13 +20,17 @@ class Conn:
         self.closed = True
 
 
-async def test_bounded_reused_evicted_and_closed() -> None:
-    made: list[Conn] = []
-
+def maker(made: list[Conn]) -> Callable[[], Awaitable[Conn]]:
     async def make() -> Conn:
         made.append(Conn(len(made)))
         return made[-1]
 
+    return make
+
+
+async def test_bounded_reused_evicted_and_closed() -> None:
+    made: list[Conn] = []
+    make = maker(made)
     pool = IdentitySessions(make, max_sessions=2, idle_s=3600)
     a = await pool.acquire("alice")
     assert await pool.acquire("alice") is a  # one connection per identity
@@ -46,11 +52,7 @@ async def test_bounded_reused_evicted_and_closed() -> None:
 
 async def test_an_idle_connection_is_closed_at_the_next_call() -> None:
     made: list[Conn] = []
-
-    async def make() -> Conn:
-        made.append(Conn(len(made)))
-        return made[-1]
-
+    make = maker(made)
     pool = IdentitySessions(make, max_sessions=4, idle_s=0.0)
     await pool.acquire("alice")
     pool.release("alice")
