@@ -1,67 +1,156 @@
-"""The conformance suite's server scenarios, against server-everything directly and through the gateway.
+"""The conformance suite's server scenarios, against its reference server directly and through the gateway.
 
-The pinned suite (`@modelcontextprotocol/conformance`, tests/conformance) runs every active server
-scenario twice in this test: against server-everything over Streamable HTTP, and against
-`toolbridge gateway --transport http` fronting server-everything over stdio. Every scenario that
-passes directly must pass through the gateway, except those in `DIFFERENT` (each with its reason;
-each must still pass directly and fail through the gateway, so the list cannot go stale). The table
-in docs/gateway.md ("Conformance") must say exactly what this run measured.
+For each pinned suite version (tests/conformance: `@modelcontextprotocol/conformance` 0.1.16 and, under
+the npm alias `conformance-alpha`, 0.2.0-alpha.12), every server scenario (`--suite all`) runs three
+times, in one suite process per target: against the suite's own reference server
+(tests/conformance/reference, vendored) over Streamable HTTP; through `toolbridge gateway --transport
+http` fronting that server over HTTP with the upstream held to the handshake era (`protocolVersion:
+2025-11-25`); and again with the upstream in the 2026 era (`protocolVersion: 2026-07-28`; the reference
+answers both eras on one URL). Every scenario that passes directly must pass through the gateway,
+except those in `DIFFERENT` (each with its reason; each must still pass directly and fail through the
+gateway, so the table cannot go stale). The tables in docs/gateway.md ("Conformance") must say exactly
+what this run measured.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from gw_helpers import free_port, gateway_http
+from conformance_ref import CONFORMANCE, NODE_BIN, ROOT, node_env, reference_server, require_reference
+from gw_helpers import gateway_http
 
-from toolbridge.clients import StdioClient
+from toolbridge.clients import HttpClient
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFORMANCE = ROOT / "tests" / "conformance"
-NODE_BIN = CONFORMANCE / "node_modules" / ".bin"
-SUITE = CONFORMANCE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-EVERYTHING = (
-    ROOT / "tests" / "servers" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
-)
 DOC = ROOT / "docs" / "gateway.md"
 
-DIFFERENT = {
-    "tools-call-simple-text": "calls a tool server-everything does not have: server-everything answers "
-    "with an isError result, the gateway with JSON-RPC -32602 (unknown tool), as the specification says",
-    "tools-call-error": "the same: its tool `test_error_handling` is not on server-everything",
+SUITES = {
+    "0.1.16": CONFORMANCE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+    "0.2.0-alpha.12": CONFORMANCE / "node_modules" / "conformance-alpha" / "dist" / "index.js",
+}
+ERAS = {"handshake": "2025-11-25", "2026": "2026-07-28"}
+TARGETS = ("direct", *(f"gateway-{era}" for era in ERAS))
+
+# Why a scenario the reference passes directly fails through the gateway. Each reason names what
+# would have to change; "awaiting per-call relay (h1)" marks work under way in the clients (issue 21).
+_H1 = "awaiting per-call relay (h1)"
+_LOGS = (
+    f"{_H1}: the log messages an upstream sends while serving a call reach a handshake-era client only "
+    "after it sent logging/setLevel, which this scenario does not"
+)
+_INPUT = f"{_H1}: the upstream's InputRequiredResult is answered by the gateway instead of relayed"
+_MISSING_CAPABILITY = (
+    f"{_H1}: a tool needing a capability the client did not declare is run, not refused with -32021"
+)
+_NO_RESULT_TYPE = (
+    "the reference's 2026-07-28 tools/call answers (an event stream) lack the required `resultType` "
+    "(the suite's own wire-schema check flags them in the tasks-* scenarios), so the gateway's SDK "
+    "client rejects every tool result of a 2026 upstream as invalid (TOOL_FAILED); directly, the "
+    "suite calls these tools in the handshake era"
+)
+_UNDISCOVERED = (
+    "`protocolVersion: 2026-07-28` adopts the version without `server/discover`, so the gateway "
+    "does not know the upstream offers resources and answers 'resource not found' (the clients should "
+    "discover on a forced 2026 connection, h1; with `mode: auto` these pass)"
+)
+_NO_2026_SUBSCRIPTIONS = (
+    "the reference offers no resource subscriptions in the 2026-07-28 era (its server/discover declares "
+    "`resources: {}`, its listen stream carries tool and prompt list changes only), so the gateway "
+    "cannot subscribe a 2026 upstream; directly, the suite subscribes in the handshake era"
+)
+_ONLY_2026_TOOLS = (
+    "the reference offers its `test_input_required_*` tools and prompt (and `test_missing_capability`) "
+    "to 2026-07-28 clients only: a handshake-era upstream does not have them"
+)
+_NO_URI_DATA = (
+    "the gateway's 'resource not found' error carries no `data.uri` (a SHOULD of SEP-2164; "
+    "gateway/_passthrough.py, h6)"
+)
+_NO_PRIMING = (
+    "the gateway's event streams carry no priming event and no `retry` field (SEP-1699, a SHOULD: "
+    "the SDK sends them only with an event store, gateway/_server.py)"
+)
+_IRR = [
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-sampling",
+    "input-required-result-basic-list-roots",
+    "input-required-result-request-state",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-multi-round",
+    "input-required-result-missing-input-response",
+    "input-required-result-non-tool-request",
+    "input-required-result-result-type",
+    "input-required-result-tampered-state",
+    "input-required-result-capability-check",
+]
+_TOOLS_2026 = {
+    s: _NO_RESULT_TYPE
+    for s in [
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+        "tools-call-with-logging",
+        "tools-call-sampling",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
+    ]
+}
+_RESOURCES_2026 = {
+    "resources-read-text": _UNDISCOVERED,
+    "resources-read-binary": _UNDISCOVERED,
+    "resources-templates-read": _UNDISCOVERED,
+    "resources-subscribe": _NO_2026_SUBSCRIPTIONS,
+    "resources-unsubscribe": _NO_2026_SUBSCRIPTIONS,
+}
+DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
+    ("0.1.16", "handshake"): {"tools-call-with-logging": _LOGS},
+    ("0.1.16", "2026"): {**_TOOLS_2026, **_RESOURCES_2026},
+    ("0.2.0-alpha.12", "handshake"): {
+        "tools-call-with-logging": _LOGS,
+        "server-sse-polling": _NO_PRIMING,
+        "sep-2164-resource-not-found": _NO_URI_DATA,
+        "server-stateless": _ONLY_2026_TOOLS,
+        **dict.fromkeys(_IRR, _ONLY_2026_TOOLS),
+        "input-required-result-ignore-extra-params": _ONLY_2026_TOOLS,
+    },
+    ("0.2.0-alpha.12", "2026"): {
+        **_TOOLS_2026,
+        **_RESOURCES_2026,
+        "server-sse-polling": f"{_NO_RESULT_TYPE}; and {_NO_PRIMING}",
+        "sep-2164-resource-not-found": _NO_URI_DATA,
+        "server-stateless": _MISSING_CAPABILITY,
+        **dict.fromkeys(_IRR, _INPUT),
+    },
 }
 
 
-def _require() -> None:
-    if not (NODE_BIN / "node").exists() or not SUITE.exists():
-        pytest.fail("the conformance suite is not installed; run `bash .ci/install-conformance.sh`")
-    if not (EVERYTHING / "index.js").exists():
-        pytest.fail("server-everything is not installed; run `npm ci` in tests/servers")
+def _require(version: str) -> None:
+    require_reference()
+    if not SUITES[version].exists():
+        pytest.fail(f"conformance suite {version} is not installed; run `bash .ci/install-conformance.sh`")
 
 
-def run_suite(url: str, out: Path) -> dict[str, bool]:
-    """Run every active server scenario against `url`; scenario -> passed (checks, none failing)."""
-    env = {**os.environ, "PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+def run_suite(suite: Path, url: str, out: Path) -> dict[str, bool]:
+    """Run every server scenario against `url`, in one process; scenario -> passed (checks, none failing)."""
     subprocess.run(
-        [str(NODE_BIN / "node"), str(SUITE), "server", "--url", url, "-o", str(out)],
+        [str(NODE_BIN / "node"), str(suite), "server", "--suite", "all", "--url", url, "-o", str(out)],
         cwd=CONFORMANCE,
-        env=env,
+        env=node_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         check=False,
     )
     results: dict[str, bool] = {}
-    for checks_file in out.rglob("checks.json"):
-        scenario = re.sub(r"-\d{4}-\d\d-\d\dT.*$", "", checks_file.parent.name.removeprefix("server-"))
+    stamp = re.compile(r"-(\d{4}-\d\d-\d\dT.*)$")
+    in_run_order = sorted(out.rglob("checks.json"), key=lambda f: stamp.findall(f.parent.name) or [""])
+    for checks_file in in_run_order:
+        scenario = stamp.sub("", checks_file.parent.name.removeprefix("server-"))
         checks = json.loads(checks_file.read_text(encoding="utf-8"))
         results[scenario] = bool(checks) and all(
             c.get("status") not in ("FAILURE", "WARNING") for c in checks
@@ -69,100 +158,89 @@ def run_suite(url: str, out: Path) -> dict[str, bool]:
     return results
 
 
-@contextmanager
-def everything_http() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        ["node", str(EVERYTHING / "index.js"), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        import socket
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("server-everything did not start listening")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+async def _tool_names(url: str) -> list[str]:
+    """The reference's tools in both eras (its 2026-only tools are listed only to a 2026 client)."""
+    names: dict[str, None] = {}
+    for mode in ("legacy", "modern"):
+        async with HttpClient(url, mode=mode) as client:
+            names.update((t.name, None) for t in await client.list_tools())
+    return list(names)
 
 
-async def _tool_names() -> list[str]:
-    async with StdioClient("node", [str(EVERYTHING / "index.js"), "stdio"], mode="legacy") as client:
-        return [t.name for t in await client.list_tools()]
-
-
-def _manifest(tmp_path: Path, names: list[str]) -> Path:
+def _manifest(tmp_path: Path, url: str, protocol_version: str, names: list[str]) -> Path:
     grants = ", ".join(json.dumps(f"tool:{n}") for n in names)
-    path = tmp_path / "gateway.yaml"
+    path = tmp_path / f"gateway-{protocol_version}.yaml"
     path.write_text(
         f"""kind: Gateway
 metadata: {{ name: Conformance }}
 runtime: !ref Policy
 toolProviders:
-  - provider: !ref Everything
+  - provider: !ref Reference
     effects: none
 ---
 kind: Runtime
 metadata: {{ name: Policy }}
 permissions: {{ allow: [{grants}, "resources:*", "prompts:*"] }}
 ---
-kind: Mcp.StdioClient
-metadata: {{ name: EverythingMcp }}
-command: node
-args: [{json.dumps(str(EVERYTHING / "index.js"))}, stdio]
-mode: legacy
+kind: Mcp.HttpClient
+metadata: {{ name: ReferenceMcp }}
+url: {json.dumps(url)}
+protocolVersion: "{protocol_version}"
 ---
 kind: AiMcp.ToolProvider
-metadata: {{ name: Everything }}
-client: !ref EverythingMcp
+metadata: {{ name: Reference }}
+client: !ref ReferenceMcp
 """,
         encoding="utf-8",
     )
     return path
 
 
-def _documented() -> dict[str, tuple[bool, bool]]:
-    """The table of docs/gateway.md's Conformance section: scenario -> (direct, through the gateway)."""
+def _documented(version: str) -> dict[str, tuple[bool, ...]]:
+    """docs/gateway.md's Conformance table of suite `version`: scenario -> (direct, handshake, 2026)."""
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## Conformance", 1)[1].split("\n## ", 1)[0]
-    rows: dict[str, tuple[bool, bool]] = {}
-    for line in section.splitlines():
+    table = section.split(f"### Suite {version}\n", 1)[1].split("\n### ", 1)[0]
+    rows: dict[str, tuple[bool, ...]] = {}
+    for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 3 and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = (cells[1] == "pass", cells[2] == "pass")
+        if len(cells) >= 1 + len(TARGETS) and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = tuple(c == "pass" for c in cells[1 : 1 + len(TARGETS)])
     return rows
 
 
-async def test_every_scenario_server_everything_passes_also_passes_through_the_gateway(
-    tmp_path: Path,
+@pytest.mark.parametrize("version", list(SUITES))
+async def test_every_scenario_the_reference_passes_also_passes_through_the_gateway(
+    tmp_path: Path, version: str
 ) -> None:
-    _require()
-    with everything_http() as url:
-        direct = run_suite(url, tmp_path / "direct")
-    assert len(direct) >= 25, f"the suite ran only {sorted(direct)}"
-    manifest = _manifest(tmp_path, await _tool_names())
-    with gateway_http(manifest) as url:
-        through = run_suite(url, tmp_path / "gateway")
-    assert set(through) == set(direct)
-    regressions = [s for s, ok in direct.items() if ok and not through[s] and s not in DIFFERENT]
-    assert regressions == [], f"pass directly, fail through the gateway: {regressions}"
-    for scenario in DIFFERENT:
-        assert direct[scenario] and not through[scenario], f"DIFFERENT is stale for {scenario}"
-    measured = {s: (direct[s], through[s]) for s in direct}
-    assert _documented() == measured, (
-        "docs/gateway.md's conformance table differs from this run: "
-        + json.dumps(
-            {s: ["pass" if a else "fail", "pass" if b else "fail"] for s, (a, b) in sorted(measured.items())}
+    _require(version)
+    suite = SUITES[version]
+    runs: dict[str, dict[str, bool]] = {}
+    with reference_server() as upstream:
+        runs["direct"] = run_suite(suite, upstream, tmp_path / "direct")
+        names = await _tool_names(upstream)
+        for era, protocol_version in ERAS.items():
+            manifest = _manifest(tmp_path, upstream, protocol_version, names)
+            with gateway_http(manifest) as url:
+                runs[f"gateway-{era}"] = run_suite(suite, url, tmp_path / f"gateway-{era}")
+    (tmp_path / "runs.json").write_text(json.dumps(runs, indent=1), encoding="utf-8")
+    direct = runs["direct"]
+    assert len(direct) >= 30, f"the suite ran only {sorted(direct)}"
+    for era in ERAS:
+        through = runs[f"gateway-{era}"]
+        different = DIFFERENT[(version, era)]
+        assert set(through) == set(direct), f"gateway-{era} ran other scenarios"
+        regressions = [s for s, ok in direct.items() if ok and not through[s] and s not in different]
+        assert regressions == [], (
+            f"{version}: pass directly, fail through the gateway ({era} upstream): {regressions}"
+        )
+        stale = [s for s in different if not (direct.get(s) and not through.get(s, True))]
+        assert stale == [], f"{version}: DIFFERENT is stale for the {era} upstream: {stale}"
+    measured = {s: tuple(runs[t][s] for t in TARGETS) for s in direct}
+    assert _documented(version) == measured, (
+        f"docs/gateway.md's conformance table for suite {version} differs from this run:\n"
+        + "\n".join(
+            f"| `{s}` | " + " | ".join("pass" if ok else "fail" for ok in row) + " |"
+            for s, row in measured.items()
         )
     )

@@ -28,6 +28,11 @@ are never logged above DEBUG.
   `message` event whose data is not a valid JSON-RPC message becomes an error event for the
   request's id (the SDK fails the request on such an event anyway, only without the marker). On a
   GET stream (no request) an oversized event is dropped and logged.
+* A `subscriptions/listen` request (2026-07-28) answered with `application/json` is read as an
+  open stream of JSON lines, one JSON-RPC message per line (the conformance suite's reference
+  server answers so): each line becomes an SSE `message` event, checked as above (a line above
+  the cap is dropped as it streams). The SDK reads a JSON body whole, so it would otherwise wait
+  for the end of a stream that does not end, and never see the acknowledgement.
 * Errors carry the same `error.data` marker as the stdio transport
   (`{"toolbridge": "protocol", "reason": "message_too_large" | "malformed", ...}`), which the
   client maps to `ProtocolError`.
@@ -77,6 +82,8 @@ __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "LimitedTransport", "limit_http_client"]
 
 _module_logger = logging.getLogger(__name__)
 _DATA_PREFIX: Final = b"data:"
+_LISTEN_METHOD: Final = "subscriptions/listen"
+_MAX_REQUEST_SCAN: Final = 64 * 1024
 
 
 def limit_http_client(
@@ -166,17 +173,31 @@ class LimitedTransport(httpx2.AsyncBaseTransport):
             return response
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         request_id = _request_id(request)
+        if content_type == "application/json" and _request_method(request) == _LISTEN_METHOD:
+            return self._sse_response(response, _NdjsonAsSse(self, response.stream), request_id)
         if content_type == "application/json":
             return await self._json_response(response, request_id)
         if content_type == "text/event-stream":
-            stream = _SseLimiter(self, response.stream, request_id)
-            return httpx2.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=stream,
-                extensions=response.extensions,
-            )
+            return self._sse_response(response, response.stream, request_id)
         return response
+
+    def _sse_response(
+        self,
+        response: httpx2.Response,
+        body: httpx2.SyncByteStream | httpx2.AsyncByteStream,
+        request_id: int | str | None,
+    ) -> httpx2.Response:
+        headers = httpx2.Headers(response.headers)
+        if body is not response.stream:  # re-framed: no longer the body the headers describe
+            for name in ("content-length", "content-encoding"):
+                headers.pop(name, None)
+            headers["content-type"] = "text/event-stream"
+        return httpx2.Response(
+            response.status_code,
+            headers=headers,
+            stream=_SseLimiter(self, body, request_id),
+            extensions=response.extensions,
+        )
 
     async def _json_response(
         self, response: httpx2.Response, request_id: int | str | None
@@ -334,6 +355,91 @@ class _SseLimiter(httpx2.AsyncByteStream):
             self.answered = True
             return _event(_malformed_error(self.request_id, detail))
         return raw
+
+
+class _NdjsonAsSse(httpx2.AsyncByteStream):
+    """A `subscriptions/listen` stream sent as newline-delimited JSON, re-framed as SSE events.
+
+    Some 2026-07-28 servers (the conformance suite's reference server among them) answer a listen
+    request with `application/json` and one JSON-RPC message per line, kept open, where the SDK
+    reads a JSON body whole (and so would wait for the end of a stream that never ends). Each
+    line becomes one `message` event, which `_SseLimiter` then checks like any event. A line
+    longer than the cap is dropped as it streams (memory bounded by the cap) and logged.
+    """
+
+    def __init__(
+        self, owner: LimitedTransport, inner: httpx2.SyncByteStream | httpx2.AsyncByteStream
+    ) -> None:
+        assert isinstance(inner, httpx2.AsyncByteStream)
+        self.owner = owner
+        self.inner = inner
+        self.cap = owner.max_message_bytes
+        self.pending = bytearray()
+        self.dropped = 0  # bytes of an oversized line dropped so far (0: not dropping)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            if out := self._feed(chunk):
+                yield out
+        if self.pending.strip() and not self.dropped:  # a last line without its newline
+            yield _as_event(bytes(self.pending))
+        self.pending.clear()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def _feed(self, chunk: bytes) -> bytes:
+        out: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            piece = chunk[start:end]
+            start = end + 1
+            if self.dropped:
+                self._dropped_line(self.dropped + len(piece))
+                continue
+            self.pending += piece
+            line, self.pending = bytes(self.pending), bytearray()
+            if len(line) > self.cap:
+                self._dropped_line(len(line))
+            elif line.strip():
+                out.append(_as_event(line))
+        rest = chunk[start:]
+        if self.dropped:
+            self.dropped += len(rest)
+        else:
+            self.pending += rest
+            if len(self.pending) > self.cap:
+                self.dropped = len(self.pending)
+                self.pending.clear()
+        return b"".join(out)
+
+    def _dropped_line(self, size: int) -> None:
+        self.dropped = 0
+        self.owner.warn(
+            "discarded a %d-byte line of a listen stream from the MCP server (limit %d bytes)", size, self.cap
+        )
+
+
+def _as_event(line: bytes) -> bytes:
+    return b"event: message\ndata: " + line.strip() + b"\n\n"
+
+
+def _request_method(request: httpx2.Request) -> str | None:
+    """The JSON-RPC method of a POST whose body is one small request (None otherwise)."""
+    if request.method != "POST":
+        return None
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:
+        return None
+    if len(body) > _MAX_REQUEST_SCAN or _LISTEN_METHOD.encode() not in body:
+        return None  # only the listen request is looked for: skip the parse for every other one
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    method = message.get("method") if isinstance(message, dict) else None
+    return method if isinstance(method, str) else None
 
 
 def _data_of(lines: list[bytes]) -> bytes:
