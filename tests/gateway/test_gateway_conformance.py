@@ -41,7 +41,24 @@ _LOGS = (
     f"{_H1}: the log messages an upstream sends while serving a call reach a handshake-era client only "
     "after it sent logging/setLevel, which this scenario does not"
 )
-_INPUT = f"{_H1}: the upstream's InputRequiredResult is answered by the gateway instead of relayed"
+_PROMPT_INPUT = (
+    "a prompts/get answered with an InputRequiredResult is refused ('the upstream refused the prompt "
+    "request'), not relayed: the relay covers tools/call only (gateway/_passthrough.py; h1/h6)"
+)
+_CAPABILITY_FIRST = (
+    "the gateway refuses with -32021 a tool whose upstream would have asked the client only for what "
+    "it declared (an InputRequiredResult with sampling alone); h1"
+)
+_EXTRA_KEYS = (
+    "valid inputResponses sent with extra, unknown keys are asked for again (an InputRequiredResult) "
+    "instead of used; h1"
+)
+_STALE_CALL = (
+    "timing: right after server-sse-polling, whose call (test_reconnection: the reference closes its "
+    "stream mid-call and keeps no events to resume) is still in flight upstream, a handshake-era "
+    "upstream's elicitation cannot be told apart between two calls on the shared connection and is "
+    "refused; whether that call has ended when this scenario runs varies (h1)"
+)
 _MISSING_CAPABILITY = (
     f"{_H1}: a tool needing a capability the client did not declare is run, not refused with -32021"
 )
@@ -124,9 +141,16 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
         "server-sse-polling": f"{_NO_RESULT_TYPE}; and {_NO_PRIMING}",
         "sep-2164-resource-not-found": _NO_URI_DATA,
         "server-stateless": _MISSING_CAPABILITY,
-        **dict.fromkeys(_IRR, _INPUT),
+        "input-required-result-non-tool-request": _PROMPT_INPUT,
+        "input-required-result-capability-check": _CAPABILITY_FIRST,
+        "input-required-result-ignore-extra-params": _EXTRA_KEYS,
     },
 }
+VARIES: dict[tuple[str, str], dict[str, str]] = {
+    (version, "handshake"): {"elicitation-sep1330-enums": _STALE_CALL} for version in SUITES
+}
+"""Scenarios that pass directly and pass or fail through the gateway from run to run, with why
+(neither a regression nor stale; docs/gateway.md says "varies")."""
 
 
 def _require(version: str) -> None:
@@ -196,16 +220,16 @@ client: !ref ReferenceMcp
     return path
 
 
-def _documented(version: str) -> dict[str, tuple[bool, ...]]:
+def _documented(version: str) -> dict[str, tuple[str, ...]]:
     """docs/gateway.md's Conformance table of suite `version`: scenario -> (direct, handshake, 2026)."""
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## Conformance", 1)[1].split("\n## ", 1)[0]
     table = section.split(f"### Suite {version}\n", 1)[1].split("\n### ", 1)[0]
-    rows: dict[str, tuple[bool, ...]] = {}
+    rows: dict[str, tuple[str, ...]] = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 1 + len(TARGETS) and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = tuple(c == "pass" for c in cells[1 : 1 + len(TARGETS)])
+            rows[cells[0].strip("`")] = tuple(cells[1 : 1 + len(TARGETS)])
     return rows
 
 
@@ -230,17 +254,25 @@ async def test_every_scenario_the_reference_passes_also_passes_through_the_gatew
         through = runs[f"gateway-{era}"]
         different = DIFFERENT[(version, era)]
         assert set(through) == set(direct), f"gateway-{era} ran other scenarios"
-        regressions = [s for s, ok in direct.items() if ok and not through[s] and s not in different]
+        varies = VARIES.get((version, era), {})
+        regressions = [
+            s for s, ok in direct.items() if ok and not through[s] and s not in different and s not in varies
+        ]
         assert regressions == [], (
             f"{version}: pass directly, fail through the gateway ({era} upstream): {regressions}"
         )
         stale = [s for s in different if not (direct.get(s) and not through.get(s, True))]
-        assert stale == [], f"{version}: DIFFERENT is stale for the {era} upstream: {stale}"
-    measured = {s: tuple(runs[t][s] for t in TARGETS) for s in direct}
+        stale += [s for s in varies if not direct.get(s) or s in different]
+        assert stale == [], f"{version}: DIFFERENT or VARIES is stale for the {era} upstream: {stale}"
+
+    def cell(target: str, scenario: str) -> str:
+        era = target.removeprefix("gateway-")
+        if scenario in VARIES.get((version, era), {}):
+            return "varies"
+        return "pass" if runs[target][scenario] else "fail"
+
+    measured = {s: tuple(cell(t, s) for t in TARGETS) for s in direct}
     assert _documented(version) == measured, (
         f"docs/gateway.md's conformance table for suite {version} differs from this run:\n"
-        + "\n".join(
-            f"| `{s}` | " + " | ".join("pass" if ok else "fail" for ok in row) + " |"
-            for s, row in measured.items()
-        )
+        + "\n".join(f"| `{s}` | " + " | ".join(row) + " |" for s, row in measured.items())
     )
