@@ -98,6 +98,35 @@ class ToolCatalog:
         self._catalog_cache: Catalog | None = None
         self._catalog_lock = anyio.Lock()
         self._dropped: set[tuple[int, str, tuple[str, ...]]] = set()
+        self._index = {id(b): i for i, b in enumerate(self.bindings)}
+        self._built: dict[int, int] = {}
+        """The generation of each binding's listing the built catalog was made of."""
+
+    @classmethod
+    def of(cls, catalog: Catalog) -> ToolCatalog:
+        """A catalog that is always `catalog` (nothing to list): one routed call runs against it."""
+        fixed = cls((), ())
+        fixed._catalog_cache = catalog
+        return fixed
+
+    def last(self) -> Catalog | None:
+        """The last built catalog, current or not (None before the first)."""
+        return self._catalog_cache
+
+    def settled(self, name: str) -> Catalog | None:
+        """The last built catalog when it has `name` and that tool's own source has not changed
+        since (a declared tool, or a binding whose provider's generation is the one it was built
+        of), else None: routing one name need not wait for the other bindings' listings."""
+        cached = self._catalog_cache
+        target = cached.targets.get(name) if cached is not None else None
+        if target is None:
+            return None
+        if target.declared:
+            return cached
+        index = self._index.get(id(target.binding))
+        if index is None or self._built.get(index) != provider_generation(self.bindings[index].provider):
+            return None
+        return cached
 
     async def _list_binding(
         self,
@@ -165,6 +194,7 @@ class ToolCatalog:
             if failures:
                 raise failures[min(failures)]
             self._catalog_cache = self._build()
+            self._built = {i: listed[0] for i, listed in self._listed.items()}
             return self._catalog_cache
 
     def _build(self) -> Catalog:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ..agent._types import ToolBinding
 from ..errors import ConfigError
 from ..manifest import Manifest, load_manifest
@@ -30,6 +32,7 @@ from ..manifest._kinds import Permissions as PermissionsDoc
 from ..manifest._kinds import ToolProviderDoc
 from ..manifest._kinds_gateway import GatewayDoc
 from ..manifest._secrets import Secret
+from ._breaker import Breaker, Watched, why_failed
 from ._bulkhead import Bulkheads
 from ._core import GatewayCore, Identity, Source
 from ._events import EventHub
@@ -41,31 +44,6 @@ from ._upstream import InFlight, UpstreamProvider
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
 
 log = logging.getLogger("toolbridge.gateway")
-
-
-class Watched:
-    """A provider whose `generation` the gateway can bump (a renewed lock, a changed listing)."""
-
-    def __init__(self, inner: Any, name: str) -> None:
-        self.inner = inner
-        self.name = name
-        self.bumps = 0
-
-    @property
-    def generation(self) -> int:
-        value = getattr(self.inner, "generation", 0)
-        return (value if isinstance(value, int) else 0) + self.bumps
-
-    async def list_tools(self) -> Any:
-        return await self.inner.list_tools()
-
-    accepts_context = True
-    """`call_tool` passes the gateway's `CallContext` on (to a provider that takes one)."""
-
-    async def call_tool(self, name: str, args: Any, context: Any = None) -> Any:
-        if context is not None and getattr(self.inner, "accepts_context", False) is True:
-            return await self.inner.call_tool(name, args, context=context)
-        return await self.inner.call_tool(name, args)
 
 
 @dataclass
@@ -143,18 +121,37 @@ class OpenGateway:
                 await self._adopt_stored()
             except ConfigError as exc:  # the database is away: the pins in force stay
                 log.warning("stored pins could not be read: %s", exc)
-        for watched, client in self._upstreams:
-            tools = await client.list_tools()
-            digest = hashlib.sha256(
-                json.dumps(
-                    [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools],
-                    sort_keys=True,
-                ).encode()
-            ).hexdigest()
-            key = id(watched)
-            if self._listing.get(key, digest) != digest:
-                watched.bumps += 1
-            self._listing[key] = digest
+        if self._upstreams:  # each upstream within its own deadline, all at once
+            async with anyio.create_task_group() as tg:
+                for watched, client in self._upstreams:
+                    tg.start_soon(self._probe, watched, client)
+
+    async def _probe(self, watched: Watched, client: Any) -> None:
+        """List one upstream (within its deadline, unless its breaker is open): a changed
+        listing, or one that works again after failing, makes the catalog list it again."""
+        if not watched.breaker.allow():
+            return
+        try:
+            with anyio.fail_after(watched.deadline_s):
+                tools = await client.list_tools()
+        except Exception as exc:  # slow or down: its last good listing is served meanwhile
+            watched.failed(f"its tools could not be listed ({why_failed(exc)})", listing=True)
+            return
+        digest = hashlib.sha256(
+            json.dumps(
+                [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools],
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()
+        key = id(watched)
+        if self._listing.get(key, digest) != digest:
+            watched.bumps += 1
+        self._listing[key] = digest
+        watched.recovered()
+
+    def stale(self) -> frozenset[str]:
+        """The upstreams served from their last good listing now (by provider document name)."""
+        return frozenset(w.name for w, _ in self._upstreams if w.stale)
 
     async def _adopt_stored(self) -> None:
         """Adopt the pins another replica stored since this one last looked."""
@@ -252,6 +249,7 @@ async def open_gateway(
             live._stack.callback(base.close)
         pin_url = _pins_url(manifest, doc)
         routers: dict[int, InFlight] = {}
+        limits = _bulkheads_of(doc)
         events = EventHub()
         timeout = approval_timeout_s if approval_timeout_s is not None else doc.approval_timeout_ms / 1000
         sources: list[Source] = []
@@ -281,7 +279,13 @@ async def open_gateway(
                     lock_path = base_dir / lock_name
                     server_lock, mtime = _server_lock(lock_path, pdoc.client.name)
                     pinned = provider = PinnedToolProvider(provider, server_lock, server=pdoc.client.name)
-                watched = Watched(provider, b.provider.name)
+                watched = Watched(
+                    provider,
+                    b.provider.name,
+                    list_timeout_s=limits.upstream_list_timeout_s,
+                    start_timeout_s=limits.upstream_start_timeout_s,
+                    breaker=Breaker(limits.breaker_failures, limits.breaker_cooldown_s),
+                )
                 if pinned is not None:
                     pins.append(_Pin(watched, pinned, lock_path, pdoc.client.name, mtime))
                 upstreams.append((watched, client))
@@ -342,7 +346,7 @@ async def open_gateway(
             anonymous=anonymous,
             oauth=oauth,
             oauth_rules=rules,
-            bulkheads=_bulkheads_of(doc),
+            bulkheads=limits,
             events=events,
             _pins=pins,
             _upstreams=upstreams,
@@ -398,6 +402,7 @@ def _bulkheads_of(doc: GatewayDoc) -> Bulkheads:
         session_idle_timeout_s=doc.session_idle_timeout_ms / 1000,
         max_calls_in_flight_per_identity=doc.max_calls_in_flight_per_identity,
         upstream_list_timeout_s=doc.upstream_list_timeout_ms / 1000,
+        upstream_start_timeout_s=doc.upstream_start_timeout_ms / 1000,
         breaker_failures=doc.breaker_failures,
         breaker_cooldown_s=doc.breaker_cooldown_ms / 1000,
     )

@@ -60,7 +60,9 @@ class Bulkheads:
             None: a tenth of `max_sessions`).
         session_idle_timeout_s: an HTTP session without a request for this long is closed.
         max_calls_in_flight_per_identity: `tools/call` requests of one identity in flight.
-        upstream_list_timeout_s: the longest one upstream's `tools/list` (with its start) may take.
+        upstream_start_timeout_s: the longest one upstream's first listing may take (its start-up
+            and handshake included).
+        upstream_list_timeout_s: the longest one upstream's later `tools/list` may take.
         breaker_failures: consecutive failures of one upstream that open its breaker.
         breaker_cooldown_s: how long an open breaker fails calls fast before one probe.
     """
@@ -69,6 +71,7 @@ class Bulkheads:
     max_sessions_per_identity: int | None = None
     session_idle_timeout_s: float = 1800.0
     max_calls_in_flight_per_identity: int = 64
+    upstream_start_timeout_s: float = 30.0
     upstream_list_timeout_s: float = 10.0
     breaker_failures: int = 3
     breaker_cooldown_s: float = 30.0

@@ -56,6 +56,10 @@ log = logging.getLogger("toolbridge.gateway")
 ERROR_TEXT_LIMIT = 2000
 """An upstream tool error reaches the client cleaned and cut to this many characters."""
 
+STALE_WAIT_S = 1.0
+"""How long a listing waits for another caller's listing of a changed upstream before it is
+served the last built union."""
+
 Approval = Literal["never", "write", "always"]
 
 
@@ -173,6 +177,7 @@ class GatewayCore:
     _rounds: RoundStates = field(init=False, repr=False, default_factory=RoundStates)
     _servers: dict[int, str] = field(init=False, repr=False, default_factory=dict)
     _warned_at: float = field(init=False, repr=False, default=-1e9)
+    _refreshing: anyio.Event | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
@@ -182,7 +187,22 @@ class GatewayCore:
     # ---------------------------------------------------------------------------------- listing
 
     async def resolve(self) -> Catalog | None:
-        """The current union, or None when a source cannot be listed (logged)."""
+        """The current union, or None when a source cannot be listed (logged).
+
+        Each upstream is listed within its own deadline (`_breaker.Watched`). While one caller
+        lists a changed upstream, the others wait at most `STALE_WAIT_S` for it, then get the
+        last built union: a slow upstream delays one listing, not every client's.
+        """
+        cached = self.catalog.current()
+        if cached is not None:
+            return cached
+        last = self.catalog.last()
+        busy = self._refreshing
+        if last is not None and busy is not None:
+            with anyio.move_on_after(STALE_WAIT_S):
+                await busy.wait()
+            return self.catalog.current() or last
+        done = self._refreshing = anyio.Event()
         try:
             return await self.catalog.resolve()
         except ToolbridgeError as exc:
@@ -191,6 +211,23 @@ class GatewayCore:
                 self._warned_at = now
                 log.warning("the gateway's tools could not be listed: %s", bounded(str(exc), 300))
             return None
+        finally:
+            if self._refreshing is done:
+                self._refreshing = None
+            done.set()
+
+    async def route(self, name: str) -> tuple[Catalog | None, ToolCatalog]:
+        """The union to find `name` in, and the catalog its governed session runs against.
+
+        The shared catalog when it is current (every call, normally); else the last built union
+        when `name`'s own source has not changed since (a call to one upstream never waits on
+        another's listing); else the union as `resolve` gives it.
+        """
+        cached = self.catalog.current()
+        if cached is not None:
+            return cached, self.catalog
+        catalog = self.catalog.settled(name) or await self.resolve()
+        return catalog, (ToolCatalog.of(catalog) if catalog is not None else self.catalog)
 
     @staticmethod
     def _needs(target: ToolTarget) -> ToolGrantNeeds:
@@ -282,7 +319,7 @@ class GatewayCore:
                 `request_state` it does not honour; -32021 when the upstream needed a client
                 capability the client did not declare.
         """
-        catalog = await self.resolve()
+        catalog, routed = await self.route(name)
         target = catalog.targets.get(name) if catalog is not None else None
         if target is None:
             if catalog is None:
@@ -328,7 +365,7 @@ class GatewayCore:
                 identity.runtime,
                 principal=identity.name,
                 label=f"gateway {self.name}",
-                catalog=self.catalog,
+                catalog=routed,
             ) as session:
                 if why is not None:
                     raise session._fail("PERMISSION_DENIED", why)

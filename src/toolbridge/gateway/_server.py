@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..errors import PolicyError, bounded
+from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead
 from ._core import GatewayCore, Identity, page_of, refusal
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["BearerAuth", "create_server", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("toolbridge.gateway")
+
+UPSTREAM_DOWN = "the server of this tool keeps failing; calls to it are paused, try again later"
+STALE_KEY = "toolbridge/stale"
+"""`_meta` key of a listed tool whose server could not be listed lately: its last good definition."""
 
 TOO_MANY_CALLS = "too many calls of this client in flight; try again when one has ended"
 
@@ -115,6 +120,8 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         identity = identity_of(ctx)
         tools = await core.tools(identity)
+        if gateway.stale():
+            tools = _marked(tools, _stale_names(gateway))
         page, nxt = page_of(tools, params.cursor if params else None, core.page_size)
         return types.ListToolsResult(tools=page, next_cursor=nxt)
 
@@ -123,6 +130,9 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         session = ctx.session
+        upstream = _upstream_of(core, params.name)
+        if upstream is not None and upstream.breaker.opened_at is not None and not upstream.breaker.allow():
+            return refusal(PolicyError(UPSTREAM_DOWN, code=UNAVAILABLE, outcome="blocked"))
         if not inflight.enter(identity.name):  # one identity takes only its share of the gateway
             return refusal(PolicyError(TOO_MANY_CALLS, code="LIMIT_EXCEEDED", outcome="blocked"))
         try:
@@ -187,14 +197,48 @@ def _tracing() -> bool:
     return configured or "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
+def _upstream_of(core: GatewayCore, name: str) -> Watched | None:
+    """The upstream that serves tool `name` (as last listed), or None (unknown, not an upstream)."""
+    catalog = core.catalog.last()
+    target = catalog.targets.get(name) if catalog is not None else None
+    provider = getattr(getattr(target, "binding", None), "provider", None)
+    return provider if isinstance(provider, Watched) else None
+
+
+def _stale_names(gateway: OpenGateway) -> set[str]:
+    catalog = gateway.core.catalog.last()
+    if catalog is None:
+        return set()
+    return {
+        name
+        for name, target in catalog.targets.items()
+        if isinstance(provider := getattr(target.binding, "provider", None), Watched) and provider.stale
+    }
+
+
+def _marked(tools: list[types.Tool], stale: set[str]) -> list[types.Tool]:
+    """`tools`, those in `stale` with `_meta["toolbridge/stale"]: true`."""
+    if not stale:
+        return tools
+    return [
+        t.model_copy(update={"meta": {**(t.meta or {}), STALE_KEY: True}}) if t.name in stale else t
+        for t in tools
+    ]
+
+
 async def _watch(gateway: OpenGateway, interval_s: float) -> None:
-    """Notice changes of the union (upstream changes, a renewed lock) and tell every client."""
-    last = await gateway.core.signature()
+    """Notice changes of the union (upstream changes, a renewed lock, an upstream served from
+    its last good listing or recovered) and tell every client.
+
+    `refresh` lists every upstream at once, each within its own deadline: one that hangs
+    delays this loop by its deadline at most, and never the clients' listings or calls.
+    """
+    last = (await gateway.core.signature(), gateway.stale())
     while True:
         await anyio.sleep(interval_s)
         try:
             await gateway.refresh()
-            now = await gateway.core.signature()
+            now = (await gateway.core.signature(), gateway.stale())
         except Exception as exc:  # a source that cannot be listed now: try again later
             log.info("the gateway's watcher could not list: %s", bounded(str(exc), 200))
             continue

@@ -270,9 +270,12 @@ class GatewayDoc(KindDoc):
     """An HTTP session with no request for this long is closed."""
     max_calls_in_flight_per_identity: Annotated[int, Field(ge=1, le=100_000, strict=True)] = 64
     """`tools/call` requests of one identity in flight; past it a call is refused `LIMIT_EXCEEDED`."""
+    upstream_start_timeout_ms: Annotated[int, Field(ge=100, le=600_000, strict=True)] = 30_000
+    """The longest one upstream's first listing may take (its start-up and handshake included);
+    until it lists, its tools are not served."""
     upstream_list_timeout_ms: Annotated[int, Field(ge=100, le=600_000, strict=True)] = 10_000
-    """The longest one upstream's listing (with its start) may take; then its last good listing
-    is served, marked stale."""
+    """The longest one upstream's later listings may take; then its last good listing is
+    served, marked stale."""
     breaker_failures: Annotated[int, Field(ge=1, le=1_000, strict=True)] = 3
     """Consecutive failures of one upstream (listing or call) that open its breaker."""
     breaker_cooldown_ms: Annotated[int, Field(ge=100, le=3_600_000, strict=True)] = 30_000
