@@ -86,10 +86,7 @@ async def test_a_hung_listing_stalls_only_its_own_upstream(tmp_path: Path) -> No
     manifest = _manifest(tmp_path)
     heard = Heard()
     release = tmp_path / "A" / "release"
-    env = (
-        {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
-    )  # a worktree's code
-    async with gateway_stdio(manifest, "legacy", message_handler=heard, env=env) as client:
+    async with gateway_stdio(manifest, "legacy", message_handler=heard) as client:
         fresh = _listing(await client.list_tools())
         assert fresh == {"a_ping": False, "a_stall": False, "b_ping": False, "b_stall": False}
         assert not (await client.call_tool("a_stall", {})).is_error  # A says its list changed...
