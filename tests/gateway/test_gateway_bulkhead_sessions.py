@@ -127,6 +127,12 @@ async def test_another_identity_cannot_use_a_session(tmp_path: Path) -> None:
                     answers.append((response.status_code, response.text))
                 assert answers[0] == answers[1]
                 assert answers[0][0] == 404
+            # hostile session ids: answered 404 like any unknown one, nothing else changes
+            for hostile in ("x" * 8_000, alice_sid.upper(), alice_sid + "0", ""):
+                response = await http.post(url, json=INIT, headers=_headers(BOB, hostile))
+                assert response.status_code in (400, 404), (hostile[:20], response.status_code)
+            raw = {**_headers(BOB), "Mcp-Session-Id": b"\xff\xfe" + alice_sid.encode()}
+            assert (await http.post(url, json=INIT, headers=raw)).status_code in (400, 404)  # type: ignore[arg-type]
             # alice's session is untouched, and bob's own works
             assert await _ping(http, url, ALICE, alice_sid) == 200
             assert await _ping(http, url, BOB, bob_sid) == 200
