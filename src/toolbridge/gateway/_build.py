@@ -129,11 +129,13 @@ class OpenGateway:
     async def _probe(self, watched: Watched, client: Any) -> None:
         """List one upstream (within its deadline, unless its breaker is open): a changed
         listing, or one that works again after failing, makes the catalog list it again."""
+        probing = watched.breaker.opened_at is not None or watched.stale
         if not watched.breaker.allow():
             return
         try:
             with anyio.fail_after(watched.deadline_s):
-                tools = await client.list_tools()
+                # a probe asks the upstream itself, not the client's cache of its last listing
+                tools = await (client.list_tools(refresh=True) if probing else client.list_tools())
         except Exception as exc:  # slow or down: its last good listing is served meanwhile
             watched.failed(f"its tools could not be listed ({why_failed(exc)})", listing=True)
             return
