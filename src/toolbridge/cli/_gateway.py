@@ -5,11 +5,21 @@ one line on stderr, exit 1), then every upstream is built (started lazily, on th
 listing or call). Serving is over stdio by default (the client is the local user), or
 Streamable HTTP at `http://HOST:PORT/mcp` with `--transport http` (clients are known by their
 bearer tokens); `--stateless` serves HTTP without sessions, for replicas behind a load balancer.
+Over HTTP, one line on stderr says where it listens once the port is bound
+(`toolbridge gateway: serving NAME at http://127.0.0.1:PORT/mcp`; `--port 0` takes a free port
+and shows it). Over stdio, the secrets only HTTP clients need (bearer tokens, OAuth settings) are
+not required.
+
+Secrets come from `--secret NAME=VALUE`, `--secrets-file FILE` and the environment, as for `run`.
+`--print-config claude|vscode|cursor` starts nothing: it prints the JSON that client application
+reads to start (stdio) or reach (`--transport http`) this gateway, with absolute paths and, over
+HTTP, a placeholder for the token (never a secret's value).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from typing import Any
@@ -17,6 +27,8 @@ from typing import Any
 import anyio
 
 from ..errors import ConfigError
+from ._manifest import _given_secrets, _secret_options
+from ._output import emit, warn
 
 __all__ = ["register"]
 
@@ -32,9 +44,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--name", help="the Gateway document to serve (default: the only one)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; 0: any free port)")
     p.add_argument("--stateless", action="store_true", help="HTTP without sessions (for replicas)")
-    p.add_argument("--secrets-file", metavar="FILE", help="secret values (KEY=VALUE lines, YAML or JSON)")
+    _secret_options(p)
+    p.add_argument(
+        "--print-config",
+        choices=("claude", "vscode", "cursor"),
+        metavar="CLIENT",
+        help="print the config of CLIENT (claude, vscode, cursor) for this gateway and exit",
+    )
     p.set_defaults(handler=_gateway)
 
 
@@ -46,13 +64,23 @@ async def _stop_on_sigterm(scope: anyio.CancelScope) -> None:
 
 
 def _gateway(args: argparse.Namespace) -> int:
-    from ..gateway import open_gateway, serve_http, serve_stdio
+    from ..gateway import listening_url, open_gateway, serve_http, serve_stdio
 
-    if not 0 < args.port < 65536:
+    if not 0 <= args.port < 65536:
         raise ConfigError(f"--port {args.port} is not a TCP port", code="ERR_CONFIG")
+    if args.print_config:
+        return _print_config(args)
+    secrets = _given_secrets(args)
+    secrets_file = args.secrets_file
 
     async def main() -> None:
-        async with open_gateway(args.manifest, name=args.name, secrets_file=args.secrets_file) as gateway:
+        async with open_gateway(
+            args.manifest,
+            name=args.name,
+            secrets=secrets,
+            secrets_file=secrets_file,
+            transport=args.transport,
+        ) as gateway:
             if args.transport == "stdio":
                 # SIGTERM ends serving like a closed stdin: the upstreams are stopped on the way out
                 async with anyio.create_task_group() as tg:
@@ -66,7 +94,37 @@ def _gateway(args: argparse.Namespace) -> int:
                         "every HTTP client is 'anonymous' under the runtime's grants",
                         file=sys.stderr,
                     )
-                await serve_http(gateway, host=args.host, port=args.port, stateless=args.stateless)
+
+                def listening(host: str, port: int) -> None:
+                    warn(f"toolbridge gateway: serving {gateway.name} at {listening_url(host, port)}")
+
+                await serve_http(
+                    gateway, host=args.host, port=args.port, stateless=args.stateless, on_listening=listening
+                )
 
     anyio.run(main)
+    return 0
+
+
+def _print_config(args: argparse.Namespace) -> int:
+    """`--print-config CLIENT`: the client's config for this gateway, on stdout (nothing starts)."""
+    from ..gateway import client_config, config_hint
+
+    if args.secret:
+        raise ConfigError(
+            "--print-config writes no secret into a config: give the gateway's secrets with "
+            "--secrets-file (its path goes into the config) or the client's environment",
+            code="ERR_INVALID_INPUT",
+        )
+    config = client_config(
+        args.print_config,
+        args.manifest,
+        name=args.name,
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        secrets_file=args.secrets_file,
+    )
+    emit(json.dumps(config, indent=2, ensure_ascii=False))
+    warn(config_hint(args.print_config, args.transport))
     return 0

@@ -5,6 +5,7 @@ toolbridge lock [--out tools.lock] [--name NAME] -- COMMAND [ARGS...]   # a stdi
 toolbridge lock [--out tools.lock] [--name NAME] --url URL              # a Streamable HTTP server
 toolbridge lock [--out tools.lock] MANIFEST.yaml                        # every Mcp.* client in it
 toolbridge lock --check ...                                             # compare, do not write
+toolbridge lock [--secret NAME=VALUE] [--secrets-file F] MANIFEST.yaml   # its secrets, as for `run`
 ```
 
 A server given by command or URL is stored under `--name` (default `server`); a manifest's clients
@@ -26,6 +27,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
 from ..sanitize import visible_text
+from ._manifest import _given_secrets, _secret_options
 from ._output import emit, parse_headers
 
 __all__ = ["diff_locks", "register"]
@@ -63,6 +65,7 @@ def register(subparsers: Any) -> None:
         help="protocol negotiation for --url or `-- COMMAND` (a manifest says `mode:` per client)",
     )
     lock.add_argument("--check", action="store_true", help="compare with the lock file instead of writing it")
+    _secret_options(lock)
     lock.add_argument("words", nargs=argparse.REMAINDER, help="[MANIFEST] or -- COMMAND [ARGS...]")
     lock.set_defaults(handler=_run_lock)
 
@@ -82,17 +85,16 @@ async def _lock_one(args: argparse.Namespace, command: list[str]) -> dict[str, S
         return {name: await lock_server(client)}
 
 
-def _load_for_locking(path: str) -> Any:
-    """The manifest, analyzed; a missing or stale `lock:` file is no reason not to lock it again."""
-    from ..manifest._analyzer import analyze_file
-    from ..manifest._build import Manifest
+def _load_for_locking(path: str, secrets: dict[str, str], secrets_file: str | None) -> Any:
+    """The manifest, analyzed; a missing or stale `lock:` file is no reason not to lock it again,
+    nor are the secrets only a gateway's HTTP clients need (locking starts no gateway)."""
+    from ..gateway import http_only_secret
+    from ..manifest import load_manifest
 
-    analysis = analyze_file(path)
-    errors = [d for d in analysis.diagnostics if d.severity == "error" and d.code != "ERR_MANIFEST_LOCK"]
-    if errors:
-        lines = "; ".join(d.format() for d in errors)
-        raise ConfigError(f"{len(errors)} error(s) in {path}: {lines}", code=errors[0].code)
-    return Manifest(analysis=analysis)
+    def tolerate(analysis: Any, diagnostic: Any) -> bool:
+        return diagnostic.code == "ERR_MANIFEST_LOCK" or http_only_secret(analysis, diagnostic)
+
+    return load_manifest(path, secrets=secrets, secrets_file=secrets_file, tolerate=tolerate)
 
 
 def _manifest_lock_file(manifest: Any) -> Path | None:
@@ -159,7 +161,7 @@ def _run_lock(args: argparse.Namespace) -> int:
                 "--mode does not apply to a manifest (set `mode:` on its Mcp.StdioClient / Mcp.HttpClient)",
                 code="ERR_INVALID_INPUT",
             )
-        manifest = _load_for_locking(before[0])
+        manifest = _load_for_locking(before[0], _given_secrets(args), args.secrets_file)
         out = Path(args.out) if args.out else (_manifest_lock_file(manifest) or Path(DEFAULT_OUT))
         if args.check:
             read_lock(out)  # a missing or broken lock file is said before any server starts

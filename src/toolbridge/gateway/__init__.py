@@ -3,7 +3,8 @@
 A `Gateway` manifest document names the sources (`toolProviders` with prefixes, include/exclude,
 effects, capabilities and approval; declared `tools`; `tasks`), the `runtime` (grants, limits,
 journal), the `lock` (pinning) and the `clients` (identities). `open_gateway(path)` builds it;
-`serve_stdio` / `serve_http` serve it with the official SDK's server (both protocol eras).
+`serve_stdio` / `serve_http` serve it with the official SDK's server (both protocol eras);
+`client_config` writes a desktop client's config for it.
 Over HTTP, clients are known by secret bearer tokens or, in OAuth resource-server mode
 (`OAuthSettings`, `OAuthGate`), by access tokens verified by JWT/JWKS or introspection.
 See docs/gateway.md.
@@ -23,6 +24,7 @@ from ._oauth import (
 )
 from ._oauth_gate import ClientRule, OAuthGate
 from ._server import create_server, serve_http, serve_stdio
+from ._start import client_config, config_hint, http_only_secret, listening_url
 
 __all__ = [
     "AuthUnavailable",
@@ -36,7 +38,11 @@ __all__ = [
     "OAuthVerifier",
     "OpenGateway",
     "TokenRejected",
+    "client_config",
+    "config_hint",
     "create_server",
+    "http_only_secret",
+    "listening_url",
     "open_gateway",
     "serve_http",
     "serve_stdio",

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -39,6 +39,7 @@ from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
 from ._oauth_gate import ClientRule
 from ._sessions import DEFAULT_IDLE_S, DEFAULT_MAX_SESSIONS, IdentitySessions
+from ._start import http_only_secret
 from ._upstream import InFlight, UpstreamProvider
 
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
@@ -223,6 +224,24 @@ def _identity_sessions(live: Any, client_doc: str, binding: Any) -> IdentitySess
     )
 
 
+def gateway_doc_of(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    secrets_file: str | os.PathLike[str] | None = None,
+) -> GatewayDoc:
+    """The manifest's `Gateway` document, checked, without needing any secret's value (for
+    `--print-config`: a config is written where the secrets may not be).
+
+    Raises:
+        ConfigError: the manifest has errors other than unresolved secrets, or no such gateway.
+    """
+    manifest = load_manifest(
+        path, secrets_file=secrets_file, tolerate=lambda _, d: d.code == "ERR_MANIFEST_SECRET_UNRESOLVED"
+    )
+    return _gateway_doc(manifest, name)
+
+
 @asynccontextmanager
 async def open_gateway(
     path: str | os.PathLike[str],
@@ -231,8 +250,13 @@ async def open_gateway(
     secrets: Mapping[str, str] | None = None,
     secrets_file: str | os.PathLike[str] | None = None,
     approval_timeout_s: float | None = None,
+    transport: Literal["stdio", "http"] = "http",
 ) -> AsyncIterator[OpenGateway]:
     """Open the manifest's `Gateway` (the one named `name`, or the only one).
+
+    With `transport="stdio"`, what only HTTP clients need (the clients' bearer `token`s, the
+    `oauth` settings and their secrets) is neither resolved nor required: a stdio gateway starts
+    without the secrets of its HTTP clients (`_start.http_only_secret`).
 
     Raises:
         ConfigError: the manifest has errors (its analyzer's code), no such gateway
@@ -241,7 +265,9 @@ async def open_gateway(
     from ..pinning import PinnedToolProvider
     from ..runtime import create_runtime
 
-    manifest = load_manifest(path, secrets=secrets, secrets_file=secrets_file)
+    http = transport == "http"
+    tolerate = None if http else http_only_secret
+    manifest = load_manifest(path, secrets=secrets, secrets_file=secrets_file, tolerate=tolerate)
     doc = _gateway_doc(manifest, name)
     base_dir = manifest.analysis.base_dir
     async with manifest.open() as live:
@@ -318,16 +344,16 @@ async def open_gateway(
         for c in doc.clients:
             identity = Identity(c.name, _identity_runtime(base, c.permissions, c.limits))
             identities[c.name] = identity
-            if isinstance(c.token, Secret):
+            if http and isinstance(c.token, Secret):
                 tokens[c.token.reveal()] = c.name
             if c.local:
                 local = identity
         if local is None:
             local = Identity(f"local:{_user()}", base)
         identities.setdefault(local.name, local)
-        oauth, rules = _oauth_of(doc)
+        oauth, rules = _oauth_of(doc) if http else (None, ())
         anonymous: str | None = None
-        if not tokens and oauth is None:
+        if http and not tokens and oauth is None:
             anonymous = "anonymous"
             identities.setdefault(anonymous, Identity(anonymous, base))
         core = GatewayCore(

@@ -323,8 +323,10 @@ async def serve_http(
     port: int = 8000,
     stateless: bool = False,
     watch_interval_s: float = 1.0,
+    on_listening: Callable[[str, int], None] | None = None,
 ) -> None:
-    """Serve Streamable HTTP at `http://host:port/mcp` until interrupted."""
+    """Serve Streamable HTTP at `http://host:port/mcp` until interrupted (`on_listening(host,
+    port)` is told the bound port, the real one for port 0, before serving starts)."""
     from ..tasks._server import run_http
 
     limits = gateway.bulkheads
@@ -352,7 +354,7 @@ async def serve_http(
     try:
         async with gateway.events.running(), anyio.create_task_group() as tg:
             tg.start_soon(_watch, gateway, watch_interval_s)
-            await run_http(wrapped, host=host, port=port)
+            await run_http(wrapped, host=host, port=port, on_listening=on_listening)
             tg.cancel_scope.cancel()
     finally:
         closing = getattr(getattr(wrapped, "verifier", None), "aclose", None)

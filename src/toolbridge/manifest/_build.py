@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -542,6 +542,7 @@ def load_manifest(
     secrets_file: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     max_bytes: int = MAX_MANIFEST_BYTES,
+    tolerate: Callable[[AnalyzedManifest, Diagnostic], bool] | None = None,
 ) -> Manifest:
     """Analyze a manifest file and return it, ready to `open()`.
 
@@ -551,6 +552,8 @@ def load_manifest(
         secrets_file: a file of `KEY=VALUE` lines or a YAML/JSON mapping, read before `secrets`.
         env: the environment for secrets (default `os.environ`).
         max_bytes: the largest manifest file read (default 1 MiB).
+        tolerate: errors for which it answers True do not refuse the manifest (the gateway over
+            stdio tolerates unresolved secrets that only its HTTP clients need).
 
     Raises:
         ConfigError: when the analyzer finds an error: the code is the first error's code, the
@@ -563,7 +566,9 @@ def load_manifest(
         given.update(read_secrets_file(secrets_file))
     given.update(secrets or {})
     analysis = analyze_file(path, secrets=given, env=env, max_bytes=max_bytes)
-    errors = [d for d in analysis.diagnostics if d.severity == "error"]
+    errors = [
+        d for d in analysis.diagnostics if d.severity == "error" and not (tolerate and tolerate(analysis, d))
+    ]
     if errors:
         lines = "; ".join(d.format() for d in errors)
         raise ConfigError(

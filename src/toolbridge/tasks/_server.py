@@ -21,6 +21,8 @@ ends, however it ends.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -93,12 +95,44 @@ async def run_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def run_http(app: Any, *, host: str, port: int) -> None:
-    """Serve an ASGI app (the SDK's Streamable HTTP app) with uvicorn until interrupted."""
+async def run_http(
+    app: Any, *, host: str, port: int, on_listening: Callable[[str, int], None] | None = None
+) -> None:
+    """Serve an ASGI app (the SDK's Streamable HTTP app) with uvicorn until interrupted.
+
+    With `on_listening`, the socket is bound first and `on_listening(host, port)` is told the port
+    it got (the real one for port 0) before serving starts; connections made from then on wait
+    in the socket's backlog until uvicorn accepts them.
+    """
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    if on_listening is None:
+        await uvicorn.Server(config).serve()
+        return
+    sock = _bound_socket(host, port)
+    try:
+        on_listening(host, sock.getsockname()[1])
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port`, listening (as uvicorn binds one)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 async def serve_stdio(toolset: TaskToolSet, *, name: str = SERVER_NAME) -> None:
