@@ -166,3 +166,28 @@ async def test_calls_in_flight_are_bounded_per_identity(tmp_path: Path) -> None:
             with anyio.fail_after(60):
                 while (await alice.call_tool("up_echo", {"text": "again"})).is_error:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
+
+
+async def test_a_burst_of_openings_stays_within_the_share(tmp_path: Path) -> None:
+    manifest = upstream_manifest(tmp_path, clients=CLIENTS, binding="    effects: read\n", gateway=GATEWAY)
+    with gateway_http(manifest, env=ENV) as url:
+        async with httpx2.AsyncClient(timeout=60) as http:
+            statuses: list[int] = []
+            opened: list[str] = []
+
+            async def one() -> None:
+                response = await http.post(url, json=INIT, headers=_headers(ALICE))
+                statuses.append(response.status_code)
+                if response.status_code == 200:
+                    opened.append(response.headers["mcp-session-id"])
+
+            for _ in range(3):  # three bursts of 40 at once
+                async with anyio.create_task_group() as tg:
+                    for _ in range(40):
+                        tg.start_soon(one)
+            assert set(statuses) <= {200, 429} and statuses.count(200) >= SHARE, statuses
+            live = [sid for sid in opened if await _ping(http, url, ALICE, sid) == 200]
+            assert 0 < len(live) <= SHARE
+            bob = await _open(http, url, BOB)
+            assert bob.status_code == 200
+            assert await _ping(http, url, BOB, bob.headers["mcp-session-id"]) == 200

@@ -218,10 +218,13 @@ class SessionBulkhead:
 
     async def _evict_one(self, who: str, scope: MutableMapping[str, Any]) -> bool:
         """Close `who`'s oldest idle session (a DELETE through the SDK); False when none is idle."""
-        mine = self._by_owner.get(who, {})
-        idle = sorted((v.last, s) for s, v in mine.items() if v.inflight == 0)
-        for _, sid in idle:
-            session = mine[sid]
+        mine = self._by_owner.get(who)
+        if not mine:
+            return False
+        for _, sid in sorted((v.last, s) for s, v in mine.items() if v.inflight == 0):
+            session = mine.get(sid)
+            if session is None or session.inflight:  # taken meanwhile by a request or another opening
+                continue
             headers = [
                 (k, v)
                 for k, v in scope.get("headers") or []
@@ -233,11 +236,20 @@ class SessionBulkhead:
                 delete["user"] = session.user
             else:
                 delete.pop("user", None)
-            status = await _status_of(self.app, delete)
-            self._forget(sid)  # closed now, or unknown to the SDK already
-            if 200 <= status < 300 or status == 404:
+            session.inflight += 1  # chosen: no concurrent opening closes it a second time
+            try:
+                status = await _status_of(self.app, delete)
+            except Exception as exc:  # the SDK could not close it: not evicted
+                log.warning("an idle session could not be closed: %s", type(exc).__name__)
+                status = 0
+            finally:
+                session.inflight -= 1
+            if 200 <= status < 300 or status == 404:  # closed now, or unknown to the SDK already
+                self._forget(sid)
                 log.info(
-                    "identity %r was at its %d sessions: its oldest idle one was closed", who, len(mine) + 1
+                    "identity %r was at its %d sessions: its oldest idle one was closed",
+                    who,
+                    self.per_identity,
                 )
                 return True
         return False
