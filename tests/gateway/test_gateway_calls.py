@@ -399,3 +399,45 @@ async def test_per_identity_sessions_ask_each_caller_even_with_both_in_flight(tm
     assert got == {"alice": "alice: accept ok=True", "bob": "bob: accept ok=True"}
     assert alice.asked == ["transfer 5000 EUR for alice?"]
     assert bob.asked == ["transfer 5000 EUR for bob?"]
+
+
+async def test_a_handshake_upstream_question_becomes_a_round_for_a_2026_client(tmp_path: Path) -> None:
+    """A 2026-07-28 client cannot be sent a standalone request: the handshake-era upstream's
+    question suspends the call and comes back as an input_required round; the answer goes to
+    the waiting upstream request. With per-identity sessions, both identities at once, each
+    their own question."""
+    manifest = asking_manifest(tmp_path, upstream_mode="legacy", binding="    sessions: perIdentity")
+    alice, bob = Person("alice"), Person("bob")
+    got: dict[str, str] = {}
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, MODERN, alice) as a, connect(url, BOB, MODERN, bob) as b:
+            first = await a.session.call_tool("ask_pay", {"who": "alice"}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult) and first.input_requests is not None
+            ((key, request),) = first.input_requests.items()
+            assert key == "toolbridge/upstream/1" and isinstance(request, types.ElicitRequest)
+            assert request.params.message == "transfer 5000 EUR for alice?"
+            with pytest.raises(MCPError):  # bob cannot answer alice's suspended question
+                await b.session.call_tool(
+                    "ask_pay",
+                    {"who": "alice"},
+                    input_responses={key: types.ElicitResult(action="accept", content={"ok": True})},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+            done = await a.session.call_tool(
+                "ask_pay",
+                {"who": "alice"},
+                input_responses={key: types.ElicitResult(action="decline")},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(done, types.CallToolResult) and text_of(done) == "alice: decline"
+
+            async def call(client: Client, who: str) -> None:  # the SDK's driver answers the rounds
+                got[who] = text_of(await client.call_tool("ask_summarize", {"who": who}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, a, "alice")
+                tg.start_soon(call, b, "bob")
+    assert got == {"alice": "alice: alice's model", "bob": "bob: bob's model"}
+    assert alice.asked == ["summarize for alice"] and bob.asked == ["summarize for bob"]

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN
 
 from ..agent._catalog import Catalog, ToolCatalog
 from ..agent._hooks import ToolTarget
@@ -47,6 +48,7 @@ from ._rounds import (
     arguments_digest,
     too_large_to_show,
 )
+from ._suspend import Question, Suspensions
 from ._upstream import CallContext, missing_capability
 
 __all__ = ["ERROR_TEXT_LIMIT", "GatewayCore", "Identity", "Source"]
@@ -176,6 +178,8 @@ class GatewayCore:
     _approval: dict[int, Approval] = field(init=False, default_factory=dict)
     _rounds: RoundStates = field(init=False, repr=False, default_factory=RoundStates)
     _servers: dict[int, str] = field(init=False, repr=False, default_factory=dict)
+    _clients: dict[int, Any] = field(init=False, repr=False, default_factory=dict)
+    _suspensions: Suspensions = field(init=False, repr=False, default_factory=Suspensions)
     _warned_at: float = field(init=False, repr=False, default=-1e9)
     _refreshing: anyio.Event | None = field(init=False, repr=False, default=None)
 
@@ -183,6 +187,8 @@ class GatewayCore:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
         self._approval = {id(s.binding): s.approval for s in self.sources}
         self._servers = {id(s.binding): s.name for s in self.sources}
+        self._clients = {id(s.binding): s.client for s in self.sources if s.client is not None}
+        self._suspensions.wait_s = self.approval_timeout_s
 
     # ---------------------------------------------------------------------------------- listing
 
@@ -360,6 +366,64 @@ class GatewayCore:
             context.upstream_responses = {
                 k: v for k, v in (input_responses or {}).items() if k != APPROVAL_KEY
             }
+        if resumed is not None and resumed.suspended is not None:
+            try:
+                waited = await self._suspensions.resume(resumed.suspended, input_responses or {})
+            except LookupError:
+                raise MCPError(types.INVALID_PARAMS, "request_state not honoured (expired)") from None
+            return self._suspended_round(waited, context, name, digest, resumed.number)
+        if context.modern and self._suspendable(target):
+            digest = digest or arguments_digest(name, args)
+
+            def run(suspend: Any) -> Any:
+                context.suspend = suspend
+                return self._governed(routed, context, name, args, why, digest, resumed, ask)
+
+            waited = await self._suspensions.start(run)
+            number = 0 if resumed is None else resumed.number
+            return self._suspended_round(waited, context, name, digest, number)
+        return await self._governed(routed, context, name, args, why, digest, resumed, ask)
+
+    def _suspendable(self, target: ToolTarget) -> bool:
+        """Whether a 2026-07-28 client's call of `target` runs suspendable (`_suspend`): its
+        upstream is of the handshake era (or not connected yet), so it may ask mid-call."""
+        if target.declared or self._suspensions.full():
+            return False
+        client = self._clients.get(id(target.binding))
+        return client is not None and getattr(client, "protocol_version", None) not in MODERN
+
+    def _suspended_round(
+        self, waited: Any, context: CallContext, name: str, digest: str, number: int
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A suspended call's outcome: its result, or its question as the next round."""
+        if not isinstance(waited, Question):
+            result: types.CallToolResult | types.InputRequiredResult = waited
+            return result
+        if number + 1 > MAX_ROUNDS:
+            return error_result("TOOL_FAILED: the upstream asked for input too many times")
+        who = context.identity.name
+        state = self._rounds.seal(
+            who, name, digest, number=number + 1, approved=True, upstream=None, suspended=waited.call
+        )
+        return types.InputRequiredResult(input_requests={waited.key: waited.request}, request_state=state)
+
+    async def _governed(
+        self,
+        routed: ToolCatalog,
+        context: CallContext,
+        name: str,
+        args: dict[str, Any],
+        why: str | None,
+        digest: str,
+        resumed: Round | None,
+        ask: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The call under the identity's governed session, and what the client gets for it.
+
+        Raises:
+            MCPError: -32021 when the upstream needed a capability the client did not declare.
+        """
+        identity = context.identity
         try:
             async with GovernedSession(
                 identity.runtime,

@@ -92,6 +92,8 @@ class Round:
     upstream_state: str | None
     upstream_asked: bool
     """The round was the upstream's (its answers and state go back upstream)."""
+    suspended: str | None = None
+    """The suspended call whose question the round was (`_suspend`)."""
 
 
 @dataclass
@@ -113,6 +115,7 @@ class RoundStates:
         approved: bool,
         upstream: str | None,
         asked: bool = False,
+        suspended: str | None = None,
     ) -> str:
         body = {
             "i": identity,
@@ -124,6 +127,7 @@ class RoundStates:
             "ok": approved,
             "u": upstream,
             "w": asked,
+            "s": suspended,
         }
         payload = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode()
         return f"{payload}.{self._mac(payload)}"
@@ -161,7 +165,10 @@ class RoundStates:
         number, upstream = body.get("r"), body.get("u")
         if not isinstance(number, int) or not (upstream is None or isinstance(upstream, str)):
             return None, "malformed"
-        return Round(number, body.get("ok") is True, upstream, body.get("w") is True), ""
+        suspended = body.get("s")
+        if not (suspended is None or isinstance(suspended, str)):
+            return None, "malformed"
+        return Round(number, body.get("ok") is True, upstream, body.get("w") is True, suspended), ""
 
 
 def _json(value: Any) -> str:

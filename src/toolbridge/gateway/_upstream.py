@@ -18,7 +18,7 @@ client attributes it):
   the call itself fails with -32021 (`missing`), as the 2026-07-28 spec says.
 - A 2026-07-28 downstream client (no server-to-client channel) gets the upstream's
   `InputRequiredResult` relayed (`GatewayCore`); a handshake-era upstream's standalone request
-  during its call is refused (-32600), since nothing could carry it.
+  during its call suspends the call and becomes an `input_required` round (`_suspend`).
 - Nothing reaches another call: the client gives a handshake-era request to a call only when it
   is the one call in flight on that connection; otherwise it is refused (logged at INFO).
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +90,8 @@ class CallContext:
     input_required: dict[str, Any] | None = None
     missing: types.ClientCapabilities | None = None
     pending_logs: int = 0
+    suspend: Callable[[types.InputRequest], Awaitable[Any]] | None = None
+    """Hands the upstream's question to a 2026-07-28 client as a round (`_suspend`), if set."""
     _requests: CallRequests | None = field(default=None, repr=False)
 
     @classmethod
@@ -129,37 +131,24 @@ class CallContext:
     async def sample(
         self, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        request = types.CreateMessageRequest(params=params)
-        refused = self._check(request)
-        if refused is not None:
-            return refused
         result_type: Any = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
         answer: types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
-        answer = await self._ask(request, result_type, "sampling")
+        answer = await self._answer(types.CreateMessageRequest(params=params), result_type)
         return answer
 
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        request = types.ElicitRequest(params=params)
-        refused = self._check(request)
-        if refused is not None:
-            return refused
-        answer: types.ElicitResult | types.ErrorData = await self._ask(
-            request, types.ElicitResult, "elicitation"
-        )
+        answer: types.ElicitResult | types.ErrorData
+        answer = await self._answer(types.ElicitRequest(params=params), types.ElicitResult)
         return answer
 
     async def roots(self) -> types.ListRootsResult | types.ErrorData:
-        request = types.ListRootsRequest()
-        refused = self._check(request)
-        if refused is not None:
-            return refused
-        answer: types.ListRootsResult | types.ErrorData = await self._ask(
-            request, types.ListRootsResult, "roots"
-        )
+        answer: types.ListRootsResult | types.ErrorData
+        answer = await self._answer(types.ListRootsRequest(), types.ListRootsResult)
         return answer
 
-    def _check(self, request: types.InputRequest) -> types.ErrorData | None:
-        """Why `request` cannot be sent to this call's client, as the error for the upstream."""
+    async def _answer(self, request: types.InputRequest, result_type: Any) -> Any:
+        """Ask this call's client (see the module docstring); the error for the upstream when
+        it cannot be asked."""
         needed = missing_capability(self.capabilities, request)
         if needed is not None:
             self.missing = needed
@@ -169,13 +158,15 @@ class CallContext:
                 message=f"the client did not declare the capability {request.method} needs",
                 data={"requiredCapabilities": needed.model_dump(by_alias=True, exclude_none=True)},
             )
-        if self.session is None or not getattr(self.session, "can_send_request", False):
-            log.info("an upstream asked %s, but the client's connection cannot carry it", request.method)
-            return types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message=f"{request.method}: the client's connection cannot carry a request",
-            )
-        return None
+        if self.session is not None and getattr(self.session, "can_send_request", False):
+            return await self._ask(request, result_type, request.method)
+        if self.suspend is not None:  # a 2026-07-28 client: the question becomes a round
+            return await self.suspend(request)
+        log.info("an upstream asked %s, but the client's connection cannot carry it", request.method)
+        return types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message=f"{request.method}: the client's connection cannot carry a request",
+        )
 
     async def _ask(self, request: Any, result_type: Any, what: str) -> Any:
         try:
