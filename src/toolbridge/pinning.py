@@ -26,7 +26,11 @@ Sources: a `McpToolProvider` or an MCP client (`StdioClient`, `HttpClient`, `InP
 raw definitions; any other `ToolProvider` (for example `FunctionTools`) is pinned on its
 `ToolSpec`s (there is nothing rawer to hash, and no instructions).
 
-Lock file (version 1):
+Prompts, resources and resource templates of an MCP server are pinned the same way
+(`SIDE_FIELDS`, `side_digests`, `PinnedToolProvider.side_status`; the gateway withholds what does
+not match). A lock file without them (written before) records none: each is `new`.
+
+Lock file (version 1; `prompts`, `resources`, `templates` optional):
 
 ```json
 {
@@ -34,7 +38,9 @@ Lock file (version 1):
   "servers": {
     "files": {
       "instructions": "sha256:…" | null,
-      "tools": {"read_file": "sha256:…", "write_file": "sha256:…"}
+      "tools": {"read_file": "sha256:…", "write_file": "sha256:…"},
+      "prompts": {"review": "sha256:…"}, "resources": {"file:///a": "sha256:…"},
+      "templates": {"file:///{path}": "sha256:…"}
     }
   }
 }
@@ -65,15 +71,21 @@ from .tools import ToolProvider, ToolResult, ToolSpec
 __all__ = [
     "LOCK_VERSION",
     "PIN_MISMATCH",
+    "SIDE_FIELDS",
+    "SIDE_KINDS",
     "PinStatus",
     "PinnedToolProvider",
     "ServerLock",
+    "SideKind",
     "ToolLock",
+    "canonical_side",
     "canonical_tool",
     "hash_instructions",
     "hash_tool",
     "lock_server",
     "read_lock",
+    "side_digests",
+    "side_listing",
     "write_lock",
 ]
 
@@ -85,6 +97,24 @@ PIN_MISMATCH = "ERR_TOOL_PIN_MISMATCH"
 
 CANONICAL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """The fields of a tool definition that are pinned (wire names)."""
+
+SideKind = Literal["prompts", "resources", "templates"]
+
+SIDE_KINDS: tuple[SideKind, ...] = ("prompts", "resources", "templates")
+"""What else of a server is pinned besides its tools."""
+
+SIDE_FIELDS: dict[SideKind, tuple[str, ...]] = {
+    "prompts": ("name", "title", "description", "arguments"),
+    "resources": ("uri", "name", "title", "description", "mimeType"),
+    "templates": ("uriTemplate", "name", "title", "description", "mimeType"),
+}
+"""The pinned fields of a prompt, a resource and a resource template (wire names); a prompt's
+`arguments` are pinned with each argument's `name`, `title`, `description` and `required`."""
+
+SIDE_KEYS: dict[SideKind, str] = {"prompts": "name", "resources": "uri", "templates": "uriTemplate"}
+"""The field that names a pinned prompt, resource or template in the lock."""
+
+_ARGUMENT_FIELDS = ("name", "title", "description", "required")
 
 
 def _wire(value: Any) -> Any:
@@ -148,6 +178,48 @@ def hash_tool(tool: Any) -> str:
         raise ConfigError(f"tool definition cannot be hashed: {exc}", code="ERR_INVALID_INPUT") from exc
 
 
+def canonical_side(kind: SideKind, item: Any) -> dict[str, Any]:
+    """The pinned part of a prompt, resource or template definition (`SIDE_FIELDS`), in wire form.
+
+    Raises:
+        ConfigError: `item` has no string key field (`ERR_INVALID_INPUT`).
+    """
+    data = _wire(item)
+    key = SIDE_KEYS[kind]
+    if not isinstance(data, Mapping) or not isinstance(data.get(key), str):
+        raise ConfigError(f"not a {kind[:-1]} definition: {type(item).__name__}", code="ERR_INVALID_INPUT")
+    out = {name: _plain(data.get(name)) for name in SIDE_FIELDS[kind]}
+    if kind == "prompts":
+        arguments = out["arguments"] if isinstance(out["arguments"], list) else []
+        out["arguments"] = [
+            {name: a.get(name) for name in _ARGUMENT_FIELDS} for a in arguments if isinstance(a, Mapping)
+        ]
+    return out
+
+
+def side_digests(kind: SideKind, items: Sequence[Any]) -> list[tuple[str, str]]:
+    """`(key, hash)` of every listed prompt, resource or template, one hash per key.
+
+    A key listed more than once is pinned as a whole, as a tool name is (see `_by_name`).
+
+    Raises:
+        ConfigError: an item is not such a definition, or cannot be hashed.
+    """
+    entries: list[tuple[str, str]] = []
+    for item in items:
+        canonical = canonical_side(kind, item)
+        try:
+            entries.append((canonical[SIDE_KEYS[kind]], _digest(canonical)))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"{kind[:-1]} definition cannot be hashed: {exc}", code="ERR_INVALID_INPUT"
+            ) from exc
+    groups: dict[str, list[str]] = {}
+    for key, digest in entries:
+        groups.setdefault(key, []).append(digest)
+    return [(key, _digest(sorted(group)) if len(group) > 1 else group[0]) for key, group in groups.items()]
+
+
 def hash_instructions(instructions: str | None) -> str | None:
     """`sha256:<hex>` of the server's instructions (UTF-8), or None when it gave none."""
     if instructions is None:
@@ -166,9 +238,23 @@ class ServerLock:
 
     tools: dict[str, str] = field(default_factory=dict)
     instructions: str | None = None
+    prompts: dict[str, str] = field(default_factory=dict)
+    """prompt name -> hash of its definition (`hash_prompt`)."""
+    resources: dict[str, str] = field(default_factory=dict)
+    """resource URI -> hash of its definition (`hash_resource`)."""
+    templates: dict[str, str] = field(default_factory=dict)
+    """resource template (`uriTemplate`) -> hash of its definition (`hash_template`)."""
+
+    def side(self, kind: SideKind) -> dict[str, str]:
+        """The pins of `prompts`, `resources` or `templates`."""
+        pins: dict[str, str] = getattr(self, kind)
+        return pins
 
     def to_json(self) -> dict[str, Any]:
-        return {"instructions": self.instructions, "tools": dict(sorted(self.tools.items()))}
+        out: dict[str, Any] = {"instructions": self.instructions, "tools": dict(sorted(self.tools.items()))}
+        for kind in SIDE_KINDS:
+            out[kind] = dict(sorted(self.side(kind).items()))
+        return out
 
 
 @dataclass
@@ -236,13 +322,28 @@ def read_lock(path: str | os.PathLike[str]) -> ToolLock:
         instructions = entry.get("instructions")
         if instructions is not None and not _is_hash(instructions):
             raise _invalid(where, f"servers.{name}.instructions is not a sha256: hash")
-        tools: dict[str, str] = {}
-        for tool, digest in entry["tools"].items():
-            if not _is_hash(digest):
-                raise _invalid(where, f"servers.{name}.tools.{tool} is not a sha256: hash")
-            tools[str(tool)] = digest
-        lock.servers[str(name)] = ServerLock(tools=tools, instructions=instructions)
+        pins = {kind: _pins_of(where, entry, str(name), kind) for kind in ("tools", *SIDE_KINDS)}
+        lock.servers[str(name)] = ServerLock(
+            tools=pins["tools"],
+            instructions=instructions,
+            prompts=pins["prompts"],
+            resources=pins["resources"],
+            templates=pins["templates"],
+        )
     return lock
+
+
+def _pins_of(where: str, entry: Mapping[str, Any], server: str, kind: str) -> dict[str, str]:
+    """One `{key: hash}` object of a server's entry (absent side kinds: none recorded)."""
+    value = entry.get(kind, {})
+    if not isinstance(value, dict):
+        raise _invalid(where, f"servers.{server}.{kind} must be an object")
+    pins: dict[str, str] = {}
+    for key, digest in value.items():
+        if not _is_hash(digest):
+            raise _invalid(where, f"servers.{server}.{kind}.{key} is not a sha256: hash")
+        pins[str(key)] = digest
+    return pins
 
 
 def write_lock(path: str | os.PathLike[str], lock: ToolLock) -> None:
@@ -326,8 +427,66 @@ def _by_name(entries: list[tuple[str, str, ToolSpec]]) -> list[tuple[str, str, T
     return [(name, combined[name], spec) for name, _, spec in entries]
 
 
+_SIDE_PAGES = 50
+_METHOD_NOT_FOUND = -32601
+_SIDE_ITEMS = 10_000
+_SIDE_LISTS: dict[SideKind, tuple[str, str, str]] = {
+    "prompts": ("prompts", "list_prompts", "prompts"),
+    "resources": ("resources", "list_resources", "resources"),
+    "templates": ("resources", "list_resource_templates", "resource_templates"),
+}
+
+
+async def side_listing(sdk: Any, kind: SideKind) -> list[Any]:
+    """Every prompt, resource or template an SDK `Client` (`mcp.Client`) lists, all pages (at most
+    50 pages and 10 000 items); none when the server does not offer that capability."""
+    capability, method, key = _SIDE_LISTS[kind]
+    try:
+        caps = sdk.server_capabilities
+    except Exception:  # not connected: nothing offered
+        return []
+    if getattr(caps, capability, None) is None:
+        return []
+    out: list[Any] = []
+    cursor: str | None = None
+    for _ in range(_SIDE_PAGES):
+        try:
+            result = await getattr(sdk, method)(cursor=cursor)
+        except Exception as exc:
+            if getattr(exc, "code", None) == _METHOD_NOT_FOUND and not out:
+                return []  # a server that offers resources but no templates, say
+            raise
+        out.extend(getattr(result, key))
+        cursor = result.next_cursor
+        if not cursor or len(out) >= _SIDE_ITEMS:
+            break
+    return out[:_SIDE_ITEMS]
+
+
+async def _side_pins(client: Any) -> dict[SideKind, dict[str, str]]:
+    """The hashes of everything but tools that an MCP client's server offers now."""
+    ready = getattr(client, "_ready_connection", None)
+    if ready is None:  # not a toolbridge client: nothing else to pin
+        return {kind: {} for kind in SIDE_KINDS}
+    conn = ready() or await client._connection()
+    sdk = client._sdk_of(conn)
+    out: dict[SideKind, dict[str, str]] = {}
+    for kind in SIDE_KINDS:
+        try:
+            items = await side_listing(sdk, kind)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"listing the server's {kind} failed ({type(exc).__name__}): {exc}", code="ERR_LOCK_INVALID"
+            ) from None
+        out[kind] = dict(side_digests(kind, items))
+    return out
+
+
 async def lock_server(source: Any) -> ServerLock:
-    """Pin what `source` offers now: every tool's hash and the instructions' hash.
+    """Pin what `source` offers now: every tool's, prompt's, resource's and resource template's
+    hash, and the instructions' hash (an MCP client's server only: other sources have no prompts).
 
     Args:
         source: an MCP client, a `McpToolProvider`, or any `ToolProvider`.
@@ -338,9 +497,13 @@ async def lock_server(source: Any) -> ServerLock:
     """
     src = _Source(source)
     definitions = await src.definitions()
+    side = await _side_pins(src.client) if src.client is not None else {k: {} for k in SIDE_KINDS}
     return ServerLock(
         tools={name: digest for name, digest, _ in definitions},
         instructions=hash_instructions(src.instructions()),
+        prompts=side["prompts"],
+        resources=side["resources"],
+        templates=side["templates"],
     )
 
 
@@ -427,7 +590,13 @@ class PinnedToolProvider:
                 server = next(iter(lock.servers))
             lock = lock.server(server)
         self.server = server
-        self.lock: ServerLock = ServerLock(tools=dict(lock.tools), instructions=lock.instructions)
+        self.lock: ServerLock = ServerLock(
+            tools=dict(lock.tools),
+            instructions=lock.instructions,
+            prompts=dict(lock.prompts),
+            resources=dict(lock.resources),
+            templates=dict(lock.templates),
+        )
         self._approved: dict[str, str] = {}
         self._last: dict[str, PinStatus] = {}
         self._approvals = 0
@@ -464,6 +633,20 @@ class PinnedToolProvider:
         if self._approved.get(name) == current:
             return PinStatus(name, "approved", pinned, current)
         return PinStatus(name, "changed" if pinned is not None else "new", pinned, current)
+
+    def side_status(self, kind: SideKind, key: str, current: str) -> PinStatus:
+        """How one prompt, resource or template (`key` with hash `current`, see `side_digests`)
+        compares with the lock: `pinned`, `changed`, `new` or `blocked` (instructions changed).
+
+        A lock written before prompts and resources were pinned records none: every one of them
+        is `new` until the lock is renewed (`toolbridge lock`).
+        """
+        pinned = self.lock.side(kind).get(key)
+        if self._instructions_changed() is not None:
+            return PinStatus(key, "blocked", pinned, current)
+        if pinned == current:
+            return PinStatus(key, "pinned", pinned, current)
+        return PinStatus(key, "changed" if pinned is not None else "new", pinned, current)
 
     async def status(self) -> list[PinStatus]:
         """How every tool the source offers now compares with the lock.

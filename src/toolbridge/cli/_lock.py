@@ -1,4 +1,5 @@
-"""`toolbridge lock`: pin the tool definitions of MCP servers in a lock file (see `toolbridge.pinning`).
+"""`toolbridge lock`: pin the tools, prompts, resources and resource templates of MCP servers in a
+lock file (see `toolbridge.pinning`).
 
 ```
 toolbridge lock [--out tools.lock] [--name NAME] -- COMMAND [ARGS...]   # a stdio server
@@ -11,7 +12,8 @@ toolbridge lock [--secret NAME=VALUE] [--secrets-file F] MANIFEST.yaml   # its s
 A server given by command or URL is stored under `--name` (default `server`); a manifest's clients
 under their document names. Entries of other servers already in the lock file are kept, so one
 file can pin several servers. With `--check` nothing is written: the command prints every
-difference (changed, new or removed tools, changed instructions) and exits 1 when there is one, 0
+difference (changed, new or removed tools, prompts, resources and templates, changed
+instructions) and exits 1 when there is one, 0
 when the servers match the lock.
 """
 
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..pinning import ServerLock, ToolLock, lock_server, read_lock, write_lock
+from ..pinning import SIDE_KINDS, ServerLock, ToolLock, lock_server, read_lock, write_lock
 from ..sanitize import visible_text
 from ._manifest import _given_secrets, _secret_options
 from ._output import emit, parse_headers
@@ -126,16 +128,19 @@ def diff_locks(pinned: ServerLock | None, current: ServerLock) -> list[str]:
     lines: list[str] = []
     if pinned.instructions != current.instructions:
         lines.append(f"instructions changed: {pinned.instructions} -> {current.instructions}")
-    for tool in sorted(set(pinned.tools) | set(current.tools)):
-        old, new = pinned.tools.get(tool), current.tools.get(tool)
-        if old == new:
-            continue
-        if old is None:
-            lines.append(f"new tool {tool}: {new}")
-        elif new is None:
-            lines.append(f"removed tool {tool}: {old}")
-        else:
-            lines.append(f"changed tool {tool}: {old} -> {new}")
+    kinds = [("tool", pinned.tools, current.tools)]
+    kinds += [(kind[:-1], pinned.side(kind), current.side(kind)) for kind in SIDE_KINDS]
+    for what, before, after in kinds:
+        for key in sorted(set(before) | set(after)):
+            old, new = before.get(key), after.get(key)
+            if old == new:
+                continue
+            if old is None:
+                lines.append(f"new {what} {key}: {new}")
+            elif new is None:
+                lines.append(f"removed {what} {key}: {old}")
+            else:
+                lines.append(f"changed {what} {key}: {old} -> {new}")
     return lines
 
 
@@ -186,5 +191,6 @@ def _run_lock(args: argparse.Namespace) -> int:
     existing.servers.update(current)
     write_lock(out, existing)
     for name, server in current.items():
-        emit(f"locked {len(server.tools)} tools of {visible_text(name)} in {shown}")
+        side = ", ".join(f"{len(server.side(kind))} {kind}" for kind in SIDE_KINDS)
+        emit(f"locked {len(server.tools)} tools of {visible_text(name)} in {shown} ({side})")
     return 0

@@ -95,6 +95,7 @@ class OpenGateway:
         replica stored); notice upstream listings that changed without notice."""
         from ..pinning import read_lock
 
+        bumped = sum(pin.watched.bumps for pin in self._pins)
         for pin in self._pins:
             try:
                 mtime = pin.path.stat().st_mtime
@@ -122,6 +123,9 @@ class OpenGateway:
                 await self._adopt_stored()
             except ConfigError as exc:  # the database is away: the pins in force stay
                 log.warning("stored pins could not be read: %s", exc)
+        if sum(pin.watched.bumps for pin in self._pins) != bumped:  # new pins: prompts and resources too
+            await self.events.changed("prompts")
+            await self.events.changed("resources")
         if self._upstreams:  # each upstream within its own deadline, all at once
             async with anyio.create_task_group() as tg:
                 for watched, client in self._upstreams:

@@ -3,27 +3,45 @@
 Per binding (`resources: true`, the default) and only for MCP upstreams that offer them. Names
 are namespaced by the binding's prefix (a prompt `greeting` behind `ev_` is `ev_greeting`; a
 resource's `name` likewise); resource URIs stay as the upstream wrote them (a URI is already a
-global name) and a read goes to the upstream that listed the URI, or else to each upstream in
-turn until one has it. The client's identity must hold `resources:<prefix>` (for resources) or
-`prompts:<prefix>` (for prompts) of the binding, where `<prefix>` is the binding's prefix, or
-`*` in place of it for every binding.
+global name). A read goes to the upstream that listed the URI (or whose template matches it),
+else, among unpinned upstreams, to each in turn until one has it. The client's identity must
+hold `resources:<prefix>` (for resources) or `prompts:<prefix>` (for prompts) of the binding,
+where `<prefix>` is the binding's prefix, or `*` in place of it for every binding.
 
-Upstream errors stop here: the client gets a JSON-RPC error with a generic message.
+Fields: everything the upstream sent, apart from what `_side` changes on purpose (the prefix,
+cleaned text). Pins: under a lock (`lock:`), a prompt, resource or template whose definition
+is not the pinned one (changed, or new) is left out of the listing, and a get or read of it is
+refused as unknown, until `toolbridge lock` renews the lock. Journal: every `resources/read`,
+`prompts/get` and `completion/complete` is one run of one row (`Runtime.operation`) with the
+identity as principal, refused ones included. Upstream JSON-RPC errors reach the client with
+their code and their message cleaned, cut and redacted (`_side.relayed_error`); any other
+upstream failure is -32603 with a generic message; each request waits at most `_TIMEOUT_S`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..errors import bounded
+from ..errors import PolicyError, bounded
+from ..pinning import SideKind, side_digests, side_listing
 from ._core import Identity, Source, page_of
 from ._events import EventHub
+from ._side import (
+    clean_completion,
+    clean_prompt,
+    clean_prompt_result,
+    clean_read_result,
+    clean_resource,
+    relayed_error,
+    template_matches,
+)
 
 if TYPE_CHECKING:
     from ._build import OpenGateway
@@ -34,7 +52,6 @@ log = logging.getLogger("toolbridge.gateway")
 
 _TIMEOUT_S = 30.0
 _MAX_ITEMS = 10_000
-_MAX_PAGES = 50
 
 
 async def sdk_client(client: Any) -> Any:
@@ -56,6 +73,15 @@ def _capable(sdk: Any, what: str) -> bool:
     return getattr(caps, what, None) is not None
 
 
+class _Refused(Exception):
+    """A request the gateway answers itself (journaled with `code`), as `error` to the client."""
+
+    def __init__(self, code: str, error: MCPError) -> None:
+        super().__init__(code)
+        self.code = code
+        self.error = error
+
+
 def add_passthrough(
     server: Any, gateway: OpenGateway, identity_of: Callable[[Any], Identity], hub: EventHub
 ) -> None:
@@ -64,127 +90,289 @@ def add_passthrough(
     if not sources:
         return
     page_size = gateway.core.page_size
+    label = f"gateway {gateway.name}"
+    pinned_of = {id(pin.watched): pin.pinned for pin in gateway._pins}
     uri_owner: dict[str, Source] = {}
 
-    async def collect(identity: Identity, what: str, capability: str, method: str, key: str) -> list[Any]:
-        out: list[Any] = []
+    def pins(source: Source) -> Any:
+        """The source's `PinnedToolProvider` (its `lock` is the one in force), or None."""
+        return pinned_of.get(id(source.binding.provider))
+
+    def offered(source: Source, kind: SideKind, items: list[Any]) -> list[Any]:
+        """The items the pins let through (all of them without a lock)."""
+        pinned = pins(source)
+        if pinned is None or not items:
+            return items
+        try:
+            digests = dict(side_digests(kind, items))
+        except Exception as exc:  # a definition that cannot be judged is not offered
+            log.info("%s of %s cannot be pinned: %s", kind, source.name, bounded(str(exc), 200))
+            return []
+        key = "uri_template" if kind == "templates" else ("uri" if kind == "resources" else "name")
+        out = []
+        for item in items:
+            name = str(getattr(item, key))
+            if pinned.side_status(kind, name, digests[name]).state == "pinned":
+                out.append(item)
+        return out
+
+    async def listing(source: Source, kind: SideKind) -> list[Any]:
+        """What `source` lists of `kind` now, pins applied; raises what the upstream raised."""
+        with anyio.fail_after(_TIMEOUT_S):
+            sdk = await sdk_client(source.client)
+            return offered(source, kind, await side_listing(sdk, kind))
+
+    async def collect(identity: Identity, what: str, kind: SideKind) -> list[tuple[Source, Any]]:
+        out: list[tuple[Source, Any]] = []
         for source in sources:
             if not _allowed(identity, what, source):
                 continue
             try:
-                with anyio.fail_after(_TIMEOUT_S):
-                    sdk = await sdk_client(source.client)
-                    if not _capable(sdk, capability):
-                        continue
-                    cursor: str | None = None
-                    for _ in range(_MAX_PAGES):
-                        result = await getattr(sdk, method)(cursor=cursor)
-                        for item in getattr(result, key):
-                            out.append((source, item))
-                        cursor = result.next_cursor
-                        if not cursor or len(out) >= _MAX_ITEMS:
-                            break
+                out.extend((source, item) for item in await listing(source, kind))
             except Exception as exc:  # one upstream failing must not hide the others
-                log.info("%s of %s failed: %s", method, source.name, bounded(type(exc).__name__, 100))
+                log.info("%s of %s failed: %s", kind, source.name, bounded(type(exc).__name__, 100))
         return out[:_MAX_ITEMS]
 
-    def renamed(source: Source, item: Any) -> Any:
-        return item.model_copy(update={"name": source.binding.prefix + item.name})
+    @asynccontextmanager
+    async def journaled(
+        identity: Identity,
+        kind: str,
+        target: str,
+        arguments: Any,
+        source: Source | None,
+        effects: str = "none",
+    ) -> AsyncIterator[Any]:
+        """One operation journaled under `identity` (see `Runtime.operation`); a `_Refused` or an
+        upstream's error raised inside ends it with its code and reaches the client as an error."""
+        where = f"{label}: {source.name}" if source is not None else label
+        try:
+            async with identity.runtime.operation(
+                kind, target, arguments, principal=identity.name, label=where, effects=effects
+            ) as op:
+                try:
+                    yield op
+                except _Refused as exc:
+                    op.fail(exc.code)
+                    raise exc.error from None
+                except MCPError as exc:
+                    op.fail("TOOL_FAILED")
+                    raise relayed_error(exc) from None
+                except TimeoutError:
+                    op.fail("TIMEOUT")
+                    raise MCPError(
+                        types.INTERNAL_ERROR, f"the upstream did not answer {kind} in time"
+                    ) from None
+                except PolicyError:
+                    raise
+                except Exception as exc:
+                    op.fail("TOOL_FAILED")
+                    log.info("%s on %s failed: %s", kind, where, bounded(type(exc).__name__, 100))
+                    raise MCPError(types.INTERNAL_ERROR, f"the upstream could not answer {kind}") from None
+        except PolicyError as exc:  # the journal could not record the start: nothing was sent
+            raise MCPError(types.INTERNAL_ERROR, f"{exc.code}: {kind} was not sent") from None
+
+    # ---------------------------------------------------------------------------- resources
 
     async def list_resources(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         identity = identity_of(ctx)
-        items = await collect(identity, "resources", "resources", "list_resources", "resources")
+        items = await collect(identity, "resources", "resources")
         for source, item in items:
             uri_owner[str(item.uri)] = source
-        page, nxt = page_of([renamed(s, i) for s, i in items], params.cursor if params else None, page_size)
+        shown = [clean_resource(i, s.binding.prefix + i.name) for s, i in items]
+        page, nxt = page_of(shown, params.cursor if params else None, page_size)
         return types.ListResourcesResult(resources=page, next_cursor=nxt)
 
     async def list_templates(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         identity = identity_of(ctx)
-        items = await collect(
-            identity, "resources", "resources", "list_resource_templates", "resource_templates"
-        )
-        page, nxt = page_of([renamed(s, i) for s, i in items], params.cursor if params else None, page_size)
+        items = await collect(identity, "resources", "templates")
+        shown = [clean_resource(i, s.binding.prefix + i.name) for s, i in items]
+        page, nxt = page_of(shown, params.cursor if params else None, page_size)
         return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=nxt)
+
+    async def owner_of(uri: str) -> tuple[Source | None, bool]:
+        """The source that offers `uri` now (listed, or matching a template), pins applied, and
+        whether a pinned source lists or templates it without its pin (withheld)."""
+        withheld = False
+        for kind in ("resources", "templates"):
+            for source in sources:
+                try:
+                    with anyio.fail_after(_TIMEOUT_S):
+                        raw = await side_listing(await sdk_client(source.client), kind)
+                except Exception as exc:
+                    log.info("%s of %s failed: %s", kind, source.name, type(exc).__name__)
+                    continue
+                match = [
+                    i
+                    for i in raw
+                    if (str(i.uri) == uri if kind == "resources" else template_matches(i.uri_template, uri))
+                ]
+                if not match:
+                    continue
+                if offered(source, kind, match):
+                    uri_owner[uri] = source
+                    return source, False
+                withheld = True
+        return None, withheld
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         identity = identity_of(ctx)
         uri = str(params.uri)
+        not_found = MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
+        if not any(_allowed(identity, "resources", s) for s in sources):  # no upstream asked at all
+            async with journaled(identity, "resources/read", uri, {"uri": uri}, None, "read"):
+                raise _Refused("PERMISSION_DENIED", not_found)
         owner = uri_owner.get(uri)
-        candidates = [owner] if owner is not None else sources
-        for source in candidates:
-            if not _allowed(identity, "resources", source):
-                continue
-            try:
+        withheld = False
+        if owner is None or pins(owner) is not None:  # under a pin: judged on what is offered now
+            owner, withheld = await owner_of(uri)
+        if owner is not None:
+            async with journaled(identity, "resources/read", uri, {"uri": uri}, owner, "read") as op:
+                if not _allowed(identity, "resources", owner):
+                    raise _Refused("PERMISSION_DENIED", not_found)
                 with anyio.fail_after(_TIMEOUT_S):
-                    sdk = await sdk_client(source.client)
-                    if not _capable(sdk, "resources"):
-                        continue
+                    sdk = await sdk_client(owner.client)
+                    await op.sent()
                     result: types.ReadResourceResult = await sdk.read_resource(uri)
-                    return result
-            except Exception as exc:
-                log.info("resources/read on %s failed: %s", source.name, type(exc).__name__)
-        raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
+                return clean_read_result(result)
+        # Not listed anywhere: each unpinned upstream the identity may read, in turn.
+        tried = [s for s in sources if pins(s) is None and _allowed(identity, "resources", s)]
+        async with journaled(identity, "resources/read", uri, {"uri": uri}, None, "read") as op:
+            if withheld or not tried:
+                raise _Refused("PERMISSION_DENIED", not_found)
+            sent = False
+            answer: MCPError | None = None
+            for source in tried:
+                try:
+                    with anyio.fail_after(_TIMEOUT_S):
+                        sdk = await sdk_client(source.client)
+                        if not _capable(sdk, "resources"):
+                            continue
+                        if not sent:
+                            await op.sent()
+                            sent = True
+                        result = await sdk.read_resource(uri)
+                    uri_owner[uri] = source
+                    return clean_read_result(result)
+                except MCPError as exc:  # this one does not have it: the next may
+                    answer = exc
+                except Exception as exc:
+                    log.info("resources/read on %s failed: %s", source.name, type(exc).__name__)
+            if answer is not None and len(tried) == 1:
+                raise answer  # the one upstream's own answer, its code kept
+            raise _Refused("NOT_FOUND", not_found)
 
-    def prompt_source(identity: Identity, name: str) -> tuple[Source, str]:
+    # ---------------------------------------------------------------------------- prompts
+
+    def prompt_source(name: str) -> tuple[Source, str] | None:
+        """The source whose prefix names `name` (the longest prefix wins), and the bare name."""
         best: tuple[Source, str] | None = None
         for source in sources:
             prefix = source.binding.prefix
-            longer = best is None or len(prefix) > len(best[0].binding.prefix)
-            if name.startswith(prefix) and longer and _allowed(identity, "prompts", source):
+            if name.startswith(prefix) and (best is None or len(prefix) > len(best[0].binding.prefix)):
                 best = (source, name[len(prefix) :])
-        if best is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {bounded(name, 200)!r}")
         return best
+
+    async def prompt_offered(source: Source, bare: str) -> bool:
+        """Whether the pins let the prompt `bare` of `source` through (always without a lock)."""
+        pinned = pins(source)
+        if pinned is None:
+            return True
+        with anyio.fail_after(_TIMEOUT_S):
+            raw = await side_listing(await sdk_client(source.client), "prompts")
+        listed = [p for p in raw if p.name == bare]
+        if not listed:  # pinned and no longer listed: the upstream answers for it, as for tools
+            return bare in pinned.lock.prompts
+        return bool(offered(source, "prompts", listed))
 
     async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         identity = identity_of(ctx)
-        items = await collect(identity, "prompts", "prompts", "list_prompts", "prompts")
-        page, nxt = page_of([renamed(s, i) for s, i in items], params.cursor if params else None, page_size)
+        items = await collect(identity, "prompts", "prompts")
+        shown = [p for p in (clean_prompt(i, s.binding.prefix + i.name) for s, i in items) if p is not None]
+        page, nxt = page_of(shown, params.cursor if params else None, page_size)
         return types.ListPromptsResult(prompts=page, next_cursor=nxt)
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         identity = identity_of(ctx)
-        source, bare = prompt_source(identity, params.name)
-        try:
+        arguments = dict(params.arguments or {})
+        unknown = MCPError(types.INVALID_PARAMS, f"unknown prompt {bounded(params.name, 200)!r}")
+        found = prompt_source(params.name)
+        async with journaled(
+            identity, "prompts/get", params.name, arguments, found[0] if found else None
+        ) as op:
+            if found is None:
+                raise _Refused("NOT_FOUND", unknown)
+            source, bare = found
+            if not _allowed(identity, "prompts", source):
+                raise _Refused("PERMISSION_DENIED", unknown)
+            if not await prompt_offered(source, bare):
+                raise _Refused("PERMISSION_DENIED", unknown)
             with anyio.fail_after(_TIMEOUT_S):
                 sdk = await sdk_client(source.client)
-                result: types.GetPromptResult = await sdk.get_prompt(bare, dict(params.arguments or {}))
-                return result
-        except MCPError as exc:
-            raise MCPError(exc.error.code, "the upstream refused the prompt request") from None
-        except Exception as exc:
-            log.info("prompts/get on %s failed: %s", source.name, type(exc).__name__)
-            raise MCPError(types.INTERNAL_ERROR, "the upstream could not give the prompt") from None
+                await op.sent()
+                result: types.GetPromptResult = await sdk.get_prompt(bare, arguments)
+            return clean_prompt_result(result)
+
+    # ---------------------------------------------------------------------------- completions
+
+    async def template_owner(template: str) -> tuple[Source | None, bool]:
+        """The source that lists the template (or URI) `template`, and whether its pin withholds it;
+        without one, the first unpinned source (the upstream answers for it)."""
+        for source in sources:
+            try:
+                with anyio.fail_after(_TIMEOUT_S):
+                    raw = await side_listing(await sdk_client(source.client), "templates")
+            except Exception as exc:
+                log.info("templates of %s failed: %s", source.name, type(exc).__name__)
+                continue
+            listed = [t for t in raw if t.uri_template == template]
+            if listed:
+                return source, not offered(source, "templates", listed)
+        owner = uri_owner.get(template)
+        if owner is not None:
+            return owner, False
+        return next((s for s in sources if pins(s) is None), None), False
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         identity = identity_of(ctx)
         ref = params.ref
-        try:
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = dict(params.context.arguments or {}) if params.context else None
+        asked = {"argument": argument, "context": context}
+        empty = types.CompleteResult(completion=types.Completion(values=[]))
+        refused = MCPError(types.INVALID_PARAMS, "no completion")
+        withheld = False
+        if isinstance(ref, types.PromptReference):
+            found = prompt_source(ref.name)
+            source = found[0] if found is not None else None
+            target, what = ref.name, "prompts"
+        else:
+            target, what = str(ref.uri), "resources"
+            source, withheld = await template_owner(target)
+        async with journaled(identity, "completion/complete", target, asked, source) as op:
+            if source is None:
+                raise _Refused("PERMISSION_DENIED" if withheld else "NOT_FOUND", refused)
+            if withheld:
+                raise _Refused("PERMISSION_DENIED", refused)
+            if not _allowed(identity, what, source):
+                raise _Refused("PERMISSION_DENIED", refused)
             if isinstance(ref, types.PromptReference):
-                source, bare = prompt_source(identity, ref.name)
-                ref = ref.model_copy(update={"name": bare})
-            else:
-                source = uri_owner.get(str(ref.uri)) or sources[0]
-                if not _allowed(identity, "resources", source):
-                    raise MCPError(types.INVALID_PARAMS, "no completion")
+                assert found is not None
+                if not await prompt_offered(source, found[1]):
+                    raise _Refused("PERMISSION_DENIED", refused)
+                ref = ref.model_copy(update={"name": found[1]})
             with anyio.fail_after(_TIMEOUT_S):
                 sdk = await sdk_client(source.client)
                 if not _capable(sdk, "completions"):
-                    return types.CompleteResult(completion=types.Completion(values=[]))
-                argument = {"name": params.argument.name, "value": params.argument.value}
-                context = dict(params.context.arguments or {}) if params.context else None
+                    return empty
+                await op.sent()
                 result: types.CompleteResult = await sdk.complete(ref, argument, context)
-                return result
-        except MCPError:
-            raise
-        except Exception as exc:
-            log.info("completion failed: %s", type(exc).__name__)
-            return types.CompleteResult(completion=types.Completion(values=[]))
+            return clean_completion(result)
+
+    # ---------------------------------------------------------------------------- subscriptions
 
     def candidates(identity: Identity, uri: str) -> list[Source]:
         owner = uri_owner.get(uri)

@@ -5,8 +5,9 @@ the pins in force live in the same database, so every replica serves the same to
 each trusting its own lock file:
 
 - Table `toolbridge_gateway_pins` holds, per gateway name and server name, the pinned hash of each
-  tool; `toolbridge_gateway_pin_servers` the server's instructions hash, a version that grows with
-  every change, who wrote it (`host:pid`) and when.
+  tool; `toolbridge_gateway_pin_servers` the server's instructions hash, the pins of its prompts,
+  resources and templates (`side`, JSON; added to an older table on first use), a version that
+  grows with every change, who wrote it (`host:pid`) and when.
 - A replica that starts adopts what the database holds for a server, unless its own lock file is
   newer than that (written after the last approval): then the file is the newer approval and is
   stored. Nothing stored and no lock file: every tool of the server is withheld.
@@ -22,6 +23,7 @@ do not race).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -32,7 +34,7 @@ import anyio
 
 from .._pgpool import AsyncPgPool, PoolUnavailable
 from ..errors import ConfigError, bounded
-from ..pinning import ServerLock
+from ..pinning import SIDE_KINDS, ServerLock
 
 __all__ = ["PgPinStore", "StoredPins"]
 
@@ -51,8 +53,30 @@ _SCHEMA = [
         tool TEXT NOT NULL,
         digest TEXT NOT NULL,
         PRIMARY KEY (gateway, server, tool))""",
+    # The pins of prompts, resources and templates ({"prompts": {name: hash}, ...}, JSON; NULL:
+    # stored before they were pinned, so none recorded).
+    "ALTER TABLE toolbridge_gateway_pin_servers ADD COLUMN IF NOT EXISTS side TEXT",
 ]
 _LOCK_KEY = 0x70696E73  # the advisory lock that serialises creating the tables
+
+
+def _side_json(lock: ServerLock) -> str:
+    return json.dumps({kind: lock.side(kind) for kind in SIDE_KINDS}, sort_keys=True)
+
+
+def _side_of(text: Any) -> dict[str, dict[str, str]]:
+    """The side pins stored as JSON (none for NULL or anything that is not the expected shape)."""
+    try:
+        data = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        data = {}
+    out: dict[str, dict[str, str]] = {}
+    for kind in SIDE_KINDS:
+        pins = data.get(kind) if isinstance(data, dict) else None
+        out[kind] = (
+            {str(k): v for k, v in pins.items() if isinstance(v, str)} if isinstance(pins, dict) else {}
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -128,7 +152,7 @@ class PgPinStore:
 
         async def work(conn: Any) -> StoredPins | None:
             cur = await conn.execute(
-                "SELECT instructions, version, written_at FROM toolbridge_gateway_pin_servers "
+                "SELECT instructions, version, written_at, side FROM toolbridge_gateway_pin_servers "
                 "WHERE gateway = %s AND server = %s",
                 (self.gateway, server),
             )
@@ -140,7 +164,9 @@ class PgPinStore:
                 (self.gateway, server),
             )
             tools = {str(tool): str(digest) for tool, digest in await cur.fetchall()}
-            return StoredPins(ServerLock(tools=tools, instructions=head[0]), int(head[1]), float(head[2]))
+            side = _side_of(head[3])
+            lock = ServerLock(tools=tools, instructions=head[0], **side)
+            return StoredPins(lock, int(head[1]), float(head[2]))
 
         result: StoredPins | None = await self._run(work)
         return result
@@ -152,11 +178,12 @@ class PgPinStore:
             async with conn.transaction():
                 cur = await conn.execute(
                     "INSERT INTO toolbridge_gateway_pin_servers AS s "
-                    "(gateway, server, instructions, version, written_by, written_at) "
-                    "VALUES (%s, %s, %s, 1, %s, %s) ON CONFLICT (gateway, server) DO UPDATE SET "
+                    "(gateway, server, instructions, version, written_by, written_at, side) "
+                    "VALUES (%s, %s, %s, 1, %s, %s, %s) ON CONFLICT (gateway, server) DO UPDATE SET "
                     "instructions = EXCLUDED.instructions, version = s.version + 1, "
-                    "written_by = EXCLUDED.written_by, written_at = EXCLUDED.written_at RETURNING version",
-                    (self.gateway, server, lock.instructions, self.who, time.time()),
+                    "written_by = EXCLUDED.written_by, written_at = EXCLUDED.written_at, "
+                    "side = EXCLUDED.side RETURNING version",
+                    (self.gateway, server, lock.instructions, self.who, time.time(), _side_json(lock)),
                 )
                 row = await cur.fetchone()
                 await conn.execute(

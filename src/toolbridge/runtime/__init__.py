@@ -18,6 +18,7 @@ from ._journal_memory import MemoryJournal
 from ._journal_postgres import PostgresJournal
 from ._journal_sqlite import Journal, SqliteJournal
 from ._limits import Budget, Limits
+from ._operations import Operation
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
 from ._permissions import Permissions, effective_effects
 from ._runtime import RunOutcomeEvent, Runtime, create_runtime
@@ -38,6 +39,7 @@ __all__ = [
     "Limits",
     "McpTool",
     "MemoryJournal",
+    "Operation",
     "Permissions",
     "PostgresJournal",
     "PythonTool",

@@ -39,6 +39,7 @@ from ._journal_memory import MemoryJournal
 from ._journal_postgres import PostgresJournal, is_postgres_url
 from ._journal_sqlite import Journal
 from ._limits import Limits, value_bytes
+from ._operations import Operation
 from ._outcomes import RuntimeResult
 from ._permissions import Permissions
 from ._session import GovernedSession
@@ -185,6 +186,33 @@ class Runtime:
             run_id=run_id,
             max_parallel_tools=max_parallel_tools,
         )
+
+    def operation(
+        self,
+        kind: str,
+        target: str,
+        arguments: Any = None,
+        *,
+        principal: str | None = None,
+        label: str | None = None,
+        effects: str = "none",
+    ) -> Operation:
+        """One MCP operation that is not a tool call (`resources/read`, `prompts/get`,
+        `completion/complete`), journaled as a run of one call row (use it with `async with`).
+
+        Args:
+            kind: the operation (the row's `kind`).
+            target: what was asked (a URI, a prompt's name; the row's `tool_id`, bounded).
+            arguments: its arguments (only their SHA-256 and size are journaled).
+            principal: who asked.
+            label: the run's `agent` (default: the kind and principal).
+            effects: `none` (default), `read`, `write` or `host`.
+
+        Raises:
+            ConfigError: a bad kind or effects; `JournalWriteError` on entering when the journal
+                cannot record the start (send nothing then).
+        """
+        return Operation(self, kind, target, arguments, principal=principal, label=label, effects=effects)
 
     async def run(self, agent: Any, input: Any, *, run_id: str | None = None) -> RuntimeResult:
         """Run `agent` on `input` under this runtime's checks.
