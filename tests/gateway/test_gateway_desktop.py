@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -239,3 +240,16 @@ def test_lock_takes_secret_options(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 1 and "echoKey" in done.stderr
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    manifest = secret_manifest(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = _toolbridge("gateway", str(manifest), "--transport", "http", "--port", port, env=_env(**ENV))
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"toolbridge: ERR_CONFIG: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]

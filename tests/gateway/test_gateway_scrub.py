@@ -220,3 +220,26 @@ def test_an_inline_credential_env_value_is_registered() -> None:
     )
     assert _stdio_launch(doc, Path("."))[2] == env  # the server still gets every value
     assert redact("inline-key-0123 none valuevalue short") == "*** none valuevalue short"
+
+
+def test_base64_payloads_are_kept_and_text_beside_them_scrubbed() -> None:
+    forget_secrets()
+    register_secret("abcd")  # short: it occurs by chance in base64 data
+    data = "QUJDRGFiY2Q=" * 3
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "content": [
+                {"type": "image", "data": data, "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "x://y", "blob": data}},
+                {"type": "text", "text": "ABCD leaked"},
+            ],
+            "structuredContent": {"data": "abcd as data"},
+        },
+    }
+    out = json.loads(scrub_json(json.dumps(message)))
+    content = out["result"]["content"]
+    assert content[0]["data"] == data and content[1]["resource"]["blob"] == data
+    assert content[2]["text"] == "*** leaked"
+    assert out["result"]["structuredContent"] == {"data": "*** as data"}

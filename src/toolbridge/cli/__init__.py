@@ -171,7 +171,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     _install_sigint(signal.default_int_handler)  # from here on, Ctrl-C cancels the command cleanly
     try:
-        code: int = _handle(handler, args)
+        try:
+            code: int = _handle(handler, args)
+        except ExceptionGroup as group:  # one error out of a task group is that error
+            raise _sole(group) from None
     except ToolbridgeError as exc:
         _say(f"toolbridge: {visible_text(str(exc))}")
         return EXIT_FAILURE
@@ -190,6 +193,14 @@ def _main(argv: Sequence[str] | None) -> int:
         )
         return EXIT_INTERNAL
     return code
+
+
+def _sole(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one exception inside nested exception groups, else the group itself."""
+    inner: BaseException = group
+    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+        inner = inner.exceptions[0]
+    return inner
 
 
 def _handle(handler: Any, args: Any) -> int:

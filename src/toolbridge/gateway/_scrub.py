@@ -38,6 +38,9 @@ __all__ = ["ScrubbedResponses", "ScrubbedWrites", "ScrubbingServer", "scrub_json
 _PROTOCOL_KEYS = frozenset({"jsonrpc", "id", "method"})
 """A message's own keys whose values are kept: the client matches answers by `id`."""
 
+_MEDIA_TYPES = frozenset({"image", "audio"})
+"""Content blocks whose `data` is base64."""
+
 _T = TypeVar("_T", str, bytes)
 
 
@@ -45,14 +48,22 @@ def scrub_value(value: Any, *, message: bool = False) -> Any:
     """`value` (parsed JSON) with `redact` applied to every string in it, keys included.
 
     With `message`, `value` is a JSON-RPC message (or a batch of them) whose `jsonrpc`, `id` and
-    `method` are kept.
+    `method` are kept. Base64 payloads are kept too (a resource's `blob`, the `data` of an image
+    or audio block): a short secret would occur in a large one by chance, in some letter case,
+    and replacing it would corrupt the media without hiding anything.
     """
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
         if message:
             return {k: v if k in _PROTOCOL_KEYS else scrub_value(v) for k, v in value.items()}
-        return {redact(k): scrub_value(v) for k, v in value.items()}
+        media = value.get("type") in _MEDIA_TYPES
+        return {
+            redact(k): v
+            if (k == "blob" or (media and k == "data")) and isinstance(v, str)
+            else scrub_value(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [scrub_value(v, message=message) for v in value]
     return value

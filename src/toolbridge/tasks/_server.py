@@ -31,6 +31,7 @@ from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__, telemetry
+from ..errors import ConfigError
 from ._provider import TaskToolSet
 from ._scheduler import ElicitFn
 
@@ -106,7 +107,9 @@ async def run_http(
     """
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    # log_config=None: uvicorn's records reach the process's own handlers (the command line's
+    # shows control characters as escapes) instead of a formatter of uvicorn's
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", log_config=None)
     if on_listening is None:
         await uvicorn.Server(config).serve()
         return
@@ -119,16 +122,30 @@ async def run_http(
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to `host:port`, listening (as uvicorn binds one)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
+    """A TCP socket bound to `host:port`, listening (as uvicorn binds one).
+
+    Raises:
+        ConfigError: `ERR_CONFIG` when the address cannot be bound (in use, not this host's).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}", code="ERR_CONFIG"
+        ) from None
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
         sock.listen(2048)
         sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}", code="ERR_CONFIG"
+        ) from None
     except BaseException:
         sock.close()
         raise
