@@ -198,6 +198,10 @@ def _manifest(tmp_path: Path, url: str, protocol_version: str, names: list[str])
         f"""kind: Gateway
 metadata: {{ name: Conformance }}
 runtime: !ref Policy
+# The reference's 2026-era tool results are malformed (no resultType: _NO_RESULT_TYPE); at the default
+# of 3 they would open the upstream's breaker and pause every later call of the run, measuring the
+# breaker instead of the relay (tests/gateway/test_gateway_breaker.py measures that).
+breakerFailures: 1000
 toolProviders:
   - provider: !ref Reference
     effects: none
