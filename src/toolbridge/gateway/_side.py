@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -116,37 +117,76 @@ def relayed_error(exc: MCPError) -> MCPError:
 
 
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^{}]*)\}")
+_MAX_TEMPLATE = 1000
+_MAX_URI = 4096
+
+_GAPS = {"": "/?#", ".": "/?#", ";": "/?#", "/": "?#", "?": "#", "&": "#", "+": "", "#": ""}
+"""For each RFC 6570 operator, the characters its expansion cannot hold (as a pattern: an
+expansion is any run of other characters, empty included)."""
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A URI template as a bit-parallel pattern: bit i stands for "matched up to token i"."""
+
+    size: int
+    """How many tokens (the accepting bit is `1 << size`)."""
+    literals: dict[str, int]
+    """Character -> the bits of the literal tokens that are that character."""
+    gaps: int
+    """The bits of the gap tokens (an expansion: a run of characters, empty included)."""
+    excluding: dict[str, int]
+    """Character -> the bits of the gaps that cannot hold it."""
 
 
 @lru_cache(maxsize=1024)
-def _template_pattern(template: str) -> re.Pattern[str] | None:
-    """A regular expression for the URIs an RFC 6570 template can expand to (None: unusable)."""
-    out: list[str] = []
+def _template(template: str) -> _Template:
+    literals: dict[str, int] = {}
+    gaps = 0
+    excluding: dict[str, int] = {}
+    size = 0
     at = 0
+
+    def literal(text: str) -> None:
+        nonlocal size
+        for ch in text:
+            literals[ch] = literals.get(ch, 0) | 1 << size
+            size += 1
+
     for m in _EXPRESSION.finditer(template):
-        out.append(re.escape(template[at : m.start()]))
-        operator = m.group(1)
-        if operator == "+":
-            out.append(".*")
-        elif operator == "#":
-            out.append(r"(?:#.*)?")
-        elif operator in ("?", "&"):
-            out.append(r"(?:[?&][^#]*)?")
-        elif operator in ("/", ".", ";"):
-            out.append(r"(?:" + re.escape(operator) + r"[^/?#]*)*")
+        literal(template[at : m.start()])
+        excluded = _GAPS[m.group(1)]
+        if m.start() == at and size and gaps >> (size - 1) & 1:
+            # right after another gap: one gap that holds what either holds (a superset: fine
+            # for a pattern, and it keeps the matcher linear)
+            for ch in "/?#":
+                if ch not in excluded:
+                    excluding[ch] = excluding.get(ch, 0) & ~(1 << (size - 1))
         else:
-            out.append(r"[^/?#]*")
+            gaps |= 1 << size
+            for ch in excluded:
+                excluding[ch] = excluding.get(ch, 0) | 1 << size
+            size += 1
         at = m.end()
-    out.append(re.escape(template[at:]))
-    try:
-        return re.compile("".join(out), re.S)
-    except re.error:
-        return None
+    literal(template[at:])
+    return _Template(size, literals, gaps, excluding)
 
 
 def template_matches(template: str, uri: str) -> bool:
-    """Whether `uri` is an expansion of the URI template `template` (RFC 6570, as a pattern)."""
-    if len(template) > 2000:
+    """Whether `uri` is an expansion of the URI template `template` (RFC 6570, as a pattern).
+
+    Bit-parallel (shift-and with gaps): a few integer operations per character of the URI, no
+    backtracking, so a hostile template cannot make it slow. Templates over 1 000 and URIs over
+    4 096 characters match nothing.
+    """
+    if len(template) > _MAX_TEMPLATE or len(uri) > _MAX_URI:
         return False
-    pattern = _template_pattern(template)
-    return pattern is not None and pattern.fullmatch(uri) is not None
+    t = _template(template)
+    states = 1 | (1 & t.gaps) << 1  # a gap may be empty (no two gaps are adjacent)
+    for ch in uri:
+        stay = states & t.gaps & ~t.excluding.get(ch, 0)
+        states = (states & t.literals.get(ch, 0)) << 1 | stay
+        states |= (states & t.gaps) << 1
+        if not states:
+            return False
+    return bool(states >> t.size & 1)
