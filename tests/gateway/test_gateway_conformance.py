@@ -42,8 +42,9 @@ _LOGS = (
     "after it sent logging/setLevel, which this scenario does not"
 )
 _PROMPT_INPUT = (
-    "a prompts/get answered with an InputRequiredResult is refused ('the upstream refused the prompt "
-    "request'), not relayed: the relay covers tools/call only (gateway/_passthrough.py; h1/h6)"
+    "a prompts/get answered with an InputRequiredResult is not relayed: the gateway's client meets "
+    "the round as if it belonged to a call and refuses it ('elicitation refused: no call is in flight "
+    "on this connection'); the relay covers tools/call only (h1/h6)"
 )
 _CAPABILITY_FIRST = (
     "the gateway refuses with -32021 a tool whose upstream would have asked the client only for what "
