@@ -169,4 +169,4 @@ async def test_the_example_serves_and_its_write_tool_asks_first(tmp_path: Path) 
         assert not written.is_error, written
         assert written.structured_content is not None
     assert target.read_text() == "hello"
-    assert len(asked) == 1 and asked[0].startswith("Allow `fs_write_file` (write)")
+    assert len(asked) == 1 and asked[0].startswith("Allow `fs_write_file` of server `gateway Desk` (write)")
