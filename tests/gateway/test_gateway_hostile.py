@@ -97,4 +97,4 @@ def nested(depth: int) -> dict[str, object]:
 
 def test_stdio_params_have_no_secrets_of_the_test_environment() -> None:
     params = stdio_params(Path("m.yaml"))
-    assert set(params.env or {}) <= {"PATH", "HOME"}
+    assert set(params.env or {}) <= {"PATH", "HOME", "PYTHONPATH"}  # PYTHONPATH: a worktree's sources
