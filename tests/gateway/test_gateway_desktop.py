@@ -253,3 +253,21 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         f"toolbridge: ERR_CONFIG: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
+
+
+async def test_a_printed_config_names_the_secrets_and_passes_a_secrets_file(tmp_path: Path) -> None:
+    manifest = secret_manifest(tmp_path)
+    _, hint = _print_config(str(manifest), "--print-config", "claude")
+    assert "the gateway reads the secrets ECHO_KEY from its environment" in hint
+    assert "ALICE_TOKEN" not in hint  # an HTTP client's token: not needed over stdio
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text(f"echoKey={SECRET}\n", encoding="utf-8")
+    config, hint = _print_config(str(manifest), "--print-config", "claude", "--secrets-file", str(secrets))
+    assert "ECHO_KEY" not in hint
+    entry = config["mcpServers"]["secretgate"]  # type: ignore[index]
+    assert entry["args"][-2:] == ["--secrets-file", str(secrets)]
+    assert SECRET not in json.dumps(config)
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=_env(), cwd=tmp_path)
+    async with Client(params, mode="legacy") as client:  # type: ignore[arg-type]
+        result = await client.call_tool("sx_leak", {})
+        assert "401 invalid api key ***" in result.content[0].text  # type: ignore[union-attr]

@@ -126,5 +126,9 @@ def _print_config(args: argparse.Namespace) -> int:
         secrets_file=args.secrets_file,
     )
     emit(json.dumps(config, indent=2, ensure_ascii=False))
-    warn(config_hint(args.print_config, args.transport))
+    warn(
+        config_hint(
+            args.print_config, args.manifest, transport=args.transport, secrets_file=args.secrets_file
+        )
+    )
     return 0

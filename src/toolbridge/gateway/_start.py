@@ -28,6 +28,7 @@ __all__ = [
     "config_hint",
     "http_only_secret",
     "listening_url",
+    "stdio_secrets",
     "toolbridge_command",
 ]
 
@@ -164,8 +165,15 @@ def client_config(
     return {"mcpServers": {key: server}}
 
 
-def config_hint(client: Client, transport: Literal["stdio", "http"]) -> str:
-    """Where the printed config goes (one line, for stderr)."""
+def config_hint(
+    client: Client,
+    manifest: str | os.PathLike[str] | None = None,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    secrets_file: str | os.PathLike[str] | None = None,
+) -> str:
+    """Where the printed config goes, and (stdio, no `secrets_file`) which secrets the gateway
+    will read from its environment (one line, for stderr; names only, never a value)."""
     where = {
         "claude": "claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/, "
         "Windows: %APPDATA%\\Claude\\), then restart Claude Desktop",
@@ -177,4 +185,39 @@ def config_hint(client: Client, transport: Literal["stdio", "http"]) -> str:
         extra = "; the gateway must be running (toolbridge gateway MANIFEST --transport http)"
         if client == "cursor":
             extra += f"; Cursor reads the token from ${TOKEN_VARIABLE}"
+    elif manifest is not None and secrets_file is None:
+        names = stdio_secrets(manifest)
+        if names:
+            shown = ", ".join(names[:10]) + (", …" if len(names) > 10 else "")
+            extra = (
+                f"; the gateway reads the secrets {shown} from its environment, which a desktop "
+                "application does not share: print this again with --secrets-file FILE, or add them "
+                'under "env"'
+            )
     return f"toolbridge: merge this into {where}{extra}"
+
+
+def stdio_secrets(manifest: str | os.PathLike[str]) -> list[str]:
+    """The names of the secrets a stdio gateway of `manifest` reads (not those only HTTP clients
+    need), as environment variable names (`openaiKey` -> `OPENAI_KEY`), in file order."""
+    from ..manifest import Secret
+    from ..manifest._analyzer import analyze_file
+    from ..manifest._secrets import upper_snake
+
+    analysis = analyze_file(manifest, env={})
+    names: list[str] = []
+
+    def walk(value: Any, path: tuple[Any, ...], gateway: bool) -> None:
+        if isinstance(value, Secret):
+            if not (gateway and _http_only(path)):
+                names.extend(n for n in (upper_snake(n) or n for n in value.names) if n not in names)
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                walk(inner, (*path, key), gateway)
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                walk(inner, (*path, index), gateway)
+
+    for doc in analysis.docs.values():
+        walk(doc.source.data, (), doc.kind == "Gateway")
+    return names
