@@ -500,3 +500,32 @@ def test_over_http_a_refused_get_is_journaled_with_the_token_identity(tmp_path: 
         anyio.run(check, url)
     assert operations(tmp_path) == [("web", "prompts/get", "sd_story", "not_started", "PERMISSION_DENIED")]
     assert side_log(tmp_path) == []
+
+
+async def test_a_withheld_resource_cannot_be_subscribed(tmp_path: Path) -> None:
+    """Under a lock that does not pin `test://readme` (a tools-only lock), subscribing to it is
+    refused and never reaches the upstream; once the lock pins it, the subscription goes through."""
+    from gw_helpers import gateway_stdio, upstream_manifest
+
+    me = (
+        "clients:\n  - name: me\n    local: true\n"
+        '    permissions: { allow: [tool:up_echo, effect:read, "resources:*"] }\n'
+    )
+    manifest = upstream_manifest(tmp_path, clients=me, binding="    effects: read\n", lock="tools.lock")
+    lock = tmp_path / "tools.lock"
+    await anyio.run_process([TOOLBRIDGE, "lock", "--out", str(lock), str(manifest)])
+    full = lock.read_text()
+    data = json.loads(full)
+    del data["servers"]["UpMcp"]["resources"]
+    lock.write_text(json.dumps(data))
+    events = tmp_path / "state" / "events.log"
+    async with gateway_stdio(manifest) as client:
+        assert (await client.list_resources()).resources == []
+        with pytest.raises(MCPError):
+            await client.subscribe_resource("test://readme")
+        assert "sub:test://readme" not in (events.read_text() if events.exists() else "")
+    lock.write_text(full)
+    async with gateway_stdio(manifest) as client:
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["test://readme"]
+        await client.subscribe_resource("test://readme")
+    assert "sub:test://readme" in events.read_text()

@@ -384,6 +384,9 @@ def add_passthrough(
         identity = identity_of(ctx)
         uri = str(params.uri)
         found = candidates(identity, uri)
+        if any(pins(s) is not None for s in found):  # under a lock: only what its pins let through
+            owner, _ = await owner_of(uri)
+            found = [s for s in found if pins(s) is None or s is owner]
         link = hub.link_of(ctx.session)
         if link is None:  # no channel to deliver updates on: nothing to subscribe upstream
             if found:
