@@ -10,7 +10,9 @@ Listing (`tools/list` to `ToolSpec`):
   invisible Unicode removed); the tool's `title` stands in when there is no description;
 - `parameters` is the tool's `inputSchema`, unchanged; an empty one becomes the open object schema
   `{"type": "object", "additionalProperties": true}`;
-- `output_schema` is the tool's `outputSchema` (or None); `annotations` its annotations as wire JSON.
+- `output_schema` is the tool's `outputSchema` (or None); `annotations` its annotations as wire JSON;
+- `mcp` is the whole definition as the server sent it (wire JSON: `title`, `icons`, `execution`,
+  `_meta`, ...), for what passes it on unchanged (the gateway's listing).
 
 Calling (`tools/call` to `ToolResult`):
 
@@ -83,6 +85,7 @@ def tool_to_spec(tool: Any) -> ToolSpec:
         parameters=parameters,
         output_schema=output_schema if isinstance(output_schema, Mapping) else None,
         annotations=annotations if isinstance(annotations, Mapping) else None,
+        mcp=data,
     )
 
 

@@ -65,7 +65,7 @@ from pydantic import BaseModel
 
 from ._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
 from .errors import ConfigError, PolicyError
-from .sanitize import clean_text
+from .sanitize import clean_schema, clean_text
 from .tools import ToolProvider, ToolResult, ToolSpec
 
 __all__ = [
@@ -529,28 +529,14 @@ class PinStatus:
     current: str
 
 
-def _clean_schema(value: Any) -> Any:
-    """A copy of a JSON Schema with every `description` and `title` string cleaned."""
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key in ("description", "title") and isinstance(item, str):
-                out[key] = clean_text(item)
-            else:
-                out[key] = _clean_schema(item)
-        return out
-    if isinstance(value, list):
-        return [_clean_schema(v) for v in value]
-    return value
-
-
 def _for_model(spec: ToolSpec) -> ToolSpec:
     return ToolSpec(
         name=spec.name,
         description=clean_text(spec.description),
-        parameters=_clean_schema(spec.parameters),
-        output_schema=_clean_schema(spec.output_schema) if spec.output_schema is not None else None,
+        parameters=clean_schema(spec.parameters),
+        output_schema=clean_schema(spec.output_schema) if spec.output_schema is not None else None,
         annotations=spec.annotations,
+        mcp=spec.mcp,
     )
 
 

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["clean_text", "is_clean", "visible_text"]
+__all__ = ["clean_schema", "clean_text", "is_clean", "visible_text"]
 
 _ESCAPES = re.compile(
     r"""
@@ -68,6 +70,22 @@ def clean_text(text: str) -> str:
     text = _ESCAPES.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
     return "".join(ch for ch in text if _visible(ch))
+
+
+def clean_schema(value: Any) -> Any:
+    """A copy of a JSON Schema (or any JSON value) with every `description` and `title` string
+    cleaned by `clean_text`; everything else as it was."""
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in ("description", "title") and isinstance(item, str):
+                out[key] = clean_text(item)
+            else:
+                out[key] = clean_schema(item)
+        return out
+    if isinstance(value, list):
+        return [clean_schema(v) for v in value]
+    return value
 
 
 def is_clean(text: str) -> bool:

@@ -46,6 +46,9 @@ class ToolSpec:
         parameters: JSON Schema of the arguments object, passed through unchanged.
         output_schema: JSON Schema of the structured result, when the tool declares one.
         annotations: hints such as `readOnlyHint` (untrusted unless the provider is trusted).
+        mcp: the MCP tool definition as the server sent it (wire JSON, not cleaned), for what
+            passes it on (the gateway's `tools/list`); None for a tool not from an MCP server.
+            Not compared and not shown: two specs with the same fields are equal.
     """
 
     name: str
@@ -53,6 +56,7 @@ class ToolSpec:
     parameters: Mapping[str, Any] = field(default_factory=_open_object)
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] | None = None
+    mcp: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

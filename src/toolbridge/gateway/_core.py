@@ -35,8 +35,8 @@ from ..content import to_json_text
 from ..errors import PolicyError, ToolbridgeError, bounded
 from ..runtime._permissions import ToolGrantNeeds, effective_effects
 from ..runtime._session import GovernedSession
-from ..sanitize import clean_text
-from ..tools import ToolResult
+from ..sanitize import clean_schema, clean_text
+from ..tools import ToolResult, ToolSpec
 from ._rounds import (
     APPROVAL_KEY,
     APPROVAL_SCHEMA,
@@ -163,6 +163,73 @@ def _part_block(part: Any) -> dict[str, Any]:
     return {"type": part.type, "data": part.data, "mimeType": part.media_type}
 
 
+META_PREFIX = "toolbridge/"
+"""The gateway's own `_meta` keys; an upstream's keys in this namespace are dropped."""
+
+
+def upstream_meta(meta: Any) -> dict[str, Any] | None:
+    """An upstream's `_meta` as the gateway passes it on: without keys in its own namespace."""
+    if not isinstance(meta, Mapping):
+        return None
+    return {k: v for k, v in meta.items() if not (isinstance(k, str) and k.startswith(META_PREFIX))}
+
+
+def served_tool(name: str, spec: ToolSpec) -> types.Tool | None:
+    """One tool as the gateway lists it: the upstream's definition with what the gateway changes.
+
+    Every field the upstream sent (`title`, `description`, `inputSchema`, `outputSchema`,
+    `annotations`, `execution`, `icons`, `_meta`) is kept, apart from: `name` (the binding's
+    prefix, made model-legal); `description`, `title` and `annotations.title`, and every
+    `description`/`title` inside the schemas, cleaned (`clean_schema`); `_meta` keys in the
+    gateway's namespace (`toolbridge/`) dropped. A definition the protocol's model refuses whole
+    is served with the fields a model reads only; None when even that fails.
+    """
+    minimal: dict[str, Any] = {
+        "name": name,
+        "description": clean_text(spec.description),
+        "inputSchema": clean_schema(dict(spec.parameters)),
+    }
+    if spec.output_schema is not None:
+        minimal["outputSchema"] = clean_schema(dict(spec.output_schema))
+    if spec.annotations:
+        minimal["annotations"] = clean_schema(dict(spec.annotations))
+    wire = spec.mcp
+    attempts = [minimal]
+    if isinstance(wire, Mapping):
+        data = {k: v for k, v in wire.items() if k not in _REBUILT}
+        data.update(minimal)
+        described = wire.get("description")
+        if isinstance(described, str):
+            data["description"] = clean_text(described)
+        else:  # as the upstream sent it: no description (the model's spec shows the title)
+            data.pop("description")
+        title = wire.get("title")
+        if isinstance(title, str):
+            data["title"] = clean_text(title)
+        if "_meta" in data:
+            data["_meta"] = upstream_meta(data["_meta"])
+        attempts.insert(0, data)
+    for attempt in attempts:
+        try:
+            return types.Tool.model_validate(attempt)
+        except ValueError:
+            continue
+    return None
+
+
+_REBUILT = frozenset({"name", "description", "inputSchema", "outputSchema", "annotations"})
+"""The fields `served_tool` takes from the `ToolSpec` (as the catalog and the lock see them)."""
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """The served tools of one catalog, and their signature."""
+
+    catalog: Catalog
+    tools: list[tuple[str, ToolTarget, types.Tool]]
+    signature: tuple[tuple[str, str], ...]
+
+
 @dataclass
 class GatewayCore:
     """The union, the identities and the rules (see the module docstring)."""
@@ -182,6 +249,7 @@ class GatewayCore:
     _suspensions: Suspensions = field(init=False, repr=False, default_factory=Suspensions)
     _warned_at: float = field(init=False, repr=False, default=-1e9)
     _refreshing: anyio.Event | None = field(init=False, repr=False, default=None)
+    _listed: _Listing | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
@@ -251,50 +319,39 @@ class GatewayCore:
         """Whether `identity`'s permissions grant every need of `target`."""
         return not identity.runtime.permissions.missing(self._needs(target).required())
 
+    def _listing(self, catalog: Catalog) -> _Listing:
+        """Every tool of `catalog` as the gateway serves it, built once per catalog."""
+        cached = self._listed
+        if cached is not None and cached.catalog is catalog:
+            return cached
+        tools: list[tuple[str, ToolTarget, types.Tool]] = []
+        for name in sorted(catalog.targets):
+            target = catalog.targets[name]
+            tool = served_tool(name, target.spec)
+            if tool is None:
+                log.warning("tool %r has a definition the gateway cannot serve; left out", bounded(name, 100))
+                continue
+            tools.append((name, target, tool))
+        signature = tuple(
+            (name, json.dumps(tool.model_dump(by_alias=True, mode="json", exclude_none=True), sort_keys=True))
+            for name, _, tool in tools
+        )
+        self._listed = _Listing(catalog, tools, signature)
+        return self._listed
+
     async def tools(self, identity: Identity) -> list[types.Tool]:
-        """The tools `identity` may call, sorted by name."""
+        """The tools `identity` may call, sorted by name (see `served_tool`)."""
         catalog = await self.resolve()
         if catalog is None:
             return []
-        out: list[types.Tool] = []
-        for name in sorted(catalog.targets):
-            target = catalog.targets[name]
-            if not self.granted(identity, target):
-                continue
-            spec = target.spec
-            data: dict[str, Any] = {
-                "name": name,
-                "description": spec.description,
-                "inputSchema": dict(spec.parameters),
-            }
-            if spec.output_schema is not None:
-                data["outputSchema"] = dict(spec.output_schema)
-            if spec.annotations:
-                data["annotations"] = dict(spec.annotations)
-            try:
-                out.append(types.Tool.model_validate(data))
-            except ValueError:
-                log.warning("tool %r has a definition the gateway cannot serve; left out", bounded(name, 100))
-        return out
+        return [tool for _, target, tool in self._listing(catalog).tools if self.granted(identity, target)]
 
     async def signature(self) -> tuple[tuple[str, str], ...]:
-        """What a client's listing depends on (names and definitions), to notice changes."""
+        """What a client's listing depends on (names and whole definitions), to notice changes."""
         catalog = await self.resolve()
         if catalog is None:
             return ()
-        return tuple(
-            sorted(
-                (
-                    name,
-                    json.dumps(
-                        [t.spec.description, t.spec.parameters, t.spec.output_schema, t.spec.annotations],
-                        sort_keys=True,
-                        default=str,
-                    ),
-                )
-                for name, t in catalog.targets.items()
-            )
-        )
+        return self._listing(catalog).signature
 
     # ---------------------------------------------------------------------------------- calling
 

@@ -1,0 +1,187 @@
+"""What the gateway passes through, field by field, against real servers: `tools/list` as the
+upstream sent it (apart from the documented changes), over stdio and over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from gw_helpers import HERE, TOOLBRIDGE, gateway_http, gateway_stdio
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from toolbridge.sanitize import clean_schema, clean_text
+
+FAITH = HERE / "upstreams" / "faith_server.py"
+FAITH_KEY = "sk-faith-0123456789abcdef"
+TOKEN = "faith-token-0123456789"
+FAITH_TOOLS = ("rich", "untitled", "oops", "flood_error", "refuse", "internal", "custom", "write")
+
+
+def faith_manifest(
+    tmp_path: Path, everything: list[str] | None = None, *, tools: tuple[str, ...] = (), lock: bool = False
+) -> Path:
+    """A gateway in front of `faith_server.py` (prefix `f_`) and, given its command line,
+    server-everything (prefix `ev_`, effects `none`); the local client and a bearer client are
+    granted `tools` (model-facing names) and every effect."""
+    allow = ", ".join([*(f"tool:{t}" for t in tools), "effect:read", "effect:write"])
+    ev = ""
+    ev_binding = ""
+    if everything is not None:
+        ev_binding = "  - provider: !ref Ev\n    prefix: ev_\n    effects: none\n"
+        ev = f"""---
+kind: Mcp.StdioClient
+metadata: {{ name: EvMcp }}
+command: {json.dumps(everything[0])}
+args: {json.dumps(everything[1:])}
+mode: legacy
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Ev }}
+client: !ref EvMcp
+"""
+    text = f"""
+kind: Gateway
+metadata: {{ name: FaithGate }}
+runtime: !ref Policy
+{"lock: tools.lock" if lock else ""}
+toolProviders:
+  - provider: !ref Faith
+    prefix: f_
+{ev_binding}clients:
+  - name: me
+    local: true
+    permissions: {{ allow: [{allow}] }}
+  - name: web
+    token: "${{{{ secrets.webToken }}}}"
+    permissions: {{ allow: [{allow}] }}
+---
+kind: Runtime
+metadata: {{ name: Policy }}
+profile: durable
+journal: journal.db
+permissions: {{ allow: [] }}
+---
+kind: Mcp.StdioClient
+metadata: {{ name: FaithMcp }}
+command: {json.dumps(sys.executable)}
+args: [{json.dumps(str(FAITH))}]
+env: {{ FAITH_KEY: "${{{{ secrets.faithKey }}}}" }}
+mode: legacy
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Faith }}
+client: !ref FaithMcp
+{ev}"""
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+ENV = {"WEB_TOKEN": TOKEN, "FAITH_KEY": FAITH_KEY}
+if os.environ.get("PYTHONPATH"):  # a checkout run from its sources: the gateway runs the same code
+    ENV["PYTHONPATH"] = os.environ["PYTHONPATH"]
+
+
+@asynccontextmanager
+async def over(transport: str, manifest: Path) -> AsyncIterator[Client]:
+    """The official SDK client connected to the gateway over `transport` (stdio or http)."""
+    if transport == "stdio":
+        async with gateway_stdio(manifest, env=ENV) as client:
+            yield client
+        return
+    with gateway_http(manifest, env=ENV) as url:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,  # type: ignore[arg-type]
+        ):
+            yield client
+
+
+def dump(tool: Any) -> dict[str, Any]:
+    data: dict[str, Any] = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return data
+
+
+def expected(direct: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The documented changes: the name's prefix, cleaned text, no `toolbridge/` `_meta` keys."""
+    out = dict(direct, name=prefix + direct["name"])
+    for key in ("title", "description"):
+        if isinstance(out.get(key), str):
+            out[key] = clean_text(out[key])
+    for key in ("inputSchema", "outputSchema", "annotations"):
+        if key in out:
+            out[key] = clean_schema(out[key])
+    if "_meta" in out:
+        out["_meta"] = {k: v for k, v in out["_meta"].items() if not k.startswith("toolbridge/")}
+    return out
+
+
+async def _direct_everything(everything: list[str]) -> list[dict[str, Any]]:
+    params = StdioServerParameters(command=everything[0], args=everything[1:])
+    async with Client(params, mode="legacy") as client:  # type: ignore[arg-type]
+        return [dump(t) for t in (await client.list_tools()).tools]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_tools_list_keeps_every_field_of_real_servers(
+    tmp_path: Path, everything_cmd: list[str], transport: str
+) -> None:
+    direct = await _direct_everything(everything_cmd)
+    assert any("title" in t for t in direct) and any("execution" in t for t in direct)
+    names = tuple(f"f_{n}" for n in FAITH_TOOLS) + tuple(f"ev_{t['name']}" for t in direct)
+    manifest = faith_manifest(tmp_path, everything_cmd, tools=names)
+    async with over(transport, manifest) as client:
+        listed = {t.name: dump(t) for t in (await client.list_tools()).tools}
+    assert sorted(listed) == sorted(names)
+    for tool in direct:  # server-everything: field by field, as a direct client sees it
+        assert listed[f"ev_{tool['name']}"] == expected(tool, "ev_")
+    rich = listed["f_rich"]
+    assert rich == {
+        "name": "f_rich",
+        "title": "Rich tool",
+        "description": "Uses every field.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"q": {"type": "string", "description": "the query"}},
+            "required": ["q"],
+        },
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        "annotations": {"title": "Rich annotated", "readOnlyHint": True, "openWorldHint": False},
+        "execution": {"taskSupport": "optional"},
+        "icons": [
+            {"src": "https://example.com/rich.png", "mimeType": "image/png", "sizes": ["48x48"]},
+            {"src": "data:image/svg+xml;base64,PHN2Zy8+", "mimeType": "image/svg+xml", "theme": "dark"},
+        ],
+        "_meta": {"com.example/ui": {"template": "card", "n": 1}},
+    }
+    assert listed["f_untitled"] == {
+        "name": "f_untitled",
+        "title": "Only a title",
+        "inputSchema": {"type": "object"},
+    }
+
+
+async def test_a_pinned_server_keeps_every_field(tmp_path: Path) -> None:
+    """Through the lock (`PinnedToolProvider`) the listing is the same as without it."""
+    manifest = faith_manifest(tmp_path, tools=("f_rich", "f_untitled"), lock=True)
+    await anyio.run_process(
+        [TOOLBRIDGE, "lock", "--out", str(tmp_path / "tools.lock"), str(manifest)],
+        env={**os.environ, **ENV},
+    )
+    async with over("stdio", manifest) as client:
+        listed = {t.name: dump(t) for t in (await client.list_tools()).tools}
+    assert sorted(listed) == ["f_rich", "f_untitled"]
+    assert listed["f_rich"]["title"] == "Rich tool"
+    assert listed["f_rich"]["icons"][1]["theme"] == "dark"
+    assert listed["f_rich"]["execution"] == {"taskSupport": "optional"}
+    assert listed["f_rich"]["_meta"] == {"com.example/ui": {"template": "card", "n": 1}}
+    assert listed["f_rich"]["inputSchema"]["properties"]["q"]["description"] == "the query"
