@@ -16,8 +16,8 @@ Listing (`tools/list` to `ToolSpec`):
 
 Calling (`tools/call` to `ToolResult`):
 
-- `isError: true` raises `ToolError` (code `ERR_MCP_TOOL_ERROR`) naming the tool, with the server's
-  text (cleaned, bounded in length) as `server_text`;
+- `isError: true` raises `ToolError` (code `ERR_MCP_TOOL_ERROR`, `details["is_error"]` True) naming
+  the tool, with the server's text (cleaned, bounded in length) as `server_text`;
 - `structuredContent`, when present, wins and is returned as-is (`ToolResult.of_structured`). The
   client has already validated it against the tool's `outputSchema`: a mismatch is a
   `ProtocolError` (`ERR_MCP_PROTOCOL`). Image and audio blocks returned beside it become the
@@ -114,7 +114,7 @@ def _translate(name: str, result: Any) -> ToolResult:
         raise ToolError(
             f"tool {name!r} reported an error: {bounded(text, 300)}",
             server_text=bounded(text, SERVER_TEXT_LIMIT),
-            details={"tool": name},
+            details={"tool": name, "is_error": True},
         )
     if structured is not None:
         return ToolResult.of_structured(structured, media_from_mcp(content))

@@ -149,7 +149,9 @@ class ToolError(ToolbridgeError):
     """A tool ran and reported failure.
 
     For MCP tools (`ERR_MCP_TOOL_ERROR`) `server_text` holds the server's own error text,
-    bounded in length: useful to a model that can correct its call.
+    bounded in length: useful to a model that can correct its call. `details["is_error"]` is
+    True when the server answered with an `isError` result (the governed runtime then knows the
+    call's outcome: `failed`, `TOOL_ERROR`).
     """
 
     default_code = "ERR_MCP_TOOL_ERROR"

@@ -1,5 +1,8 @@
 """What the gateway passes through, field by field, against real servers: `tools/list` as the
-upstream sent it (apart from the documented changes), over stdio and over HTTP."""
+upstream sent it (apart from the documented changes), call results whole, an upstream's
+`isError` result and JSON-RPC error with their content, code and reason (secrets redacted), over
+stdio and over HTTP; and what the journal says of each (an honest outcome, a row for every
+refused call)."""
 
 from __future__ import annotations
 
@@ -13,21 +16,31 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from gw_helpers import HERE, TOOLBRIDGE, gateway_http, gateway_stdio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
+from toolbridge.runtime._journal_sqlite import Journal
 from toolbridge.sanitize import clean_schema, clean_text
 
 FAITH = HERE / "upstreams" / "faith_server.py"
 FAITH_KEY = "sk-faith-0123456789abcdef"
 TOKEN = "faith-token-0123456789"
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 FAITH_TOOLS = ("rich", "untitled", "oops", "flood_error", "refuse", "internal", "custom", "write")
 
 
 def faith_manifest(
-    tmp_path: Path, everything: list[str] | None = None, *, tools: tuple[str, ...] = (), lock: bool = False
+    tmp_path: Path,
+    everything: list[str] | None = None,
+    *,
+    tools: tuple[str, ...] = (),
+    lock: bool = False,
+    bindings: str = "",
+    limits: str = "",
 ) -> Path:
     """A gateway in front of `faith_server.py` (prefix `f_`) and, given its command line,
     server-everything (prefix `ev_`, effects `none`); the local client and a bearer client are
@@ -56,10 +69,11 @@ runtime: !ref Policy
 toolProviders:
   - provider: !ref Faith
     prefix: f_
-{ev_binding}clients:
+{ev_binding}{bindings}clients:
   - name: me
     local: true
     permissions: {{ allow: [{allow}] }}
+    {limits}
   - name: web
     token: "${{{{ secrets.webToken }}}}"
     permissions: {{ allow: [{allow}] }}
@@ -185,3 +199,134 @@ async def test_a_pinned_server_keeps_every_field(tmp_path: Path) -> None:
     assert listed["f_rich"]["execution"] == {"taskSupport": "optional"}
     assert listed["f_rich"]["_meta"] == {"com.example/ui": {"template": "card", "n": 1}}
     assert listed["f_rich"]["inputSchema"]["properties"]["q"]["description"] == "the query"
+
+
+CALLED = tuple(f"f_{n}" for n in FAITH_TOOLS)
+
+
+def _rpc_error(exc: BaseException) -> tuple[int, str, Any]:
+    assert isinstance(exc, MCPError), repr(exc)
+    return exc.error.code, exc.error.message, exc.error.data
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_results_and_errors_pass_through(tmp_path: Path, transport: str) -> None:
+    manifest = faith_manifest(tmp_path, tools=CALLED)
+    rpc: dict[str, tuple[int, str, Any]] = {}
+    async with over(transport, manifest) as client:
+        rich = await client.call_tool("f_rich", {"q": "x"})
+        oops = await client.call_tool("f_oops", {})
+        flood = await client.call_tool("f_flood_error", {})
+        for name in ("f_refuse", "f_internal", "f_custom"):
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool(name, {})
+            rpc[name] = _rpc_error(caught.value)
+        written = await client.call_tool("f_write", {})  # one failed call never closes anything
+    assert dump(rich) == {
+        "_meta": {"com.example/trace": "t-1"},  # the upstream's `toolbridge/` key is dropped
+        "content": [{"type": "text", "text": '{"n": 3}'}],
+        "structuredContent": {"n": 3},
+        "isError": False,
+        "resultType": "complete",
+    }
+    assert dump(oops) == {
+        "_meta": {"com.example/trace": "t-2"},
+        "content": [
+            {"type": "text", "text": "first reason"},
+            {"type": "text", "text": "the key *** was refused"},
+            {"type": "image", "data": PIXEL, "mimeType": "image/png"},
+        ],
+        "structuredContent": {"reason": "quota", "retry": False},
+        "isError": True,
+        "resultType": "complete",
+    }
+    assert flood.is_error and len(flood.content) == 40
+    assert all(len(b.text) < 2100 and "more characters" in b.text for b in flood.content)  # type: ignore[union-attr]
+    assert rpc["f_refuse"] == (-32602, "q is required (key ***)", None)
+    assert rpc["f_internal"] == (-32603, "the database went away", None)
+    assert rpc["f_custom"] == (-32099, "quota exceeded for ***", {"retryAfter": 30, "key": "***"})
+    assert not written.is_error
+    journal = Journal.open_existing(str(tmp_path / "journal.db"))
+    try:
+        runs = [journal.get_run(r.run_id) for r in journal.list_runs(20)]
+    finally:
+        journal.close()
+    rows = {}
+    for run in runs:
+        assert run is not None and len(run.calls) == 1
+        call = run.calls[0]
+        rows[call.tool_id] = (
+            run.outcome,
+            call.outcome,
+            call.error_code,
+            call.request_sent,
+            call.response_received,
+        )
+    assert rows == {
+        "f_rich": ("succeeded", "succeeded", None, True, True),
+        "f_oops": ("failed", "failed", "TOOL_ERROR", True, True),  # was `succeeded`
+        "f_flood_error": ("failed", "failed", "TOOL_ERROR", True, True),
+        "f_refuse": ("failed", "failed", "TOOL_REFUSED", True, True),  # was `outcome_unknown`
+        "f_internal": ("outcome_unknown", "outcome_unknown", "OUTCOME_UNKNOWN", True, False),
+        "f_custom": ("outcome_unknown", "outcome_unknown", "OUTCOME_UNKNOWN", True, False),
+        "f_write": ("succeeded", "succeeded", None, True, True),
+    }
+    assert FAITH_KEY.encode() not in (tmp_path / "journal.db").read_bytes()
+
+
+REFUSING = """  - provider: !ref Faith
+    prefix: a_
+    include: [write]
+    approval: write
+  - provider: !ref Faith
+    prefix: b_
+    include: [write]
+    costMicros: 1000
+  - provider: !ref Faith
+    prefix: g_
+    include: [write]
+"""
+
+
+def _calls(tmp_path: Path) -> list[tuple[str, str, str, str | None, bool]]:
+    """(principal, tool, call outcome, code, request sent) of every call row, oldest first."""
+    journal = Journal.open_existing(str(tmp_path / "journal.db"))
+    try:
+        runs = [journal.get_run(r.run_id) for r in reversed(journal.list_runs(50))]
+    finally:
+        journal.close()
+    return [
+        (run.principal or "", c.tool_id, c.outcome, c.error_code, c.request_sent)
+        for run in runs
+        if run is not None
+        for c in run.calls
+    ]
+
+
+async def test_every_refused_call_has_a_row_with_its_code_and_tool(tmp_path: Path) -> None:
+    """Approval declined, approval impossible (no elicitation), grant and budget: each refused
+    call is journaled with the tool's name and the refusal's code, and nothing was sent."""
+    manifest = faith_manifest(
+        tmp_path, tools=("a_write", "b_write"), bindings=REFUSING, limits="limits: { maxCostMicros: 10 }"
+    )
+
+    async def decline(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with gateway_stdio(manifest, env=ENV, elicitation_callback=decline) as client:
+        declined = await client.call_tool("a_write", {"path": "/home/user/.ssh/authorized_keys"})
+        assert declined.is_error and declined.meta is not None
+        assert declined.meta["toolbridge/code"] == "PERMISSION_DENIED"
+        budget = await client.call_tool("b_write", {})
+        assert budget.meta is not None and budget.meta["toolbridge/code"] == "BUDGET_EXCEEDED"
+        grant = await client.call_tool("g_write", {})  # not listed for it, and not granted
+        assert grant.meta is not None and grant.meta["toolbridge/code"] == "PERMISSION_DENIED"
+    async with gateway_stdio(manifest, env=ENV) as client:  # no elicitation: cannot be asked
+        impossible = await client.call_tool("a_write", {})
+        assert impossible.meta is not None and impossible.meta["toolbridge/code"] == "PERMISSION_DENIED"
+    assert _calls(tmp_path) == [
+        ("me", "a_write", "not_started", "PERMISSION_DENIED", False),
+        ("me", "b_write", "not_started", "BUDGET_EXCEEDED", False),
+        ("me", "g_write", "not_started", "PERMISSION_DENIED", False),
+        ("me", "a_write", "not_started", "PERMISSION_DENIED", False),
+    ]

@@ -131,7 +131,11 @@ async def test_the_five_outcomes_are_recorded_and_inspected(journal_spec: str) -
     unknown = r.get_run(got["outcome_unknown"].run_id)
     assert unknown is not None and unknown.calls[0].request_sent and not unknown.calls[0].response_received
     blocked = r.get_run(got["blocked"].run_id)
-    assert blocked is not None and blocked.calls == [] and blocked.error_code == "BUDGET_EXCEEDED"
+    assert blocked is not None and blocked.error_code == "BUDGET_EXCEEDED"
+    (refused,) = blocked.calls  # the refused call has its row, nothing sent (issue 21)
+    assert (refused.tool_id, refused.outcome) == ("paid", "not_started")
+    assert refused.error_code == "BUDGET_EXCEEDED"
+    assert not refused.request_sent and refused.cost_micros == 0
     r.close()
 
 

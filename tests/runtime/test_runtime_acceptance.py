@@ -94,7 +94,9 @@ async def test_crafted_envelopes_fail(case: str, effects: str) -> None:
     client = CraftedClient(ENVELOPES[case])
     result, _runtime, _ = await run_one(client, "crafted", effects, {})
     assert len(client.calls) == 1
-    if effects == "write":
+    if case == "is_error":  # an answer: known whatever the effects (issue 21)
+        assert (result.outcome, result.error_code) == ("failed", "TOOL_ERROR")
+    elif effects == "write":
         assert (result.outcome, result.error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
     else:
         expected = "INVALID_OUTPUT" if case == "schema_mismatch" else "TOOL_FAILED"
@@ -113,7 +115,10 @@ async def test_invalid_input_is_refused_before_any_call() -> None:
     result, runtime, _ = await run_one(client, "crafted", "write", {"message": 3}, input=OkIn)
     assert (result.outcome, result.error_code) == ("failed", "INVALID_INPUT")
     assert client.calls == []
-    assert runtime.inspect(result.run_id).calls == []
+    (refused,) = runtime.inspect(result.run_id).calls  # a refused call has its row (issue 21)
+    assert (refused.tool_id, refused.outcome) == ("t.crafted", "not_started")
+    assert refused.error_code == "INVALID_INPUT"
+    assert not refused.request_sent
 
 
 async def test_client_exception_is_outcome_unknown_for_write() -> None:
@@ -144,7 +149,7 @@ async def test_server_error_text_never_leaks(effects: str, tmp_path: Path) -> No
         # the raw SDK call does carry the marker: the test would be vacuous otherwise
         raw = await client.call_tool("fail", {})
         assert SERVER_MARKER in str(raw.content)
-    assert result.outcome == ("outcome_unknown" if effects == "write" else "failed")
+    assert (result.outcome, result.error_code) == ("failed", "TOOL_ERROR")  # the server answered
     runtime.close()
     assert SERVER_MARKER not in "".join(repr(r) for r in requests)
     assert SERVER_MARKER not in json.dumps([e.to_dict() for e in events])

@@ -100,7 +100,7 @@ async def test_discovered_tool_error_text_never_leaks() -> None:
         bare_model = scripted(call("t_fail"), {"text": "done"})
         await Agent(bare_model, [{"provider": provider, "prefix": "t_"}]).run("go")
     assert SERVER_MARKER in repr(bare_model.requests[1].messages)
-    assert (result.outcome, result.error_code) == ("failed", "TOOL_FAILED")
+    assert (result.outcome, result.error_code) == ("failed", "TOOL_ERROR")
     assert len(model.requests) == 1
     assert SERVER_MARKER not in repr(result) and SERVER_MARKER not in json.dumps(
         [e.to_dict() for e in events]

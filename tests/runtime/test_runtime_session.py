@@ -161,7 +161,9 @@ async def test_model_calls_are_governed_by_grant_count_and_budget() -> None:
     assert denied.value.code == "PERMISSION_DENIED" and "model:openai:other" in denied.value.message
 
 
-async def test_a_failure_after_sending_is_outcome_unknown_and_no_server_text_leaks() -> None:
+async def test_an_error_answer_after_sending_is_failed_and_no_server_text_leaks() -> None:
+    """The server answered `isError`: the outcome is known (`failed`, `TOOL_ERROR`), not unknown
+    (issue 21: it was `outcome_unknown` though the server said what happened)."""
     async with StdioClient(sys.executable, [str(HERE / "rt_server.py")]) as client:
         fail = define_mcp_tool(
             id="ops.fail", version="1", description="", input=Empty, output=Message, effects="write",
@@ -178,10 +180,12 @@ async def test_a_failure_after_sending_is_outcome_unknown_and_no_server_text_lea
                 await session.call_tool("ops_fail")
             with pytest.raises(PolicyError) as closed:
                 await session.call_tool("ops_ok", {"message": "m"})
-    assert unknown.value.code == closed.value.code == "OUTCOME_UNKNOWN"
+    assert unknown.value.code == closed.value.code == "TOOL_ERROR"
     assert SERVER_MARKER not in repr(unknown.value.__dict__) and unknown.value.__cause__ is None
-    assert (session.result().outcome, session.result().error_code) == ("outcome_unknown", "OUTCOME_UNKNOWN")
-    assert [c.outcome for c in runtime.inspect(session.run_id).calls] == ["succeeded", "outcome_unknown"]
+    assert (session.result().outcome, session.result().error_code) == ("failed", "TOOL_ERROR")
+    calls = runtime.inspect(session.run_id).calls
+    assert [(c.outcome, c.error_code) for c in calls] == [("succeeded", None), ("failed", "TOOL_ERROR")]
+    assert calls[1].request_sent and calls[1].response_received
 
 
 async def test_a_session_cancelled_mid_call_with_effects_is_outcome_unknown(tmp_path: Path) -> None:

@@ -32,11 +32,13 @@ from ..agent._catalog import Catalog, ToolCatalog
 from ..agent._hooks import ToolTarget
 from ..agent._types import ToolBinding
 from ..content import to_json_text
-from ..errors import PolicyError, ToolbridgeError, bounded
+from ..errors import JsonRpcError, PolicyError, ToolbridgeError, bounded
+from ..redact import redact, redact_value
 from ..runtime._permissions import ToolGrantNeeds, effective_effects
 from ..runtime._session import GovernedSession
 from ..sanitize import clean_schema, clean_text
 from ..tools import ToolResult, ToolSpec
+from ._events_parts import clean_data
 from ._rounds import (
     APPROVAL_KEY,
     APPROVAL_SCHEMA,
@@ -130,22 +132,79 @@ def refusal(exc: PolicyError) -> types.CallToolResult:
     )
 
 
-def _upstream_error(wire: Mapping[str, Any]) -> types.CallToolResult:
+def _error_text(wire: Mapping[str, Any]) -> types.CallToolResult:
+    """An upstream's error result as text only: its text blocks joined, cleaned and cut."""
     texts = [
         b.get("text") for b in wire.get("content") or [] if isinstance(b, Mapping) and b.get("type") == "text"
     ]
     text = "\n".join(t for t in texts if isinstance(t, str)) or "the tool reported an error"
-    return error_result(bounded(clean_text(text), ERROR_TEXT_LIMIT))
+    return error_result(redact(bounded(clean_text(text), ERROR_TEXT_LIMIT)))
+
+
+def upstream_error(wire: Mapping[str, Any], limit: int) -> types.CallToolResult:
+    """An upstream's `isError` result as the client gets it.
+
+    Its blocks, `structuredContent` and `_meta` are kept; each text block is cleaned and cut
+    to `ERROR_TEXT_LIMIT` characters; every registered secret is redacted everywhere in it
+    (after cleaning: an invisible character cannot split one). Over `limit` bytes of JSON
+    (the identity's `maxOutputBytes`), or unreadable, it becomes `_error_text`'s one text block.
+    """
+    blocks: list[Any] = []
+    for block in wire.get("content") or []:
+        if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            block = {**block, "text": bounded(clean_text(block["text"]), ERROR_TEXT_LIMIT)}
+        blocks.append(block)
+    data: dict[str, Any] = {"content": blocks, "isError": True}
+    if "structuredContent" in wire:
+        data["structuredContent"] = wire["structuredContent"]
+    meta = upstream_meta(wire.get("_meta"))
+    if meta is not None:
+        data["_meta"] = meta
+    try:
+        data = redact_value(data)
+        if len(json.dumps(data, ensure_ascii=False).encode("utf-8")) > limit:
+            return _error_text(wire)
+        return types.CallToolResult.model_validate(data)
+    except (TypeError, ValueError, RecursionError):
+        return _error_text(wire)
+
+
+RPC_DATA_LIMIT = 4000
+"""Characters of JSON of an upstream JSON-RPC error's `data` the client gets (more: dropped)."""
+
+
+def upstream_rpc_error(exc: JsonRpcError) -> MCPError:
+    """An upstream's JSON-RPC error answer as the client gets it: the upstream's code, its
+    message cleaned, cut to `ERROR_TEXT_LIMIT` characters and redacted; its `data` with every
+    string cleaned and redacted, or none when its JSON is over `RPC_DATA_LIMIT` characters."""
+    message = redact(bounded(clean_text(exc.rpc_message), ERROR_TEXT_LIMIT)) or "the upstream failed"
+    data: Any = None
+    if exc.data is not None:
+        try:
+            if len(json.dumps(exc.data, ensure_ascii=False)) <= RPC_DATA_LIMIT:
+                data = redact_value(clean_data(exc.data))
+        except (TypeError, ValueError, RecursionError):
+            data = None
+    return MCPError(exc.rpc_code, message, data)
 
 
 def _from_tool_result(result: ToolResult, box: CallContext) -> types.CallToolResult:
-    """What the client gets for a successful call."""
+    """What the client gets for a successful call.
+
+    An upstream's result is passed through whole (`content`, `structuredContent`, `_meta`, ...),
+    but for `_meta` keys in the gateway's namespace and `resultType` (the gateway's own framing);
+    a result a guard rewrote (or a declared tool's) is made from the `ToolResult`.
+    """
     if box.wire is not None and box.result is result:
-        if box.wire.get("isError"):
-            return _upstream_error(box.wire)
-        data = {k: v for k, v in box.wire.items() if k in ("content", "structuredContent")}
+        data = {k: v for k, v in box.wire.items() if k != "resultType"}
+        if "_meta" in data:
+            data["_meta"] = upstream_meta(data["_meta"])
         data.setdefault("content", [])
-        return types.CallToolResult.model_validate(data)
+        try:
+            return types.CallToolResult.model_validate(data)
+        except ValueError:
+            kept = {k: v for k, v in box.wire.items() if k in ("content", "structuredContent")}
+            return types.CallToolResult.model_validate({"content": [], **kept})
     if result.kind == "structured":
         blocks: list[Any] = [{"type": "text", "text": to_json_text(result.structured)}]
         blocks += [_part_block(p) for p in result.media]
@@ -489,10 +548,14 @@ class GatewayCore:
                 catalog=routed,
             ) as session:
                 if why is not None:
-                    raise session._fail("PERMISSION_DENIED", why)
+                    raise await session.refuse(name, args, "PERMISSION_DENIED", why)
                 result = await session.call_tool(name, args, context=context)
         except PolicyError as exc:
             missing_error(context)
+            if context.error is not None:  # the upstream answered with a JSON-RPC error: the client gets it
+                raise upstream_rpc_error(context.error) from None
+            if exc.code == "TOOL_ERROR" and context.wire is not None:  # the upstream's `isError` result
+                return upstream_error(context.wire, identity.runtime.limits.max_output_bytes)
             return refusal(exc)
         except ToolbridgeError as exc:
             missing_error(context)

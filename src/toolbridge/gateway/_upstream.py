@@ -7,7 +7,10 @@ request id, where progress goes. `GatewayCore.call` hands it to `GovernedSession
 context=)`, which hands it to the provider (`accepts_context`), down to `UpstreamProvider`,
 which calls the upstream's toolbridge client with the context's own `CallRequests`; the
 upstream's answer in wire form comes back on the same object (`wire`, `result`,
-`input_required`). Nothing travels in a context variable.
+`input_required`). Nothing travels in a context variable. An upstream tool error (`isError`)
+raises `ToolError` with `details["is_error"]` (the runtime journals the call `failed`,
+`TOOL_ERROR`) after its wire form is kept on the context (the gateway hands it to the client);
+a JSON-RPC error answer is kept there too (`error`: the client gets its code and reason).
 
 What the upstream asks during the call (see `toolbridge.clients._call_requests` for how the
 client attributes it):
@@ -39,7 +42,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..bridge import McpToolProvider
 from ..clients import CallRequests, ProgressHandler
 from ..content import media_from_mcp, parts_from_mcp
-from ..errors import ConfigError
+from ..errors import ConfigError, JsonRpcError, ToolError
 from ..tools import ToolResult
 
 if TYPE_CHECKING:
@@ -88,6 +91,8 @@ class CallContext:
     wire: dict[str, Any] | None = None
     result: ToolResult | None = None
     input_required: dict[str, Any] | None = None
+    error: JsonRpcError | None = None
+    """The upstream's JSON-RPC error answer, when it gave one (the client gets its code and reason)."""
     missing: types.ClientCapabilities | None = None
     pending_logs: int = 0
     suspend: Callable[[types.InputRequest], Awaitable[Any]] | None = None
@@ -249,6 +254,9 @@ class UpstreamProvider(McpToolProvider):
                 request_state=context.upstream_state,
                 allow_input_required=context.modern,
             )
+        except JsonRpcError as exc:  # the gateway answers the client with it (code and reason)
+            context.error = exc
+            raise
         finally:
             if client is self.client:
                 with contextlib.suppress(ValueError):
@@ -262,9 +270,9 @@ class UpstreamProvider(McpToolProvider):
         context.wire = wire
         content = wire.get("content") or []
         structured = wire.get("structuredContent")
-        if wire.get("isError"):
-            result = ToolResult.of_raw(content)
-        elif structured is not None:
+        if wire.get("isError"):  # an answer: journaled `failed` (TOOL_ERROR); the client gets it whole
+            raise ToolError(f"tool {name!r} reported an error", details={"tool": name, "is_error": True})
+        if structured is not None:
             result = ToolResult.of_structured(structured, media_from_mcp(content))
         else:
             parts = parts_from_mcp(content)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -46,8 +45,9 @@ from .. import telemetry
 from .._deadlines import deadline_watch
 from ..agent._hooks import PlannedToolCall
 from ..agent._types import ToolBinding
-from ..errors import ConfigError, PolicyError, ToolbridgeError, ToolError
+from ..errors import ConfigError, JsonRpcError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
+from ._answers import answered_code
 from ._canonical import canonical_json
 from ._declared import DeclaredTool, ToolContext
 from ._guards import Guard, GuardContext, run_guards
@@ -55,7 +55,8 @@ from ._journal import CallEnd, JournalWriteError
 from ._limits import Budget, Reservation, parts_bytes
 from ._outcomes import CODES, policy_error
 from ._permissions import ToolGrantNeeds, effective_effects
-from ._state import Plan, SessionCore
+from ._refusals import RefusedCalls, args_digest
+from ._state import Plan
 
 __all__ = ["CallRules", "TakesDeadline", "ms", "rt_settle"]
 
@@ -141,7 +142,7 @@ _Batch = tuple[
 the permission error when it was denied)."""
 
 
-class CallRules(SessionCore):
+class CallRules(RefusedCalls):
     """The per-call rules of a run or session (see the module docs)."""
 
     _deadline: float = _NO_DEADLINE
@@ -172,9 +173,18 @@ class CallRules(SessionCore):
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
-        """Check a whole batch (the turn rule) and plan each call; raises on the first refusal."""
+        """Check a whole batch (the turn rule) and plan each call; raises on the first refusal.
+
+        A batch refused by a check gets a row per call (ended `not_started` with the code).
+        """
         try:
-            self._plan_rows(self._plan_checked(calls, step), step)
+            batch = self._plan_checked(calls, step)
+        except PolicyError as exc:
+            self._refused(calls, exc)
+            self._refused_rows(calls, exc, step)
+            raise
+        try:
+            self._plan_rows(batch, step)
         except PolicyError as exc:
             self._refused(calls, exc)
             raise
@@ -182,34 +192,16 @@ class CallRules(SessionCore):
     async def _aplan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
         """`_plan` with the rows written through the async journal (`_ajournal`)."""
         try:
-            await self._aplan_rows(self._plan_checked(calls, step), step)
+            batch = self._plan_checked(calls, step)
+        except PolicyError as exc:
+            self._refused(calls, exc)
+            await self._arefused_rows(calls, exc, step)
+            raise
+        try:
+            await self._aplan_rows(batch, step)
         except PolicyError as exc:
             self._refused(calls, exc)
             raise
-
-    def _refused(self, calls: Sequence[PlannedToolCall], error: PolicyError) -> None:
-        """Spans and counts for a batch refused before any of its calls ran."""
-        for call in calls:
-            missing = tool_id = effects = None
-            if call.target is not None:
-                try:
-                    needs = self._needs(call)[0]
-                except PolicyError:
-                    continue
-                tool_id, effects = needs.tool_id, needs.effects
-                if error.code == "PERMISSION_DENIED":
-                    missing = next(iter(self.rt.permissions.missing(needs.required())), None)
-            telemetry.refused_tool(
-                call.name,
-                call.call_id,
-                error.code,
-                error.outcome,
-                tool_id=tool_id,
-                effects=effects,
-                missing=missing,
-                principal=getattr(self, "principal", None),
-                run_id=self.state.run_id,
-            )
 
     def _plan_checked(self, calls: Sequence[PlannedToolCall], step: int) -> _Batch:
         st, rt, limits = self.state, self.rt, self.rt.limits
@@ -221,13 +213,7 @@ class CallRules(SessionCore):
                 raise self._fail("NOT_FOUND")
         resolved = [(call, *self._needs(call)) for call in calls]
         # arguments: hash and size (never stored)
-        hashed: list[tuple[str, int]] = []
-        for call in calls:
-            try:
-                data = canonical_json(dict(call.arguments))
-            except (TypeError, ValueError):
-                data = b""
-            hashed.append((hashlib.sha256(data).hexdigest(), len(data)))  # `sha256_hex`, inline
+        hashed = [args_digest(call.arguments) for call in calls]
         # 2. permissions, for the whole batch; denied calls are recorded as not started
         denied: str | None = None
         for _call, needs, _kind, _version, _tool in resolved:
@@ -491,7 +477,15 @@ class CallRules(SessionCore):
                     sent = False
                     code = "INVALID_INPUT"
                     raise self._call_failure(code, effects, sent=False) from None
+                answered = answered_code(exc)
+                if answered is not None:  # the server answered what happened (`_answers`)
+                    received = True
+                    code = answered
+                    await self._answered(plan, meta, exc)
+                    raise self._call_failure(code, effects, sent=True, answered=True) from None
                 code = "TOOL_FAILED"
+                if isinstance(exc, JsonRpcError):
+                    meta["rpc_code"] = exc.rpc_code
                 raise self._call_failure(code, effects, sent=True) from None
             except Exception:
                 code = "TOOL_FAILED"
@@ -514,6 +508,9 @@ class CallRules(SessionCore):
                 else:
                     result = _as_tool_result(raw)
             except ToolError as exc:
+                if exc.details.get("is_error") is True:  # a declared MCP tool's `isError` answer
+                    code = "TOOL_ERROR"
+                    raise self._call_failure(code, effects, sent=True, answered=True) from None
                 code = _TOOL_CODE_MAP.get(exc.code, "TOOL_FAILED")
                 raise self._call_failure(code, effects, sent=True) from None
             size = _result_bytes(result)
@@ -529,7 +526,16 @@ class CallRules(SessionCore):
             outcome = exc.outcome
             if code in ("GUARD_BLOCKED", "GUARD_UNAVAILABLE"):
                 outcome = "blocked"
-            self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
+            # A refused call did not run: nothing is charged (its reservation is released).
+            self._end_unfinished(
+                plan,
+                meta,
+                outcome,
+                code,
+                sent=sent and code != "TOOL_REFUSED",
+                received=received,
+                started=started,
+            )
             if self._ajournal is not None:
                 await self._aflush_end(plan.row)
             raise
@@ -585,6 +591,20 @@ class CallRules(SessionCore):
         )
         self._observe(plan, "succeeded", None, charged)
         return result
+
+    async def _answered(self, plan: Plan, meta: dict[str, Any], exc: ToolbridgeError) -> None:
+        """A failure the server answered with: the response is journaled as received (a write
+        that fails leaves it unrecorded; the call's end still says what happened)."""
+        if isinstance(exc, JsonRpcError):
+            meta["rpc_code"] = exc.rpc_code
+        self.state.in_flight.pop(plan.row, None)
+        try:
+            if self._ajournal is None:
+                self._journal.response_received(plan.row)
+            else:
+                await self._ajournal.aresponse_received(plan.row)
+        except JournalWriteError:
+            log.warning("the evidence journal could not be written")
 
     def _end_unfinished(
         self,
@@ -651,9 +671,12 @@ class CallRules(SessionCore):
         self.state.unrecorded.pop(row, None)
         self.state.sent_unended.pop(row, None)
 
-    def _call_failure(self, code: str, effects: str, *, sent: bool, detail: str | None = None) -> PolicyError:
-        """The error for a call that failed: unknown when a request with effects was sent."""
-        if sent and effects != "none":
+    def _call_failure(
+        self, code: str, effects: str, *, sent: bool, detail: str | None = None, answered: bool = False
+    ) -> PolicyError:
+        """The error for a call that failed: unknown when a request with effects was sent, unless
+        the server `answered` what happened (`_answers`)."""
+        if sent and effects != "none" and not answered:
             self.state.unknown = True
             error = policy_error("OUTCOME_UNKNOWN")
             error.details["cause"] = code

@@ -526,8 +526,10 @@ class McpTool(DeclaredTool):
         is_error = envelope.get("isError", False)
         if not isinstance(is_error, bool):
             raise _tool_error("ERR_TOOL_FAILED", f"MCP tool {self.id!r} returned a non-boolean isError")
-        if is_error:
-            raise _tool_error("ERR_TOOL_FAILED", f"MCP tool {self.id!r} reported an error")
+        if is_error:  # an answer: the runtime journals it `failed` (`TOOL_ERROR`), not unknown
+            raise ToolError(
+                f"MCP tool {self.id!r} reported an error", code="ERR_TOOL_FAILED", details={"is_error": True}
+            )
         if envelope.get("structuredContent") is None:
             raise _tool_error("ERR_TOOL_FAILED", f"MCP tool {self.id!r} returned no structuredContent")
         return self.validate_output(envelope["structuredContent"])

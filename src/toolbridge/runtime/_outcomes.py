@@ -8,17 +8,20 @@ attacker-controlled or secret, so it stops at the runtime boundary (the "no leak
 | outcome | codes |
 |---|---|
 | `succeeded` | (none) |
-| `failed` | `INVALID_INPUT`, `INVALID_OUTPUT`, `MODEL_FAILED`, `TOOL_FAILED`, `LIMIT_EXCEEDED`, |
-| | `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, |
-| | `TOOLS_UNAVAILABLE`, `ABORTED` |
+| `failed` | `INVALID_INPUT`, `INVALID_OUTPUT`, `MODEL_FAILED`, `TOOL_FAILED`, `TOOL_ERROR`, |
+| | `TOOL_REFUSED`, `LIMIT_EXCEEDED`, `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, |
+| | `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, `TOOLS_UNAVAILABLE`, `ABORTED` |
 | `blocked` | `PERMISSION_DENIED`, `BUDGET_EXCEEDED`, `GUARD_BLOCKED`, `GUARD_UNAVAILABLE` |
 | `cancelled` | `CANCELLED` |
 | `outcome_unknown` | `OUTCOME_UNKNOWN` |
 
-`INTERRUPTED` is read back from a durable journal for a run whose process died while no call
-with effects was in flight (so nothing is unknown about the outside world). `ABORTED` ends a
-session (`runtime.session`) left by an exception raised by the caller's code (or a framework
-around it) that was neither the session's own refusal nor a model call's failure.
+`TOOL_ERROR` and `TOOL_REFUSED` are failures the server answered with (an `isError` result; a
+JSON-RPC error that refuses the request before acting): known, so never `outcome_unknown`
+(`_answers` has the table). `INTERRUPTED` is read back from a durable journal for a run whose
+process died while no call with effects was in flight (so nothing is unknown about the outside
+world). `ABORTED` ends a session (`runtime.session`) left by an exception raised by the caller's
+code (or a framework around it) that was neither the session's own refusal nor a model call's
+failure.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ CODES: Final[dict[str, str]] = {
     "INVALID_OUTPUT": "failed",
     "MODEL_FAILED": "failed",
     "TOOL_FAILED": "failed",
+    "TOOL_ERROR": "failed",
+    "TOOL_REFUSED": "failed",
     "LIMIT_EXCEEDED": "failed",
     "TIMEOUT": "failed",
     "NOT_FOUND": "failed",
@@ -69,6 +74,8 @@ GENERIC_MESSAGES: Final[dict[str, str]] = {
     "INVALID_OUTPUT": "the output did not match the declared schema",
     "MODEL_FAILED": "the model call failed",
     "TOOL_FAILED": "the tool call failed",
+    "TOOL_ERROR": "the tool answered that the call failed",
+    "TOOL_REFUSED": "the server refused the call before running it",
     "LIMIT_EXCEEDED": "a run limit was reached",
     "TIMEOUT": "the call or run took longer than allowed",
     "NOT_FOUND": "the model asked for a tool this agent does not have",

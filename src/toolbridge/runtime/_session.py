@@ -398,6 +398,49 @@ class GovernedSession(CallRules, RunRules):
             call, step, None if isinstance(target.source, DeclaredTool) else _invoke(target, call, context)
         )
 
+    async def refuse(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        code: str = "PERMISSION_DENIED",
+        detail: str | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> PolicyError:
+        """Record a call the caller refused itself (an approval a person declined or could not
+        be asked): the call gets its journal row, ended `not_started` with `code` and the tool's
+        id, and the session ends with that code. Nothing is sent.
+
+        Args:
+            name: the model-facing name of the tool the call was for.
+            args: its arguments (only their digest and size are journaled).
+            code: a `blocked` or `failed` run code (default `PERMISSION_DENIED`).
+            detail: a fixed detail of the caller's (never text from a tool or server).
+            call_id: the caller's id for the call (default `call_<n>_0`).
+
+        Returns:
+            The error to raise (the runtime's code and generic message).
+
+        Raises:
+            ConfigError: `code` is not such a code.
+            PolicyError: the code that ended the session before.
+        """
+        if CODES.get(code) not in ("blocked", "failed"):
+            raise ConfigError(f"refuse: {code!r} is not a blocked or failed run code")
+        self._check_open()
+        catalog = self._catalog.current() or await self._resolve()
+        step = self._turns
+        self._turns += 1
+        arguments = args if isinstance(args, Mapping) else {}
+        call = PlannedToolCall(call_id or f"call_{step}_0", name, arguments, catalog.targets.get(name))
+        error = self._fail(code, detail)
+        self._refused([call], error)
+        if self._ajournal is None:
+            self._refused_rows([call], error, step)
+        else:
+            await self._arefused_rows([call], error, step)
+        return error
+
     async def call_tools(
         self,
         calls: Sequence[tuple[str, Mapping[str, Any] | None]],
