@@ -249,7 +249,8 @@ async def test_a_relayed_round_is_bound_to_its_caller_and_used_once(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    ("upstream_mode", "client_mode"), [("legacy", "legacy"), ("modern", MODERN), ("modern", "legacy")]
+    ("upstream_mode", "client_mode"),
+    [("legacy", "legacy"), ("modern", MODERN), ("modern", "legacy"), ("legacy", MODERN)],
 )
 async def test_a_client_without_the_capability_gets_32021(
     tmp_path: Path, upstream_mode: str, client_mode: str

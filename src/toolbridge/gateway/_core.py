@@ -488,7 +488,7 @@ class GatewayCore:
             except LookupError:
                 raise MCPError(types.INVALID_PARAMS, "request_state not honoured (expired)") from None
             return self._suspended_round(waited, context, name, digest, resumed.number)
-        if context.modern and self._suspendable(target):
+        if context.modern and self._suspendable(target, context):
             digest = digest or arguments_digest(name, args)
 
             def run(suspend: Any) -> Any:
@@ -500,9 +500,13 @@ class GatewayCore:
             return self._suspended_round(waited, context, name, digest, number)
         return await self._governed(routed, context, name, args, why, digest, resumed, ask)
 
-    def _suspendable(self, target: ToolTarget) -> bool:
-        """Whether a 2026-07-28 client's call of `target` runs suspendable (`_suspend`): its
-        upstream is of the handshake era (or not connected yet), so it may ask mid-call."""
+    def _suspendable(self, target: ToolTarget, context: CallContext) -> bool:
+        """Whether a 2026-07-28 client's call of `target` runs suspendable (`_suspend`): the
+        client declared something an upstream may ask for, and the upstream is of the handshake
+        era (or not connected yet), so it may ask mid-call. (Else no task is spent on it.)"""
+        caps = context.capabilities
+        if caps is None or (caps.elicitation is None and caps.sampling is None and caps.roots is None):
+            return False
         if target.declared or self._suspensions.full():
             return False
         client = self._clients.get(id(target.binding))

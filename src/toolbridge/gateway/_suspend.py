@@ -53,10 +53,16 @@ class Question:
 @dataclass(eq=False)
 class _Call:
     id: str
-    signal: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Future[None] | None = None
+    """Resolved when the call finishes or asks (what a waiting downstream request awaits)."""
     task: asyncio.Task[Any] | None = None
     pending: tuple[str, types.InputRequest, asyncio.Future[Any]] | None = None
     asked: int = 0
+
+    def woken(self, _: object = None) -> None:
+        wake = self.wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
 
 def _question(call: _Call) -> tuple[str, types.InputRequest, asyncio.Future[Any]] | None:
@@ -93,7 +99,7 @@ class Suspensions:
 
         loop = asyncio.get_running_loop()
         call.task = loop.create_task(run(suspend))  # type: ignore[arg-type]
-        call.task.add_done_callback(lambda _: loop.call_later(ROUND_TTL_S, self._calls.pop, call.id, None))
+        call.task.add_done_callback(lambda _: self._finished(call))
         self._calls[call.id] = call
         outcome: _R | Question = await self._wait(call)
         return outcome
@@ -118,20 +124,26 @@ class Suspensions:
                 answer.set_result(refused)
         return await self._wait(call)
 
+    def _finished(self, call: _Call) -> None:
+        """The call's task ended: wake its waiter, or keep the result `ROUND_TTL_S` for a retry."""
+        if call.wake is not None and not call.wake.done():
+            call.woken()
+        else:
+            asyncio.get_running_loop().call_later(ROUND_TTL_S, self._calls.pop, call.id, None)
+
     async def _wait(self, call: _Call) -> Any:
         task = call.task
         assert task is not None
         if not task.done() and _question(call) is None:
-            call.signal.clear()
-            waiter = asyncio.ensure_future(call.signal.wait())
+            call.wake = asyncio.get_running_loop().create_future()
             try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                await call.wake
             except BaseException:
                 if _question(call) is None:  # the client gave up while the upstream works
                     task.cancel()
                 raise
             finally:
-                waiter.cancel()
+                call.wake = None
         if task.done():
             self._calls.pop(call.id, None)
             return task.result()
@@ -144,7 +156,7 @@ class Suspensions:
         call.asked += 1
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         call.pending = (f"{SUSPEND_KEY}{call.asked}", request, answer)
-        call.signal.set()
+        call.woken()
         try:
             with anyio.fail_after(self.wait_s):
                 return await answer
