@@ -139,7 +139,8 @@ def traffic_params(manifest: Path, wire: Path, err: Path) -> StdioServerParamete
     )
 
 
-async def test_nothing_secret_reaches_a_stdio_client(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_nothing_secret_reaches_a_stdio_client(tmp_path: Path, mode: str) -> None:
     manifest = secret_manifest(tmp_path)
     wire, err = tmp_path / "wire.jsonl", tmp_path / "stderr.txt"
     logs: list[Any] = []
@@ -147,13 +148,14 @@ async def test_nothing_secret_reaches_a_stdio_client(tmp_path: Path) -> None:
     async def heard(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async with Client(traffic_params(manifest, wire, err), mode="legacy", logging_callback=heard) as client:  # type: ignore[arg-type]
+    async with Client(traffic_params(manifest, wire, err), mode=mode, logging_callback=heard) as client:  # type: ignore[arg-type]
         seen = await exercise(client)
     traffic = wire.read_bytes()
     assert b'"plain"' in traffic, "the recorded traffic ends before the last answer"
     assert_relayed_without_secret(seen, traffic, err.read_bytes())
-    assert logs, "the upstream's log notifications were not relayed"
-    assert any(p.data and "***" in json.dumps(p.data) for p in logs)
+    if mode == "legacy":  # a 2026-07-28 client asks for logs per request (not done here)
+        assert logs, "the upstream's log notifications were not relayed"
+        assert any(p.data and "***" in json.dumps(p.data) for p in logs)
     assert any(m and "***" in m for m in seen["progress"])
 
 
