@@ -1,8 +1,9 @@
-"""What the gateway costs: per-call latency over stdio, and throughput of 32 HTTP clients.
+"""What the gateway costs: latency per call over stdio, throughput of 32 HTTP clients, idle session memory.
 
     python bench/bench_gateway.py            # full run (creates bench/.venvs/fastmcp if missing)
     python bench/bench_gateway.py --quick    # fewer rounds
     python bench/bench_gateway.py --no-peers # without fastmcp's proxy
+    python bench/bench_gateway.py --sessions 0 # without the idle-session memory section
 
 Everything is measured in the same run, on the same machine, against server-everything's `echo`:
 
@@ -24,6 +25,11 @@ Everything is measured in the same run, on the same machine, against server-ever
    ratio the median over rounds of the per-round ratio to direct. Target: the gateway >= 70 % of
    direct. The load generator is one Python process on the same machine: its own CPU limits every
    column alike.
+3. **memory per idle session, Streamable HTTP**: the resident set (`VmRSS` from /proc) of the
+   gateway (and of fastmcp's proxy) before and after `--sessions` SDK clients (`legacy` era, each
+   its own session, initialized and then left idle) are connected; the figure is the growth divided
+   by the number of sessions. No target in the issue; a budget operators can size
+   `maxSessions` / `maxSessionsPerIdentity` with.
 """
 
 from __future__ import annotations
@@ -96,6 +102,7 @@ class Config:
     seconds: float = 4.0
     peers: bool = True
     http: bool = True
+    sessions: int = 200
 
 
 @dataclass
@@ -259,10 +266,18 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
             time.sleep(0.1)
 
 
+class Urls(dict[str, str]):
+    """Each server's URL by name; `pids` holds each server's process id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pids: dict[str, int] = {}
+
+
 @contextlib.contextmanager
-def http_servers(manifest: Path, peers: bool) -> Iterator[dict[str, str]]:
+def http_servers(manifest: Path, peers: bool, *, direct: bool = True) -> Iterator[Urls]:
     procs: list[subprocess.Popen[bytes]] = []
-    urls: dict[str, str] = {}
+    urls = Urls()
 
     def start(name: str, argv: list[str], port: int, env: dict[str, str] | None = None) -> None:
         proc = subprocess.Popen(
@@ -275,15 +290,17 @@ def http_servers(manifest: Path, peers: bool) -> Iterator[dict[str, str]]:
         procs.append(proc)
         wait_port(port, proc, name)
         urls[name] = f"http://127.0.0.1:{port}/mcp"
+        urls.pids[name] = proc.pid
 
     try:
-        port = free_port()
-        start(
-            "direct (server-everything)",
-            ["node", str(EVERYTHING_JS), "streamableHttp"],
-            port,
-            {"PORT": str(port)},
-        )
+        if direct:
+            port = free_port()
+            start(
+                "direct (server-everything)",
+                ["node", str(EVERYTHING_JS), "streamableHttp"],
+                port,
+                {"PORT": str(port)},
+            )
         port = free_port()
         start(
             "toolbridge gateway (governed)",
@@ -365,6 +382,54 @@ async def throughput_section(cfg: Config, manifest: Path, results: Results) -> N
         )
 
 
+# ----------------------------------------------------------------------------- memory per idle session
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set of process `pid` in KiB (`VmRSS`)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+async def idle_sessions_growth_kib(url: str, pid: int, sessions: int) -> tuple[int, int]:
+    """RSS (KiB) of `pid` with one warm session, and with `sessions` more idle ones open."""
+    from mcp import Client
+
+    async with contextlib.AsyncExitStack() as stack:
+        warm = await stack.enter_async_context(Client(url, mode="legacy"))
+        await warm.call_tool("echo", {"message": "warm"})
+        await anyio.sleep(0.5)
+        before = rss_kib(pid)
+        for _ in range(sessions):
+            await stack.enter_async_context(Client(url, mode="legacy"))
+        await anyio.sleep(0.5)
+        after = rss_kib(pid)
+    return before, after
+
+
+async def memory_section(cfg: Config, manifest: Path, results: Results) -> None:
+    with http_servers(manifest, cfg.peers, direct=False) as urls:
+        section = f"memory per idle session, Streamable HTTP ({cfg.sessions} sessions)"
+        raw: dict[str, dict[str, int]] = {}
+        for name, url in urls.items():
+            pid = int(urls.pids[name])
+            before, after = await idle_sessions_growth_kib(url, pid, cfg.sessions)
+            raw[name] = {"rss_before_kib": before, "rss_after_kib": after}
+            per = (after - before) / cfg.sessions
+            results.rows.append(
+                (
+                    section,
+                    name,
+                    f"{per:,.1f} KiB per session (RSS {before / 1024:,.0f} -> {after / 1024:,.0f} MiB)",
+                    "",
+                    "",
+                )
+            )
+    results.raw["idle_session_rss"] = raw
+
+
 # ------------------------------------------------------------------------------------------ main
 
 
@@ -386,6 +451,8 @@ async def run(cfg: Config) -> Results:
         await latency_section(cfg, manifest, results)
         if cfg.http:
             await throughput_section(cfg, manifest, results)
+        if cfg.sessions:
+            await memory_section(cfg, manifest, results)
     return results
 
 
@@ -395,8 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="without fastmcp's proxy")
     parser.add_argument("--no-http", action="store_true", help="without the HTTP throughput section")
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
+    parser.add_argument(
+        "--sessions", type=int, default=200, help="idle sessions for the memory section (0: skip it)"
+    )
     args = parser.parse_args(argv)
-    cfg = Config(peers=not args.no_peers, http=not args.no_http)
+    cfg = Config(peers=not args.no_peers, http=not args.no_http, sessions=args.sessions)
     if args.quick:
         cfg.rounds, cfg.calls, cfg.seconds = 3, 60, 2.0
     results = anyio.run(run, cfg)
