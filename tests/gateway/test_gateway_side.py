@@ -203,7 +203,7 @@ async def test_text_a_model_reads_is_cleaned_and_errors_keep_their_code(tmp_path
         message = info.value.error.message
         assert message.startswith("no such resource side://fail") and ESC not in message
         assert SECRET not in message and "***" in message  # the upstream's secret is redacted
-        assert info.value.error.data is None  # its data stays in the gateway
+        assert info.value.error.data == {"uri": "side://fail"}  # of its data, only the URI asked for
         with pytest.raises(MCPError) as info:  # an unknown prompt: the upstream's -32602 and reason
             await client.get_prompt("sd_nothing", {})
         assert (
@@ -264,8 +264,9 @@ async def test_refused_reads_and_gets_are_journaled_and_never_sent(tmp_path: Pat
         with pytest.raises(MCPError) as info:
             await client.get_prompt("sd_story", {"genre": "x"})
         assert info.value.error.code == types.INVALID_PARAMS
-        with pytest.raises(MCPError):
+        with pytest.raises(MCPError) as info:
             await client.read_resource("side://doc")
+        assert (info.value.error.code, info.value.error.data) == (types.INVALID_PARAMS, {"uri": "side://doc"})
         with pytest.raises(MCPError):
             await client.complete(ref, {"name": "genre", "value": "f"})
     assert side_log(tmp_path) == []

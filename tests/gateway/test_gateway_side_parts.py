@@ -167,6 +167,10 @@ def test_an_upstream_error_keeps_its_code_and_loses_escapes_secrets_and_data() -
     message = relayed.error.message
     assert message.startswith("no resource with key ***") and len(message) <= 2000 + 40
     assert relayed_error(MCPError(-32603, "")).error.message == "the upstream refused the request"
+    # SEP-2164: data.uri is kept when it is the URI asked for, nothing else of data
+    found = relayed_error(MCPError(-32602, "nope", {"uri": "x://a", "k": "v"}), "x://a")
+    assert found.error.data == {"uri": "x://a"}
+    assert relayed_error(MCPError(-32602, "nope", {"uri": "x://other"}), "x://a").error.data is None
 
 
 def test_a_prompt_named_with_escapes_is_left_out() -> None:

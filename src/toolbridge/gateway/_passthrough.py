@@ -39,6 +39,7 @@ from ._side import (
     clean_prompt_result,
     clean_read_result,
     clean_resource,
+    not_found,
     relayed_error,
     template_matches,
 )
@@ -156,7 +157,7 @@ def add_passthrough(
                     raise exc.error from None
                 except MCPError as exc:
                     op.fail("TOOL_FAILED")
-                    raise relayed_error(exc) from None
+                    raise relayed_error(exc, target if kind == "resources/read" else None) from None
                 except TimeoutError:
                     op.fail("TIMEOUT")
                     raise MCPError(
@@ -221,10 +222,10 @@ def add_passthrough(
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         identity = identity_of(ctx)
         uri = str(params.uri)
-        not_found = MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
+        unknown = not_found(uri)
         if not any(_allowed(identity, "resources", s) for s in sources):  # no upstream asked at all
             async with journaled(identity, "resources/read", uri, {"uri": uri}, None, "read"):
-                raise _Refused("PERMISSION_DENIED", not_found)
+                raise _Refused("PERMISSION_DENIED", unknown)
         owner = uri_owner.get(uri)
         withheld = False
         if owner is None or pins(owner) is not None:  # under a pin: judged on what is offered now
@@ -232,7 +233,7 @@ def add_passthrough(
         if owner is not None:
             async with journaled(identity, "resources/read", uri, {"uri": uri}, owner, "read") as op:
                 if not _allowed(identity, "resources", owner):
-                    raise _Refused("PERMISSION_DENIED", not_found)
+                    raise _Refused("PERMISSION_DENIED", unknown)
                 with anyio.fail_after(_TIMEOUT_S):
                     sdk = await sdk_client(owner.client)
                     await op.sent()
@@ -242,7 +243,7 @@ def add_passthrough(
         tried = [s for s in sources if pins(s) is None and _allowed(identity, "resources", s)]
         async with journaled(identity, "resources/read", uri, {"uri": uri}, None, "read") as op:
             if withheld or not tried:
-                raise _Refused("PERMISSION_DENIED", not_found)
+                raise _Refused("PERMISSION_DENIED", unknown)
             sent = False
             answer: MCPError | None = None
             for source in tried:
@@ -263,7 +264,7 @@ def add_passthrough(
                     log.info("resources/read on %s failed: %s", source.name, type(exc).__name__)
             if answer is not None and len(tried) == 1:
                 raise answer  # the one upstream's own answer, its code kept
-            raise _Refused("NOT_FOUND", not_found)
+            raise _Refused("NOT_FOUND", unknown)
 
     # ---------------------------------------------------------------------------- prompts
 
@@ -395,7 +396,7 @@ def add_passthrough(
             return types.EmptyResult()
         elif (limit := hub.limit_reached(link.key, identity.name, uri)) is not None:
             raise MCPError(types.INVALID_REQUEST, f"resources/subscribe refused: {limit}")
-        raise MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}")
+        raise not_found(uri)
 
     async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         identity_of(ctx)

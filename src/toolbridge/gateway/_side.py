@@ -12,7 +12,8 @@ Every field the protocol defines reaches the client as the upstream sent it (`ti
 - a prompt whose name is not clean text is left out (a client could not name it back safely).
 
 An upstream's JSON-RPC error reaches the client with its code and its message cleaned, cut to
-`ERROR_TEXT_LIMIT` characters and redacted (`toolbridge.redact.redact`); its `data` stays here.
+`ERROR_TEXT_LIMIT` characters and redacted (`toolbridge.redact.redact`); of its `data`, only the
+URI the client asked for (SEP-2164), the rest stays here.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "clean_prompt_result",
     "clean_read_result",
     "clean_resource",
+    "not_found",
     "relayed_error",
     "template_matches",
 ]
@@ -107,13 +109,23 @@ def clean_completion(result: types.CompleteResult) -> types.CompleteResult:
     return result.model_copy(update={"completion": completion.model_copy(update={"values": values})})
 
 
-def relayed_error(exc: MCPError) -> MCPError:
+def relayed_error(exc: MCPError, uri: str | None = None) -> MCPError:
     """An upstream's JSON-RPC error as the client gets it: its code, its message cleaned, cut and
-    redacted (never its `data`)."""
+    redacted; of its `data`, only `{"uri": uri}` when it names the URI the client asked for
+    (SEP-2164's resource-not-found), nothing else."""
     code = exc.error.code if isinstance(exc.error.code, int) else types.INTERNAL_ERROR
     message = exc.error.message if isinstance(exc.error.message, str) else ""
     text = bounded(redact(clean_text(message)), ERROR_TEXT_LIMIT) or "the upstream refused the request"
+    data = exc.error.data
+    if uri is not None and isinstance(data, dict) and data.get("uri") == uri:
+        return MCPError(code, text, {"uri": uri})
     return MCPError(code, text)
+
+
+def not_found(uri: str) -> MCPError:
+    """The gateway's own answer for a resource it does not serve: -32602 with `data.uri` (SEP-2164)."""
+    data = {"uri": uri} if len(uri) <= 8192 else None
+    return MCPError(types.INVALID_PARAMS, f"resource not found: {bounded(uri, 200)}", data)
 
 
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^{}]*)\}")
