@@ -83,9 +83,9 @@ _ONLY_2026_TOOLS = (
     "the reference offers its `test_input_required_*` tools and prompt (and `test_missing_capability`) "
     "to 2026-07-28 clients only: a handshake-era upstream does not have them"
 )
-_NO_URI_DATA = (
-    "the gateway's 'resource not found' error carries no `data.uri` (a SHOULD of SEP-2164; "
-    "gateway/_passthrough.py, h6)"
+_UPSTREAM_NO_URI_DATA = (
+    "the handshake-era reference answers -32602 without `data.uri` (its 2026 answer has it); the "
+    "gateway relays an upstream's error as it is (gateway/_side.py relayed_error)"
 )
 _NO_PRIMING = (
     "the gateway's event streams carry no priming event and no `retry` field (SEP-1699, a SHOULD: "
@@ -131,7 +131,7 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
     ("0.2.0-alpha.12", "handshake"): {
         "tools-call-with-logging": _LOGS,
         "server-sse-polling": _NO_PRIMING,
-        "sep-2164-resource-not-found": _NO_URI_DATA,
+        "sep-2164-resource-not-found": _UPSTREAM_NO_URI_DATA,
         "server-stateless": _ONLY_2026_TOOLS,
         **dict.fromkeys(_IRR, _ONLY_2026_TOOLS),
         "input-required-result-ignore-extra-params": _ONLY_2026_TOOLS,
@@ -140,7 +140,6 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
         **_TOOLS_2026,
         **_RESOURCES_2026,
         "server-sse-polling": f"{_NO_RESULT_TYPE}; and {_NO_PRIMING}",
-        "sep-2164-resource-not-found": _NO_URI_DATA,
         "server-stateless": _MISSING_CAPABILITY,
         "input-required-result-non-tool-request": _PROMPT_INPUT,
         "input-required-result-capability-check": _CAPABILITY_FIRST,
