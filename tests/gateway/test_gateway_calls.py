@@ -448,3 +448,38 @@ async def test_a_handshake_upstream_question_becomes_a_round_for_a_2026_client(t
                 tg.start_soon(call, b, "bob")
     assert got == {"alice": "alice: alice's model", "bob": "bob: bob's model"}
     assert alice.asked == ["summarize for alice"] and bob.asked == ["summarize for bob"]
+
+
+async def test_a_2026_client_cancelling_its_call_cancels_it_upstream(tmp_path: Path) -> None:
+    """A 2026 client gives up while the upstream works: the upstream call is cancelled."""
+    manifest = asking_manifest(tmp_path, upstream_mode="legacy")
+    with gateway_http(manifest, env=ENV) as url:
+        async with connect(url, ALICE, MODERN, None) as a:
+            with anyio.move_on_after(3):  # the upstream waits for a second caller who never comes
+                await a.call_tool("ask_hold", {"who": "alice", "meet": 2, "group": "never"})
+            with anyio.fail_after(30):  # hang guard: the upstream hears the cancellation
+                while (await a.call_tool("ask_cancelled", {})).structured_content != {"result": ["alice"]}:  # noqa: ASYNC110
+                    await anyio.sleep(0.1)
+
+
+async def test_cancelling_a_suspendable_call_cancels_its_task_and_the_upstream_call(tmp_path: Path) -> None:
+    """A 2026 client that declared elicitation calls a handshake-era upstream: the call runs in
+    a task of the gateway's (`_suspend`); cancelling the waiting request (no question pending)
+    cancels that task and the upstream call, leaving nothing running."""
+    from toolbridge.gateway._build import open_gateway
+    from toolbridge.gateway._upstream import CallContext
+
+    manifest = asking_manifest(tmp_path, upstream_mode="legacy")
+    caps = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    async with open_gateway(manifest, secrets={"aliceToken": ALICE, "bobToken": BOB}) as gateway:
+        core = gateway.core
+        alice = gateway.identities["alice"]
+        await core.call(alice, "ask_hold", {"who": "warm"}, context=CallContext(alice))
+        with anyio.move_on_after(2):
+            context = CallContext(alice, capabilities=caps, protocol_version=MODERN)
+            await core.call(alice, "ask_hold", {"who": "alice", "meet": 2, "group": "never"}, context=context)
+        with anyio.fail_after(30):  # hang guard: the upstream hears the cancellation
+            while (await core.call(alice, "ask_cancelled", {})).structured_content != {  # noqa: ASYNC110
+                "result": ["alice"]
+            }:
+                await anyio.sleep(0.1)

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 server = MCPServer("asking-upstream")
 
 _groups: dict[str, tuple[set[str], anyio.Event]] = {}
+_cancelled: list[str] = []
 
 
 async def _meet(who: str, meet: int, group: str) -> None:
@@ -36,8 +37,12 @@ async def _meet(who: str, meet: int, group: str) -> None:
     arrived.add(who)
     if len(arrived) >= meet:
         gate.set()
-    with anyio.fail_after(60):
-        await gate.wait()
+    try:
+        with anyio.fail_after(60):
+            await gate.wait()
+    except anyio.get_cancelled_exc_class():
+        _cancelled.append(who)
+        raise
 
 
 class Confirm(BaseModel):
@@ -91,7 +96,6 @@ async def where(
 
 
 _written: list[str] = []
-_cancelled: list[str] = []
 
 
 @server.tool()
