@@ -202,9 +202,12 @@ def _from_tool_result(result: ToolResult, box: CallContext) -> types.CallToolRes
         data.setdefault("content", [])
         try:
             return types.CallToolResult.model_validate(data)
-        except ValueError:
+        except ValueError:  # (the client validated it: only a result changed on the way)
             kept = {k: v for k, v in box.wire.items() if k in ("content", "structuredContent")}
-            return types.CallToolResult.model_validate({"content": [], **kept})
+            try:
+                return types.CallToolResult.model_validate({"content": [], **kept})
+            except ValueError:
+                return error_result("TOOL_FAILED: the upstream's result could not be passed on")
     if result.kind == "structured":
         blocks: list[Any] = [{"type": "text", "text": to_json_text(result.structured)}]
         blocks += [_part_block(p) for p in result.media]
