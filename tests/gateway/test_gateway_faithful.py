@@ -330,3 +330,22 @@ async def test_every_refused_call_has_a_row_with_its_code_and_tool(tmp_path: Pat
         ("me", "g_write", "not_started", "PERMISSION_DENIED", False),
         ("me", "a_write", "not_started", "PERMISSION_DENIED", False),
     ]
+
+
+def test_the_inspector_sees_every_field_and_the_upstream_s_error(tmp_path: Path) -> None:
+    """The MCP Inspector's CLI as the outside client: the listing's fields, and a JSON-RPC error
+    with the upstream's redacted reason."""
+    from test_gateway_inspector import _json, inspector
+
+    manifest = faith_manifest(tmp_path, tools=("f_rich", "f_refuse"))
+    env = [arg for key, value in ENV.items() for arg in ("-e", f"{key}={value}")]
+    target = [*env, TOOLBRIDGE, "gateway", str(manifest)]
+    listed = _json(inspector(tmp_path, *target, "--method", "tools/list"))
+    rich = next(t for t in listed["tools"] if t["name"] == "f_rich")  # type: ignore[attr-defined]
+    assert rich["title"] == "Rich tool" and rich["execution"] == {"taskSupport": "optional"}
+    assert rich["icons"][0]["src"] == "https://example.com/rich.png"
+    assert rich["_meta"] == {"com.example/ui": {"template": "card", "n": 1}}
+    refused = inspector(tmp_path, *target, "--method", "tools/call", "--tool-name", "f_refuse")
+    assert refused.returncode != 0
+    shown = refused.stderr + refused.stdout  # (the Inspector prints the message, not the code)
+    assert "q is required (key ***)" in shown and FAITH_KEY not in shown
