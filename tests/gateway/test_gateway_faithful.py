@@ -324,11 +324,21 @@ async def test_every_refused_call_has_a_row_with_its_code_and_tool(tmp_path: Pat
     async with gateway_stdio(manifest, env=ENV) as client:  # no elicitation: cannot be asked
         impossible = await client.call_tool("a_write", {})
         assert impossible.meta is not None and impossible.meta["toolbridge/code"] == "PERMISSION_DENIED"
+    with gateway_http(manifest, env=ENV) as url:  # a 2026-07-28 client without elicitation
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http), mode="auto") as modern,  # type: ignore[arg-type]
+        ):
+            assert modern.protocol_version == "2026-07-28"
+            refused = await modern.call_tool("a_write", {})
+            assert refused.meta is not None and refused.meta["toolbridge/code"] == "PERMISSION_DENIED"
+            assert refused.content[0].text.endswith("cannot be asked (no elicitation)")  # type: ignore[union-attr]
     assert _calls(tmp_path) == [
         ("me", "a_write", "not_started", "PERMISSION_DENIED", False),
         ("me", "b_write", "not_started", "BUDGET_EXCEEDED", False),
         ("me", "g_write", "not_started", "PERMISSION_DENIED", False),
         ("me", "a_write", "not_started", "PERMISSION_DENIED", False),
+        ("web", "a_write", "not_started", "PERMISSION_DENIED", False),
     ]
 
 

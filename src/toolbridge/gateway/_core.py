@@ -475,7 +475,10 @@ class GatewayCore:
             if not context.modern:
                 why = await self._ask(context, target, needs.effects, name, args)
             elif resumed is None:
-                return self._approval_round(context, target, needs.effects, name, args, digest)
+                asked = self._approval_round(context, target, needs.effects, name, args, digest)
+                if not isinstance(asked, str):
+                    return asked
+                why = asked  # cannot be asked: refused, with its call row (`_governed`)
             elif not resumed.approved:
                 why = _judge_response((input_responses or {}).get(APPROVAL_KEY))
                 if why is None:
@@ -485,6 +488,8 @@ class GatewayCore:
             context.upstream_responses = {
                 k: v for k, v in (input_responses or {}).items() if k != APPROVAL_KEY
             }
+        if why is not None:  # refused: journaled by the session, nothing sent
+            return await self._governed(routed, context, name, args, why, digest, resumed, ask)
         if resumed is not None and resumed.suspended is not None:
             try:
                 waited = await self._suspensions.resume(resumed.suspended, input_responses or {})
@@ -581,13 +586,14 @@ class GatewayCore:
         name: str,
         args: Mapping[str, Any],
         digest: str,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """The first round of a 2026-07-28 call that needs approval: the question."""
+    ) -> str | types.InputRequiredResult:
+        """The first round of a 2026-07-28 call that needs approval: the question, or why it
+        cannot be asked."""
         caps = context.capabilities
         if caps is None or caps.elicitation is None:
-            return refusal_text("approval needed, but the client cannot be asked (no elicitation)")
+            return "approval needed, but the client cannot be asked (no elicitation)"
         if too_large_to_show(args):
-            return refusal_text(TOO_LARGE)
+            return TOO_LARGE
         message = approval_message(name, self._server_of(target), effects, args)
         state = self._rounds.seal(
             context.identity.name, name, digest, number=1, approved=False, upstream=None
@@ -671,11 +677,6 @@ class GatewayCore:
 
 
 TOO_LARGE = "approval needed, but the arguments are too large to show in full"
-
-
-def refusal_text(why: str) -> types.CallToolResult:
-    """An approval refusal before any governed session (nothing was journaled or sent)."""
-    return refusal(PolicyError(why, code="PERMISSION_DENIED", outcome="blocked"))
 
 
 def missing_error(context: CallContext) -> None:
