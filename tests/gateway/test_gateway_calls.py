@@ -450,11 +450,13 @@ async def test_a_handshake_upstream_question_becomes_a_round_for_a_2026_client(t
     assert alice.asked == ["summarize for alice"] and bob.asked == ["summarize for bob"]
 
 
-async def test_a_2026_client_cancelling_its_call_cancels_it_upstream(tmp_path: Path) -> None:
-    """A 2026 client gives up while the upstream works: the upstream call is cancelled."""
+@pytest.mark.parametrize("declares", [False, True])
+async def test_a_2026_client_cancelling_its_call_cancels_it_upstream(tmp_path: Path, declares: bool) -> None:
+    """A 2026 client gives up while a handshake-era upstream works: the upstream call is
+    cancelled (also when the call ran suspendable, in a task of the gateway's)."""
     manifest = asking_manifest(tmp_path, upstream_mode="legacy")
     with gateway_http(manifest, env=ENV) as url:
-        async with connect(url, ALICE, MODERN, None) as a:
+        async with connect(url, ALICE, MODERN, Person("alice") if declares else None) as a:
             with anyio.move_on_after(3):  # the upstream waits for a second caller who never comes
                 await a.call_tool("ask_hold", {"who": "alice", "meet": 2, "group": "never"})
             with anyio.fail_after(30):  # hang guard: the upstream hears the cancellation
