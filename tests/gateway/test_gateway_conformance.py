@@ -41,11 +41,6 @@ _LOGS = (
     f"{_H1}: the log messages an upstream sends while serving a call reach a handshake-era client only "
     "after it sent logging/setLevel, which this scenario does not"
 )
-_PROMPT_INPUT = (
-    "a prompts/get answered with an InputRequiredResult is not relayed: the gateway's client meets "
-    "the round as if it belonged to a call and refuses it ('elicitation refused: no call is in flight "
-    "on this connection'); the relay covers tools/call only (h1/h6)"
-)
 _CAPABILITY_FIRST = (
     "the gateway refuses with -32021 a tool whose upstream would have asked the client only for what "
     "it declared (an InputRequiredResult with sampling alone); h1"
@@ -141,7 +136,6 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
         **_RESOURCES_2026,
         "server-sse-polling": f"{_NO_RESULT_TYPE}; and {_NO_PRIMING}",
         "server-stateless": _MISSING_CAPABILITY,
-        "input-required-result-non-tool-request": _PROMPT_INPUT,
         "input-required-result-capability-check": _CAPABILITY_FIRST,
         "input-required-result-ignore-extra-params": _EXTRA_KEYS,
     },

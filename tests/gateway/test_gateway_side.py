@@ -530,3 +530,45 @@ async def test_a_withheld_resource_cannot_be_subscribed(tmp_path: Path) -> None:
         assert [str(r.uri) for r in (await client.list_resources()).resources] == ["test://readme"]
         await client.subscribe_resource("test://readme")
     assert "sub:test://readme" in events.read_text()
+
+
+async def test_a_2026_prompt_round_reaches_a_2026_client_with_its_state_sealed(tmp_path: Path) -> None:
+    """A 2026-07-28 upstream answers `prompts/get` with an `InputRequiredResult`: a 2026 client
+    gets the round (the upstream's state sealed to it and the prompt), answers, and its retry
+    reaches the upstream; a forged or transplanted state is -32602 and is not sent."""
+    manifest = side_manifest(tmp_path)
+    manifest.write_text(manifest.read_text().replace("mode: legacy", "mode: auto"))
+    async with Client(gateway_params(manifest), mode="auto") as client:
+        session = client.session
+        first = await session.get_prompt("sd_confirm", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        ask = first.input_requests["ok"]
+        assert ask.params.message == "Which colour?"  # type: ignore[union-attr]
+        assert first.request_state and first.request_state != "st-1"  # sealed, not the upstream's own
+        answer = {"ok": types.ElicitResult(action="accept", content={"colour": "teal"})}
+        done = await session.get_prompt(
+            "sd_confirm",
+            {},
+            input_responses=answer,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(done, types.GetPromptResult)
+        assert done.messages[0].content.text == "colour teal"  # type: ignore[union-attr]
+        for state, name in (
+            ("st-1", "sd_confirm"),
+            ("c3QtMQ==.forged", "sd_confirm"),
+            (first.request_state, "sd_story"),
+        ):
+            with pytest.raises(MCPError) as info:
+                await session.get_prompt(
+                    name,
+                    {"genre": "x"},
+                    input_responses=answer,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+            assert (
+                info.value.error.code == types.INVALID_PARAMS and "requestState" in info.value.error.message
+            )
+    assert side_log(tmp_path).count("get:confirm") == 2  # the refused retries never reached it

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import PolicyError, bounded
 from ..pinning import SideKind, side_digests, side_listing
@@ -41,7 +42,9 @@ from ._side import (
     clean_resource,
     not_found,
     relayed_error,
+    seal_state,
     template_matches,
+    unseal_state,
 )
 
 if TYPE_CHECKING:
@@ -296,10 +299,15 @@ def add_passthrough(
         page, nxt = page_of(shown, params.cursor if params else None, page_size)
         return types.ListPromptsResult(prompts=page, next_cursor=nxt)
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(
+        ctx: Any, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         arguments = dict(params.arguments or {})
         unknown = MCPError(types.INVALID_PARAMS, f"unknown prompt {bounded(params.name, 200)!r}")
+        bound = f"{identity.name}\x00{params.name}"
+        state = unseal_state(params.request_state, bound)  # before anything: a forged state is -32602
+        modern = getattr(ctx.session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
         found = prompt_source(params.name)
         async with journaled(
             identity, "prompts/get", params.name, arguments, found[0] if found else None
@@ -314,7 +322,20 @@ def add_passthrough(
             with anyio.fail_after(_TIMEOUT_S):
                 sdk = await sdk_client(source.client)
                 await op.sent()
-                result: types.GetPromptResult = await sdk.get_prompt(bare, arguments)
+                if not modern:
+                    result: types.GetPromptResult | types.InputRequiredResult = await sdk.get_prompt(
+                        bare, arguments
+                    )
+                else:  # a 2026 client answers the upstream's rounds itself: relayed, state sealed
+                    result = await sdk.session.get_prompt(
+                        bare,
+                        arguments,
+                        input_responses=params.input_responses,
+                        request_state=state,
+                        allow_input_required=True,
+                    )
+            if isinstance(result, types.InputRequiredResult):
+                return result.model_copy(update={"request_state": seal_state(result.request_state, bound)})
             return clean_prompt_result(result)
 
     # ---------------------------------------------------------------------------- completions

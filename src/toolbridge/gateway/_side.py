@@ -18,7 +18,11 @@ URI the client asked for (SEP-2164), the rest stays here.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import re
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,7 +44,9 @@ __all__ = [
     "clean_resource",
     "not_found",
     "relayed_error",
+    "seal_state",
     "template_matches",
+    "unseal_state",
 ]
 
 M = TypeVar("M", bound=Any)
@@ -202,3 +208,36 @@ def template_matches(template: str, uri: str) -> bool:
         if not states:
             return False
     return bool(states >> t.size & 1)
+
+
+_STATE_KEY = secrets.token_bytes(32)
+"""Seals the request states of upstream rounds this process hands to clients (see `seal_state`)."""
+
+
+def _state_mac(bound: str, state: str) -> str:
+    return hmac.new(_STATE_KEY, f"{bound}\x00{state}".encode(), hashlib.sha256).hexdigest()
+
+
+def seal_state(state: str | None, bound: str) -> str:
+    """An upstream's `requestState` as the client gets it: bound to `bound` (who asked, for what),
+    so another identity, or another prompt, cannot replay it."""
+    raw = base64.urlsafe_b64encode((state or "").encode()).decode()
+    return f"{raw}.{_state_mac(bound, state or '')}"
+
+
+def unseal_state(sealed: str | None, bound: str) -> str | None:
+    """The upstream's state inside `sealed` (None for none).
+
+    Raises:
+        MCPError: -32602 when it was not sealed here for `bound` (forged, replayed elsewhere).
+    """
+    if sealed is None:
+        return None
+    raw, _, mac = sealed.rpartition(".")
+    try:
+        state = base64.urlsafe_b64decode(raw.encode("ascii")).decode()
+    except (ValueError, UnicodeError):
+        state = None
+    if state is None or not hmac.compare_digest(mac, _state_mac(bound, state)):
+        raise MCPError(types.INVALID_PARAMS, "invalid requestState")
+    return state or None

@@ -15,6 +15,8 @@ reaches this server is appended to STATE_DIR/side.log (`get:NAME`, `read:URI`, `
   error -32002 "no such resource ...\x1b[31m sk-side-secret-0123456789" with data), `side://hang`
   (read never answers);
 - templates: `side://items/{id}` (every field); a read of `side://items/N` answers `item N`;
+- `confirm` (not listed): in the 2026-07-28 era, a get without the answer `ok` is an
+  `InputRequiredResult` (an elicitation, request state `st-1`); with it, the prompt says the colour;
 - completions: `story`'s `genre` and the template's `id` (values with an escape in one).
 """
 
@@ -145,6 +147,24 @@ async def _prompt(
                         },
                     },
                 ],
+            }
+        )
+    if params.name == "confirm":  # 2026-07-28: asks the client first (an InputRequiredResult round)
+        answer = (params.input_responses or {}).get("ok")
+        if answer is None or params.request_state != "st-1":
+            ask = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message="Which colour?",
+                    requested_schema={"type": "object", "properties": {"colour": {"type": "string"}}},
+                )
+            )
+            return types.InputRequiredResult(input_requests={"ok": ask}, request_state="st-1")  # type: ignore[return-value]
+        colour = getattr(answer, "content", None) or {}
+        return types.GetPromptResult.model_validate(
+            {
+                "messages": [
+                    {"role": "user", "content": {"type": "text", "text": f"colour {colour.get('colour')}"}}
+                ]
             }
         )
     if params.name == "hostile":
