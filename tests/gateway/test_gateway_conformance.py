@@ -218,11 +218,27 @@ client: !ref ReferenceMcp
     return path
 
 
-def _documented(version: str) -> dict[str, tuple[str, ...]]:
-    """docs/gateway.md's Conformance table of suite `version`: scenario -> (direct, handshake, 2026)."""
+def _table(version: str) -> str:
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## Conformance", 1)[1].split("\n## ", 1)[0]
-    table = section.split(f"### Suite {version}\n", 1)[1].split("\n### ", 1)[0]
+    return section.split(f"### Suite {version}\n", 1)[1].split("\n### ", 1)[0]
+
+
+def _totals(rows: dict[str, tuple[str, ...]]) -> str:
+    """The line above a table: passed/total per target, and how many more vary."""
+    parts = []
+    for i, label in enumerate(
+        ("directly", "through the gateway with a handshake upstream", "with a 2026 upstream")
+    ):
+        cells = [row[i] for row in rows.values()]
+        varies = f" (and {cells.count('varies')} varies)" if "varies" in cells else ""
+        parts.append(f"{label} {cells.count('pass')}/{len(cells)}{varies}")
+    return "Passed " + ", ".join(parts) + "."
+
+
+def _documented(version: str) -> dict[str, tuple[str, ...]]:
+    """docs/gateway.md's Conformance table of suite `version`: scenario -> (direct, handshake, 2026)."""
+    table = _table(version)
     rows: dict[str, tuple[str, ...]] = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -273,4 +289,7 @@ async def test_every_scenario_the_reference_passes_also_passes_through_the_gatew
     assert _documented(version) == measured, (
         f"docs/gateway.md's conformance table for suite {version} differs from this run:\n"
         + "\n".join(f"| `{s}` | " + " | ".join(row) + " |" for s, row in measured.items())
+    )
+    assert _totals(measured) in _table(version).splitlines(), (
+        f"docs/gateway.md should say: {_totals(measured)}"
     )
