@@ -21,7 +21,10 @@ Which call a request belongs to:
   request carries nothing that names the call it belongs to (the SDK's `ClientRequestContext`
   has none, and over stdio the wire has no relation either). It goes to a call's handler only
   when exactly one tool call is in flight on that connection; otherwise it is refused with a
-  JSON-RPC error (-32600, logged at INFO with the reason), never guessed.
+  JSON-RPC error (-32600, logged at INFO with the reason), never guessed. A request that is not a
+  tool call (a prompt, a resource read, a completion, a listing) sent through `sdk_request()`
+  counts as in flight too, with no handlers: while it runs, no question of the server can be
+  attributed to a tool call beside it, and a question asked during it alone is refused.
 
 A kind offered with `offer_call_requests` is announced to the server (the capability), whether
 or not a given call answers it; a call without a handler for it refuses it. A handler that
@@ -31,9 +34,10 @@ raises is logged and answered with -32603, as the client-wide handlers are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 import anyio.abc
@@ -42,6 +46,11 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
 from ..errors import ConfigError, ProtocolError
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from ._base import _Connection
 from ._handlers import (
     ElicitationHandler,
     SamplingHandler,
@@ -150,6 +159,10 @@ class PerCallRequests:
     _sampling_handler: SamplingHandler | None
     _elicitation_handler: ElicitationHandler | None
     _roots_callback: Any
+    # the connection's state, kept by `ConnectionClient` (`sdk_request` reads it)
+    _ready_connection: Callable[[], _Connection | None]
+    _connection: Callable[[], Awaitable[_Connection]]
+    _sdk_of: Callable[[_Connection], Client]
 
     def offer_call_requests(self, *kinds: CallRequestKind) -> None:
         """Offer the server `kinds` of requests ("sampling", "elicitation", "roots"), each answered
@@ -163,6 +176,22 @@ class PerCallRequests:
         if unknown:
             raise ConfigError(f"unknown kinds of server-to-client requests: {unknown!r}")
         self._call_requests = self._call_requests | frozenset(kinds)
+
+    @asynccontextmanager
+    async def sdk_request(self) -> AsyncIterator[Client]:
+        """The SDK `Client` of the live connection (connecting if needed), for one request that is
+        not a tool call: a prompt, a resource read, a completion, a listing.
+
+        While the block runs the request counts among the connection's calls in flight, with no
+        handlers, so a server-to-client request of the handshake era is never attributed to a tool
+        call beside it (nor answered by anyone, when it is asked during this request alone).
+        """
+        conn = self._ready_connection() or await self._connection()
+        token = conn.calls.enter(None)
+        try:
+            yield self._sdk_of(conn)
+        finally:
+            conn.calls.leave(token)
 
     def _sdk_callbacks(self, calls: InFlightCalls) -> dict[str, Any]:
         """The SDK client's callbacks: the client-wide handlers (only what has a handler is

@@ -59,7 +59,10 @@ _MAX_ITEMS = 10_000
 
 
 async def sdk_client(client: Any) -> Any:
-    """The SDK `Client` of a toolbridge client's live connection (connecting if needed)."""
+    """The SDK `Client` of a toolbridge client's live connection (connecting if needed), for the
+    event hub's control requests (log level, subscriptions, listen streams). A request a person's
+    question could arise in (a prompt, a read, a completion, a listing) goes through
+    `client.sdk_request()` instead, which counts it in flight (see `toolbridge.clients`)."""
     conn = client._ready_connection() or await client._connection()
     return client._sdk_of(conn)
 
@@ -123,8 +126,8 @@ def add_passthrough(
     async def listing(source: Source, kind: SideKind) -> list[Any]:
         """What `source` lists of `kind` now, pins applied; raises what the upstream raised."""
         with anyio.fail_after(_TIMEOUT_S):
-            sdk = await sdk_client(source.client)
-            return offered(source, kind, await side_listing(sdk, kind))
+            async with source.client.sdk_request() as sdk:
+                return offered(source, kind, await side_listing(sdk, kind))
 
     async def collect(identity: Identity, what: str, kind: SideKind) -> list[tuple[Source, Any]]:
         out: list[tuple[Source, Any]] = []
@@ -205,7 +208,8 @@ def add_passthrough(
             for source in sources:
                 try:
                     with anyio.fail_after(_TIMEOUT_S):
-                        raw = await side_listing(await sdk_client(source.client), kind)
+                        async with source.client.sdk_request() as sdk:
+                            raw = await side_listing(sdk, kind)
                 except Exception as exc:
                     log.info("%s of %s failed: %s", kind, source.name, type(exc).__name__)
                     continue
@@ -238,9 +242,9 @@ def add_passthrough(
                 if not _allowed(identity, "resources", owner):
                     raise _Refused("PERMISSION_DENIED", unknown)
                 with anyio.fail_after(_TIMEOUT_S):
-                    sdk = await sdk_client(owner.client)
-                    await op.sent()
-                    result: types.ReadResourceResult = await sdk.read_resource(uri)
+                    async with owner.client.sdk_request() as sdk:
+                        await op.sent()
+                        result: types.ReadResourceResult = await sdk.read_resource(uri)
                 return clean_read_result(result)
         # Not listed anywhere: each unpinned upstream the identity may read, in turn.
         tried = [s for s in sources if pins(s) is None and _allowed(identity, "resources", s)]
@@ -252,13 +256,13 @@ def add_passthrough(
             for source in tried:
                 try:
                     with anyio.fail_after(_TIMEOUT_S):
-                        sdk = await sdk_client(source.client)
-                        if not _capable(sdk, "resources"):
-                            continue
-                        if not sent:
-                            await op.sent()
-                            sent = True
-                        result = await sdk.read_resource(uri)
+                        async with source.client.sdk_request() as sdk:
+                            if not _capable(sdk, "resources"):
+                                continue
+                            if not sent:
+                                await op.sent()
+                                sent = True
+                            result = await sdk.read_resource(uri)
                     uri_owner[uri] = source
                     return clean_read_result(result)
                 except MCPError as exc:  # this one does not have it: the next may
@@ -286,7 +290,8 @@ def add_passthrough(
         if pinned is None:
             return True
         with anyio.fail_after(_TIMEOUT_S):
-            raw = await side_listing(await sdk_client(source.client), "prompts")
+            async with source.client.sdk_request() as sdk:
+                raw = await side_listing(sdk, "prompts")
         listed = [p for p in raw if p.name == bare]
         if not listed:  # pinned and no longer listed: the upstream answers for it, as for tools
             return bare in pinned.lock.prompts
@@ -320,20 +325,20 @@ def add_passthrough(
             if not await prompt_offered(source, bare):
                 raise _Refused("PERMISSION_DENIED", unknown)
             with anyio.fail_after(_TIMEOUT_S):
-                sdk = await sdk_client(source.client)
-                await op.sent()
-                if not modern:
-                    result: types.GetPromptResult | types.InputRequiredResult = await sdk.get_prompt(
-                        bare, arguments
-                    )
-                else:  # a 2026 client answers the upstream's rounds itself: relayed, state sealed
-                    result = await sdk.session.get_prompt(
-                        bare,
-                        arguments,
-                        input_responses=params.input_responses,
-                        request_state=state,
-                        allow_input_required=True,
-                    )
+                async with source.client.sdk_request() as sdk:
+                    await op.sent()
+                    if not modern:
+                        result: types.GetPromptResult | types.InputRequiredResult = await sdk.get_prompt(
+                            bare, arguments
+                        )
+                    else:  # a 2026 client answers the upstream's rounds itself: relayed, state sealed
+                        result = await sdk.session.get_prompt(
+                            bare,
+                            arguments,
+                            input_responses=params.input_responses,
+                            request_state=state,
+                            allow_input_required=True,
+                        )
             if isinstance(result, types.InputRequiredResult):
                 return result.model_copy(update={"request_state": seal_state(result.request_state, bound)})
             return clean_prompt_result(result)
@@ -346,7 +351,8 @@ def add_passthrough(
         for source in sources:
             try:
                 with anyio.fail_after(_TIMEOUT_S):
-                    raw = await side_listing(await sdk_client(source.client), "templates")
+                    async with source.client.sdk_request() as sdk:
+                        raw = await side_listing(sdk, "templates")
             except Exception as exc:
                 log.info("templates of %s failed: %s", source.name, type(exc).__name__)
                 continue
@@ -387,11 +393,11 @@ def add_passthrough(
                     raise _Refused("PERMISSION_DENIED", refused)
                 ref = ref.model_copy(update={"name": found[1]})
             with anyio.fail_after(_TIMEOUT_S):
-                sdk = await sdk_client(source.client)
-                if not _capable(sdk, "completions"):
-                    return empty
-                await op.sent()
-                result: types.CompleteResult = await sdk.complete(ref, argument, context)
+                async with source.client.sdk_request() as sdk:
+                    if not _capable(sdk, "completions"):
+                        return empty
+                    await op.sent()
+                    result: types.CompleteResult = await sdk.complete(ref, argument, context)
             return clean_completion(result)
 
     # ---------------------------------------------------------------------------- subscriptions
