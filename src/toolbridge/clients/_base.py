@@ -58,7 +58,7 @@ from ..errors import (
 from ..sanitize import visible_text
 from ..telemetry import clear_current, record_mcp_operation
 from ._call_requests import CallRequests, InFlightCalls, PerCallRequests, call_with_requests
-from ._call_support import RollingDeadline, note_fallback
+from ._call_support import RollingDeadline, settle_protocol
 from ._changes import (
     DEFAULT_TOOLS_TTL,
     TOOLS_LIST_PAGE_CAP,
@@ -718,7 +718,7 @@ class ConnectionClient(PerCallRequests):
                     sdk = self._build_sdk_client(target, conn)
                     await stack.enter_async_context(sdk)
                     conn.dispatcher, conn.guard = guard_dispatcher_of(sdk.session, self._tool_skipped)
-                    note_fallback(self.logger, self._mode, self._describe(), sdk.protocol_version)
+                    await settle_protocol(self.logger, self._mode, self._describe(), sdk)
                     scope.deadline = math.inf
                     conn.sdk = sdk
                     self._note_capabilities(conn, sdk)

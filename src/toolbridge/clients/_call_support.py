@@ -1,5 +1,6 @@
-"""Small parts of a client's call path kept out of `_base`: one call's rolling deadline, and the
-note said when `auto` negotiation falls back to the handshake."""
+"""Small parts of a client's call path kept out of `_base`: one call's rolling deadline, and what
+is settled once a connection's protocol is negotiated (the note said when `auto` falls back to
+the handshake; the capabilities of a connection pinned to a 2026-era version)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import math
 from typing import Any, cast
 
 import anyio
+import mcp_types as types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._deadlines import DeadlineWatch, deadline_watch
 
-__all__ = ["RollingDeadline", "note_fallback"]
+__all__ = ["RollingDeadline", "note_fallback", "settle_protocol"]
 
 
 class RollingDeadline:
@@ -90,3 +92,26 @@ def note_fallback(logger: logging.Logger, mode: str, described: str, protocol_ve
             described,
             protocol_version,
         )
+
+
+async def settle_protocol(logger: logging.Logger, mode: str, described: str, sdk: Any) -> None:
+    """What follows the negotiation of a freshly entered SDK client `sdk`.
+
+    `auto` that fell back to the handshake is noted (`note_fallback`). A connection pinned to a
+    2026-era version (`mode` is that version) was adopted by the SDK without asking the server,
+    so it knows none of the server's capabilities (the SDK fills in empty ones, and a server's
+    resources and prompts would go unseen): `server/discover` is asked once, and its answer is
+    adopted, at the pinned version, when the server offers that version. A server that cannot
+    answer keeps the pinned connection as it was (said at INFO).
+    """
+    if mode not in MODERN_PROTOCOL_VERSIONS:
+        note_fallback(logger, mode, described, sdk.protocol_version)
+        return
+    session = sdk.session
+    try:
+        found = types.DiscoverResult.model_validate(await session.send_discover(mode))
+    except Exception as exc:  # no discover: the pinned version stands, with the SDK's defaults
+        logger.info("%s: server/discover was not answered (%s); capabilities unknown", described, exc)
+        return
+    if mode in found.supported_versions:
+        session.adopt(found.model_copy(update={"supported_versions": [mode]}))

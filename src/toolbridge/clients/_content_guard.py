@@ -21,6 +21,12 @@ wire model of the negotiated protocol revision (stricter: an `inputSchema` whose
 `Tool`; each entry is checked against both, on its own. And it counts the `subscriptions/listen`
 requests in flight, so that a closing connection can wait until the SDK has abandoned its change
 stream (`wait_listens_done`).
+
+On a 2026-07-28 connection every result must carry `resultType`, and the SDK refuses one without
+it. Some servers leave it out of a finished result (the conformance suite's own reference server
+does, for its tool results sent as an event stream); the wrapper reads a result without it as
+`"complete"` (what the revision's default reading of a finished answer is), so such a server's
+answers are used instead of failing every call. A result that says what it is is never touched.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import anyio.lowlevel
 import mcp_types as types
 import mcp_types.methods as _methods
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from ..telemetry import with_context
@@ -210,6 +217,8 @@ class PreservingDispatcher:
         if method == "subscriptions/listen":
             return await self._listen(method, params, opts)
         raw: dict[str, Any] = await self._inner.send_raw_request(method, params, opts)
+        if "resultType" not in raw and self._version() in MODERN_PROTOCOL_VERSIONS:
+            raw = {**raw, "resultType": "complete"}  # a finished answer that did not say so
         if method == "tools/call":
             return preserve_unknown_content(raw)
         if method == "tools/list":
