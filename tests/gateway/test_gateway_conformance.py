@@ -58,16 +58,15 @@ _STALE_CALL = (
 _MISSING_CAPABILITY = (
     f"{_H1}: a tool needing a capability the client did not declare is run, not refused with -32021"
 )
-_NO_RESULT_TYPE = (
-    "the reference's 2026-07-28 tools/call answers (an event stream) lack the required `resultType` "
-    "(the suite's own wire-schema check flags them in the tasks-* scenarios), so the gateway's SDK "
-    "client rejects every tool result of a 2026 upstream as invalid (TOOL_FAILED); directly, the "
-    "suite calls these tools in the handshake era"
+_NO_2026_CHANNEL = (
+    "the reference's handshake-style test_sampling / test_elicitation* tools ask by a standalone "
+    "server-to-client request, which a 2026-07-28 connection has no channel for: the reference "
+    "answers 'Method not found' itself and never asks; directly, the suite calls them in the "
+    "handshake era"
 )
-_UNDISCOVERED = (
-    "`protocolVersion: 2026-07-28` adopts the version without `server/discover`, so the gateway "
-    "does not know the upstream offers resources and answers 'resource not found' (the clients should "
-    "discover on a forced 2026 connection, h1; with `mode: auto` these pass)"
+_LOGS_2026 = (
+    "the reference's call logs travel on its 2026-07-28 answer stream to the gateway, which hands "
+    "them only to a 2026 caller that opted in (a handshake-era client hears logs after logging/setLevel)"
 )
 _NO_2026_SUBSCRIPTIONS = (
     "the reference offers no resource subscriptions in the 2026-07-28 era (its server/discover declares "
@@ -100,23 +99,18 @@ _IRR = [
     "input-required-result-capability-check",
 ]
 _TOOLS_2026 = {
-    s: _NO_RESULT_TYPE
-    for s in [
-        "tools-call-image",
-        "tools-call-audio",
-        "tools-call-embedded-resource",
-        "tools-call-mixed-content",
-        "tools-call-with-logging",
-        "tools-call-sampling",
-        "tools-call-elicitation",
-        "elicitation-sep1034-defaults",
-        "elicitation-sep1330-enums",
-    ]
+    "tools-call-with-logging": _LOGS_2026,
+    **dict.fromkeys(
+        [
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "elicitation-sep1034-defaults",
+            "elicitation-sep1330-enums",
+        ],
+        _NO_2026_CHANNEL,
+    ),
 }
 _RESOURCES_2026 = {
-    "resources-read-text": _UNDISCOVERED,
-    "resources-read-binary": _UNDISCOVERED,
-    "resources-templates-read": _UNDISCOVERED,
     "resources-subscribe": _NO_2026_SUBSCRIPTIONS,
     "resources-unsubscribe": _NO_2026_SUBSCRIPTIONS,
 }
@@ -134,7 +128,7 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
     ("0.2.0-alpha.12", "2026"): {
         **_TOOLS_2026,
         **_RESOURCES_2026,
-        "server-sse-polling": f"{_NO_RESULT_TYPE}; and {_NO_PRIMING}",
+        "server-sse-polling": _NO_PRIMING,
         "server-stateless": _MISSING_CAPABILITY,
         "input-required-result-capability-check": _CAPABILITY_FIRST,
         "input-required-result-ignore-extra-params": _EXTRA_KEYS,
@@ -192,10 +186,6 @@ def _manifest(tmp_path: Path, url: str, protocol_version: str, names: list[str])
         f"""kind: Gateway
 metadata: {{ name: Conformance }}
 runtime: !ref Policy
-# The reference's 2026-era tool results are malformed (no resultType: _NO_RESULT_TYPE); at the default
-# of 3 they would open the upstream's breaker and pause every later call of the run, measuring the
-# breaker instead of the relay (tests/gateway/test_gateway_breaker.py measures that).
-breakerFailures: 1000
 toolProviders:
   - provider: !ref Reference
     effects: none
