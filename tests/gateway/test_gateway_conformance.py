@@ -37,10 +37,6 @@ TARGETS = ("direct", *(f"gateway-{era}" for era in ERAS))
 # Why a scenario the reference passes directly fails through the gateway. Each reason names what
 # would have to change; "awaiting per-call relay (h1)" marks work under way in the clients (issue 21).
 _H1 = "awaiting per-call relay (h1)"
-_LOGS = (
-    f"{_H1}: the log messages an upstream sends while serving a call reach a handshake-era client only "
-    "after it sent logging/setLevel, which this scenario does not"
-)
 _CAPABILITY_FIRST = (
     "the gateway refuses with -32021 a tool whose upstream would have asked the client only for what "
     "it declared (an InputRequiredResult with sampling alone); h1"
@@ -63,10 +59,6 @@ _NO_2026_CHANNEL = (
     "server-to-client request, which a 2026-07-28 connection has no channel for: the reference "
     "answers 'Method not found' itself and never asks; directly, the suite calls them in the "
     "handshake era"
-)
-_LOGS_2026 = (
-    "the reference's call logs travel on its 2026-07-28 answer stream to the gateway, which hands "
-    "them only to a 2026 caller that opted in (a handshake-era client hears logs after logging/setLevel)"
 )
 _NO_2026_SUBSCRIPTIONS = (
     "the reference offers no resource subscriptions in the 2026-07-28 era (its server/discover declares "
@@ -99,7 +91,6 @@ _IRR = [
     "input-required-result-capability-check",
 ]
 _TOOLS_2026 = {
-    "tools-call-with-logging": _LOGS_2026,
     **dict.fromkeys(
         [
             "tools-call-sampling",
@@ -115,10 +106,9 @@ _RESOURCES_2026 = {
     "resources-unsubscribe": _NO_2026_SUBSCRIPTIONS,
 }
 DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
-    ("0.1.16", "handshake"): {"tools-call-with-logging": _LOGS},
+    ("0.1.16", "handshake"): {},
     ("0.1.16", "2026"): {**_TOOLS_2026, **_RESOURCES_2026},
     ("0.2.0-alpha.12", "handshake"): {
-        "tools-call-with-logging": _LOGS,
         "server-sse-polling": _NO_PRIMING,
         "sep-2164-resource-not-found": _UPSTREAM_NO_URI_DATA,
         "server-stateless": _ONLY_2026_TOOLS,
@@ -192,7 +182,7 @@ toolProviders:
 ---
 kind: Runtime
 metadata: {{ name: Policy }}
-permissions: {{ allow: [{grants}, "resources:*", "prompts:*"] }}
+permissions: {{ allow: [{grants}, "resources:*", "prompts:*", "logs:*"] }}
 ---
 kind: Mcp.HttpClient
 metadata: {{ name: ReferenceMcp }}

@@ -451,10 +451,13 @@ class EventHub:
             self._queue(link, prepared)
 
     def _deliver_log_to_calls(self, entry: _Upstream, item: _Item) -> None:
-        """2026-07-28: a log message reaches the call in flight on that upstream whose request
-        opted in (`io.modelcontextprotocol/logLevel` in `_meta`; the SDK filters by it), only
+        """A log message reaches the call in flight on that upstream, related to its request, only
         when it is the one call in flight there (otherwise nothing tells whose message it is, and
-        it must not reach another identity), at most `CALL_LOG_PENDING` waiting per call."""
+        it must not reach another identity), at most `CALL_LOG_PENDING` waiting per call: in the
+        2026-07-28 era when its request opted in (`io.modelcontextprotocol/logLevel` in `_meta`;
+        the SDK filters by it); in the handshake era when its connection did not ask for logs with
+        `logging/setLevel` (one that did hears them through that, below, at its level), as a
+        server speaking to that client directly would send them."""
         inflight = self.routers.get(id(entry.client))
         if inflight is None or self._tg is None:
             return
@@ -464,8 +467,10 @@ class EventHub:
         _, level, logger, data = item
         session = call.session
         if getattr(session, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
-            return  # the handshake era hears logs through logging/setLevel, above
-        if level not in getattr(session, "_allowed_log_levels", ()):
+            link = self.link_of(session)
+            if link is not None and link.level is not None:
+                return  # it asked with logging/setLevel: it hears them through that, at its level
+        elif level not in getattr(session, "_allowed_log_levels", ()):
             return  # this request did not opt in at that level
         source = next((s for s in entry.sources if _may(call.identity, "logs", s)), None)
         if source is None:
