@@ -132,13 +132,20 @@ def refusal(exc: PolicyError) -> types.CallToolResult:
     )
 
 
+def error_text(text: str) -> str:
+    """An upstream's error text as a client may see it: cleaned, every registered secret redacted,
+    then cut to `ERROR_TEXT_LIMIT` characters (redacted before the cut, so a secret that straddles
+    the cut cannot leave its head behind)."""
+    return bounded(redact(clean_text(text)), ERROR_TEXT_LIMIT)
+
+
 def _error_text(wire: Mapping[str, Any]) -> types.CallToolResult:
     """An upstream's error result as text only: its text blocks joined, cleaned and cut."""
     texts = [
         b.get("text") for b in wire.get("content") or [] if isinstance(b, Mapping) and b.get("type") == "text"
     ]
     text = "\n".join(t for t in texts if isinstance(t, str)) or "the tool reported an error"
-    return error_result(redact(bounded(clean_text(text), ERROR_TEXT_LIMIT)))
+    return error_result(error_text(text))
 
 
 def upstream_error(wire: Mapping[str, Any], limit: int) -> types.CallToolResult:
@@ -152,7 +159,7 @@ def upstream_error(wire: Mapping[str, Any], limit: int) -> types.CallToolResult:
     blocks: list[Any] = []
     for block in wire.get("content") or []:
         if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            block = {**block, "text": bounded(clean_text(block["text"]), ERROR_TEXT_LIMIT)}
+            block = {**block, "text": error_text(block["text"])}
         blocks.append(block)
     data: dict[str, Any] = {"content": blocks, "isError": True}
     if "structuredContent" in wire:
@@ -177,7 +184,7 @@ def upstream_rpc_error(exc: JsonRpcError) -> MCPError:
     """An upstream's JSON-RPC error answer as the client gets it: the upstream's code, its
     message cleaned, cut to `ERROR_TEXT_LIMIT` characters and redacted; its `data` with every
     string cleaned and redacted, or none when its JSON is over `RPC_DATA_LIMIT` characters."""
-    message = redact(bounded(clean_text(exc.rpc_message), ERROR_TEXT_LIMIT)) or "the upstream failed"
+    message = error_text(exc.rpc_message) or "the upstream failed"
     data: Any = None
     if exc.data is not None:
         try:

@@ -32,9 +32,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..errors import bounded
-from ..redact import redact
 from ..sanitize import clean_text, is_clean
-from ._core import ERROR_TEXT_LIMIT
+from ._core import error_text
 
 __all__ = [
     "clean_completion",
@@ -121,7 +120,7 @@ def relayed_error(exc: MCPError, uri: str | None = None) -> MCPError:
     (SEP-2164's resource-not-found), nothing else."""
     code = exc.error.code if isinstance(exc.error.code, int) else types.INTERNAL_ERROR
     message = exc.error.message if isinstance(exc.error.message, str) else ""
-    text = bounded(redact(clean_text(message)), ERROR_TEXT_LIMIT) or "the upstream refused the request"
+    text = error_text(message) or "the upstream refused the request"
     data = exc.error.data
     if uri is not None and isinstance(data, dict) and data.get("uri") == uri:
         return MCPError(code, text, {"uri": uri})
