@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "ProtocolError": "toolbridge.errors",
     "JsonRpcError": "toolbridge.errors",
     "McpTimeoutError": "toolbridge.errors",
+    "MissingExtraError": "toolbridge.errors",
     "SessionInvalidError": "toolbridge.errors",
     "ToolError": "toolbridge.errors",
     "ModelError": "toolbridge.errors",
@@ -133,6 +134,7 @@ __all__ = [
     "McpToolParser",
     "McpToolProvider",
     "MemoryTokenStorage",
+    "MissingExtraError",
     "Model",
     "ModelError",
     "ModelPrices",
@@ -320,6 +322,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .errors import (
         McpTimeoutError as McpTimeoutError,
+    )
+    from .errors import (
+        MissingExtraError as MissingExtraError,
     )
     from .errors import (
         ModelError as ModelError,

@@ -41,6 +41,8 @@ from typing import Any
 
 import anyio
 
+from ._extras import require
+
 __all__ = ["AsyncPgPool", "PoolUnavailable"]
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (plain ints: no psycopg import at module level)
@@ -70,8 +72,7 @@ class AsyncPgPool:
         timeout_s: float,
         kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        import psycopg
-
+        psycopg = require("postgres", "psycopg", "a PostgreSQL connection")
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
         self._psycopg = psycopg

@@ -8,7 +8,9 @@ one boundary per subsystem and kept as `__cause__`.
 ```
 ToolbridgeError                      root; never raised directly
 ├── ConfigError                      the caller or a file asked for something invalid
-│                                    (ERR_CONFIG, ERR_INVALID_INPUT, ERR_MANIFEST_*, ERR_TASK_*)
+│   │                                (ERR_CONFIG, ERR_INVALID_INPUT, ERR_MANIFEST_*, ERR_TASK_*)
+│   └── MissingExtraError            ERR_MISSING_EXTRA: an optional dependency is not installed
+│                                    (also an ImportError); the message names the extra
 ├── McpError                         talking to an MCP server failed
 │   ├── TransportError               ERR_MCP_TRANSPORT: the connection or process failed
 │   ├── ProtocolError                ERR_MCP_PROTOCOL: the server broke the protocol
@@ -38,6 +40,7 @@ __all__ = [
     "JsonRpcError",
     "McpError",
     "McpTimeoutError",
+    "MissingExtraError",
     "ModelError",
     "PolicyError",
     "ProtocolError",
@@ -95,6 +98,21 @@ class ConfigError(ToolbridgeError, ValueError):
     """Invalid configuration or input from the caller (a developer mistake, not a run-time fault)."""
 
     default_code = "ERR_CONFIG"
+
+
+class MissingExtraError(ConfigError, ImportError):
+    """An optional dependency is not installed: the message names the extra that installs it.
+
+    Also an `ImportError` (an adapter module imported without its framework raises it at import),
+    with `.name` the module that is missing and `.extra` the extra to install.
+    """
+
+    default_code = "ERR_MISSING_EXTRA"
+
+    def __init__(self, message: str, *, extra: str, module: str | None = None) -> None:
+        super().__init__(message, details={"extra": extra})
+        self.extra = extra
+        self.name = module
 
 
 class McpError(ToolbridgeError):

@@ -23,6 +23,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from .._extras import require
 from ..errors import ConfigError
 from ._driver import WorkerLost
 from ._store import Item
@@ -47,11 +48,7 @@ WORKER_ENV = (
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ModuleNotFoundError as exc:
-        raise ConfigError("--ray needs Ray (install toolbridge[ray])", code="ERR_BATCH_CONFIG") from exc
-    return ray
+    return require("ray", "ray", "--ray")
 
 
 def start_local_cluster(num_cpus: int | None = None, **options: Any) -> Any:

@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from .._extras import require
 from ..errors import ConfigError, ToolbridgeError
 from ..manifest._kinds_gateway import endpoint_problem
 
@@ -554,7 +555,7 @@ class JwtVerifier(_Closable, _Verifier):
 
     def __init__(self, settings: OAuthSettings) -> None:
         super().__init__()
-        import jwt  # noqa: F401  (fail here, at start, when PyJWT is missing)
+        require("oauth", "jwt", "JWT verification")  # fail here, at start, when PyJWT is missing
 
         if settings.jwks_url is None:
             raise ConfigError("JWT verification needs the jwks URL", code="ERR_GATEWAY_CONFIG")

@@ -35,6 +35,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._extras import missing
+
 try:
     from langchain_core.callbacks import AsyncCallbackHandler
     from langchain_core.messages import ToolMessage
@@ -42,9 +44,7 @@ try:
     from langchain_core.outputs import LLMResult
     from langchain_core.tools import BaseTool, StructuredTool, ToolException
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError(
-        'toolbridge.integrations.langchain needs langchain-core: pip install "toolbridge[langchain]"'
-    ) from exc
+    raise missing("langchain", exc.name or "langchain_core", "toolbridge.integrations.langchain") from None
 
 from ..content import AudioPart, ImagePart, Part, TextPart, parts_from_mcp, to_json_text
 from ..errors import ConfigError, ToolError, bounded

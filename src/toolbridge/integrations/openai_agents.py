@@ -32,15 +32,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._extras import missing
+
 try:
     from agents import FunctionTool, RunHooks, ToolOutputImage, ToolOutputText
     from agents.exceptions import AgentsException
     from agents.strict_schema import ensure_strict_json_schema
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError(
-        "toolbridge.integrations.openai_agents needs the OpenAI Agents SDK: "
-        'pip install "toolbridge[openai-agents]"'
-    ) from exc
+    raise missing("openai-agents", exc.name or "agents", "toolbridge.integrations.openai_agents") from None
 
 from ..content import ImagePart, TextPart, media_placeholder
 from ..errors import ConfigError, PolicyError, bounded

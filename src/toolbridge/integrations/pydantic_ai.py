@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._extras import missing
+
 try:
     from pydantic_ai import messages as _messages
     from pydantic_ai.capabilities import AbstractCapability
@@ -41,9 +43,7 @@ try:
     from pydantic_ai.toolsets.abstract import ToolsetTool
     from pydantic_core import SchemaValidator, core_schema
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError(
-        'toolbridge.integrations.pydantic_ai needs pydantic-ai: pip install "toolbridge[pydantic-ai]"'
-    ) from exc
+    raise missing("pydantic-ai", exc.name or "pydantic_ai", "toolbridge.integrations.pydantic_ai") from None
 
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._extras import extra_of, missing
 from ..errors import ConfigError
 from ._analyzer import MAX_MANIFEST_BYTES, AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
 from ._build_telo import Target, http_mode, make_invocable_tools, make_runnable, make_telo_kind, targets_of
@@ -257,11 +258,13 @@ class LiveManifest:
         try:
             obj = await self._make(mdoc)
         except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith(("toolbridge", "openai", "anthropic", "google", "playwright")):
+            extra = extra_of(exc.name or "")
+            if extra is not None:
+                raise missing(extra, exc.name or "", f"{mdoc.kind} {mdoc.name}") from None
+            if not (exc.name or "").startswith("toolbridge"):
                 raise
             raise ConfigError(
-                f"{mdoc.kind} {mdoc.name} cannot be built: module {exc.name} is not installed "
-                "(install toolbridge[all])",
+                f"{mdoc.kind} {mdoc.name} cannot be built: module {exc.name} is not part of this build",
                 code="ERR_MANIFEST_BUILD",
             ) from exc
         self._built[name] = obj

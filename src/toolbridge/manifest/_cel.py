@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._extras import install_line
+
 __all__ = ["MAX_EXPRESSION_CHARS", "CelError", "evaluate", "members_of", "variables_of"]
 
 MAX_EXPRESSION_CHARS = 2048
@@ -28,7 +30,7 @@ MAX_COMPREHENSIONS = 2
 # A plain dotted path; used with fullmatch, since `$` would also pass a trailing newline.
 _PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _MACRO = re.compile(r"\.\s*(?:map|filter|exists_one|exists|all)\s*\(\s*([A-Za-z_]\w*)\s*,")
-_EXTRA_HINT = "pip install 'toolbridge[cel]'"
+_EXTRA_HINT = f"the 'cel' extra: {install_line('cel')}"
 
 
 class CelError(Exception):
@@ -55,7 +57,7 @@ def _first_line(text: str, limit: int = 140) -> str:
 def _compile(expr: str) -> Any:
     lib = _library()
     if lib is None:
-        raise CelError(f"this `!cel` expression needs the CEL library ({_EXTRA_HINT})")
+        raise CelError(f"this `!cel` expression needs {_EXTRA_HINT}")
     try:
         return lib.compile(expr)
     except (ValueError, RuntimeError) as exc:

@@ -52,6 +52,7 @@ from typing import Any
 
 import anyio
 
+from .._extras import require
 from .._pgpool import AsyncPgPool, PoolUnavailable
 from ..errors import ConfigError
 from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
@@ -86,12 +87,8 @@ def is_postgres_url(value: object) -> bool:
 
 
 def _parts(url: str) -> dict[str, str]:
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            "a PostgreSQL journal needs psycopg and psycopg-pool (install toolbridge[postgres])"
-        ) from exc
+    require("postgres", "psycopg_pool", "a PostgreSQL journal")
+    conninfo_to_dict = require("postgres", "psycopg.conninfo", "a PostgreSQL journal").conninfo_to_dict
     try:
         return {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
     except Exception:
@@ -142,9 +139,9 @@ def migrate(url: str, *, connect_timeout_s: float = 10.0) -> int:
         ConfigError: (`ERR_CONFIG`) when the database cannot be reached, or is at a version newer
             than this toolbridge knows.
     """
+    _parts(url)  # psycopg present (or one line naming the extra), URL parseable
     import psycopg
 
-    _parts(url)
     try:
         with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout_s))) as conn:
             return _migrate(conn, url)

@@ -18,6 +18,7 @@ import importlib.util
 import os
 from typing import Any
 
+from ..._extras import missing
 from ...errors import ConfigError, bounded
 
 __all__ = ["PROVIDER_PREFIXES", "model_from_string"]
@@ -74,10 +75,7 @@ def model_from_string(spec: str) -> Any:
     if not key:
         raise ConfigError(f"model string {shown}: no API key: set {' or '.join(key_vars)}", code="ERR_CONFIG")
     if not _installed(module):
-        raise ConfigError(
-            f"model string {shown} needs the {module} package: pip install 'toolbridge[{extra}]'",
-            code="ERR_CONFIG",
-        )
+        raise missing(extra, module, f"model string {shown}")
     base_url = os.environ.get(url_var) or None
     from ._anthropic import AnthropicModel
     from ._gemini import GeminiModel

@@ -29,7 +29,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
 
-from ...errors import ConfigError, ModelError, bounded
+from ..._extras import missing
+from ...errors import ConfigError, MissingExtraError, ModelError, bounded
 from ._base import ModelBase, ModelPrices
 
 __all__ = ["RemoteModel", "snake_case", "tool_arguments"]
@@ -161,12 +162,8 @@ class RemoteModel(ModelBase):
             text = text.replace(key, "***")
         return bounded(text, 500)
 
-    def _missing_package(self, exc: ImportError) -> ConfigError:
-        return ConfigError(
-            f"{type(self).__name__} needs the {exc.name or self.extra} package: "
-            f"pip install 'toolbridge[{self.extra}]'",
-            code="ERR_CONFIG",
-        )
+    def _missing_package(self, exc: ImportError) -> MissingExtraError:
+        return missing(self.extra, exc.name or self.extra, type(self).__name__)
 
     # -- the client ---------------------------------------------------------------------------
 

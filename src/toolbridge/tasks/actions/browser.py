@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import Field
 
+from ..._extras import require
 from ...content import ImagePart
 from ...errors import ConfigError, ToolError
 from ._context import ActionContext
@@ -239,13 +240,8 @@ class BrowserSession:
             future.exception()  # retrieved: a page already gone is not an error
 
     async def _launch(self) -> None:
+        async_playwright = _playwright_api().async_playwright
         executable = find_chromium(self.executable_path)
-        try:
-            from playwright.async_api import async_playwright
-        except ImportError:
-            raise ToolError(
-                "browser actions need Playwright: pip install 'toolbridge[browser]'", code="ERR_TOOL_BROWSER"
-            ) from None
         try:
             with anyio.fail_after(_LAUNCH_TIMEOUT_S):
                 self._playwright = await async_playwright().start()
@@ -378,10 +374,15 @@ async def _element(ctx: ActionContext, selector: str, timeout_ms: int, state: st
     return locator
 
 
+def _playwright_api() -> Any:
+    """`playwright.async_api`, or `MissingExtraError` naming the `browser` extra."""
+    return require("browser", "playwright.async_api", "a browser action")
+
+
 async def _guard(selector: str, timeout_ms: int, awaitable: Any) -> Any:
     """Await a Playwright call, turning its errors into messages a model can act on."""
-    from playwright.async_api import Error as PlaywrightError
-    from playwright.async_api import TimeoutError as PlaywrightTimeout
+    api = _playwright_api()
+    PlaywrightError, PlaywrightTimeout = api.Error, api.TimeoutError
 
     try:
         return await awaitable
@@ -427,7 +428,7 @@ def _other_than(url: str) -> Callable[[str], bool]:
 @action("goto", params=GotoParams, registry=_DEFAULT)
 async def goto(params: GotoParams, ctx: ActionContext) -> dict[str, Any]:
     """Open a URL in the page."""
-    from playwright.async_api import Error as PlaywrightError
+    PlaywrightError = _playwright_api().Error
 
     session = ctx.services.browser
     refusal = session.navigation.refusal(params.url)
