@@ -65,7 +65,7 @@ from pydantic import BaseModel
 
 from ._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
 from .errors import ConfigError, PolicyError
-from .sanitize import clean_schema, clean_text
+from .sanitize import clean_text, model_spec
 from .tools import ToolProvider, ToolResult, ToolSpec
 
 __all__ = [
@@ -529,17 +529,6 @@ class PinStatus:
     current: str
 
 
-def _for_model(spec: ToolSpec) -> ToolSpec:
-    return ToolSpec(
-        name=spec.name,
-        description=clean_text(spec.description),
-        parameters=clean_schema(spec.parameters),
-        output_schema=clean_schema(spec.output_schema) if spec.output_schema is not None else None,
-        annotations=spec.annotations,
-        mcp=spec.mcp,
-    )
-
-
 class PinnedToolProvider:
     """A `ToolProvider` that offers only the tools whose definitions match a lock.
 
@@ -658,7 +647,7 @@ class PinnedToolProvider:
         definitions = await self._source.definitions()
         statuses = self._judge_all(definitions)
         return [
-            _for_model(spec)
+            model_spec(spec)
             for (_, _, spec), status in zip(definitions, statuses, strict=True)
             if status.state in ("pinned", "approved")
         ]

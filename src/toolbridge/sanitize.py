@@ -28,7 +28,10 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["clean_schema", "clean_text", "is_clean", "visible_text"]
+from .errors import ConfigError
+from .tools import ToolSpec
+
+__all__ = ["MAX_SCHEMA_DEPTH", "clean_schema", "clean_text", "is_clean", "model_spec", "visible_text"]
 
 _ESCAPES = re.compile(
     r"""
@@ -72,20 +75,75 @@ def clean_text(text: str) -> str:
     return "".join(ch for ch in text if _visible(ch))
 
 
+MAX_SCHEMA_DEPTH = 256
+"""`clean_schema` refuses a value nesting deeper than this many objects and arrays (or holding a
+cycle): a schema is walked without recursion, and none a model reads is anywhere near as deep."""
+
+_TEXT_KEYS = frozenset({"description", "title"})
+_VALUE_KEYS = frozenset({"enum", "const", "default", "examples"})
+
+
 def clean_schema(value: Any) -> Any:
-    """A copy of a JSON Schema (or any JSON value) with every `description` and `title` string
-    cleaned by `clean_text`; everything else as it was."""
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key in ("description", "title") and isinstance(item, str):
-                out[key] = clean_text(item)
+    """A copy of a JSON Schema (or any JSON value) as a model may read it: every `description`
+    and `title` string, at any depth, cleaned by `clean_text`, and every string inside an `enum`,
+    `const`, `default` or `examples` value too; everything else (keys, types, patterns) as it
+    was. The original is not modified.
+
+    Raises:
+        ConfigError: `ERR_INVALID_INPUT` when `value` nests deeper than `MAX_SCHEMA_DEPTH`
+            objects and arrays (or holds a cycle).
+    """
+    root: list[Any] = [None]
+    # (source, destination container, slot in it, depth, inside a value keyword)
+    stack: list[tuple[Any, Any, Any, int, bool]] = [(value, root, 0, 0, False)]
+    while stack:
+        item, parent, slot, depth, literal = stack.pop()
+        if isinstance(item, str):
+            parent[slot] = clean_text(item) if literal else item
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_SCHEMA_DEPTH:
+                raise ConfigError(
+                    f"a schema nests deeper than {MAX_SCHEMA_DEPTH} levels (or holds a cycle)",
+                    code="ERR_INVALID_INPUT",
+                )
+            if isinstance(item, Mapping):
+                out: dict[str, Any] = {}
+                parent[slot] = out
+                for key, child in item.items():
+                    if key in _TEXT_KEYS and isinstance(child, str):
+                        out[key] = clean_text(child)
+                    else:
+                        out[key] = None
+                        stack.append((child, out, key, depth + 1, literal or key in _VALUE_KEYS))
             else:
-                out[key] = clean_schema(item)
-        return out
-    if isinstance(value, list):
-        return [clean_schema(v) for v in value]
-    return value
+                items: list[Any] = [None] * len(item)
+                parent[slot] = items
+                stack.extend((child, items, i, depth + 1, literal) for i, child in enumerate(item))
+        else:
+            parent[slot] = item
+    return root[0]
+
+
+def model_spec(spec: ToolSpec, name: str | None = None) -> ToolSpec:
+    """What a model is shown of a tool: `spec` with its description cleaned (`clean_text`) and
+    its parameter and output schemas and annotations cleaned (`clean_schema`), under `name`
+    (default: the spec's own name, which a caller makes model-legal). `mcp`, the definition as
+    the server sent it, is kept as it was: the raw text stays there for the caller.
+
+    Every model-facing listing goes through this one function (the agent's and the governed
+    session's catalog, which every provider and framework adapter reads; pinned providers).
+
+    Raises:
+        ConfigError: `ERR_INVALID_INPUT` for a schema nesting deeper than `MAX_SCHEMA_DEPTH`.
+    """
+    return ToolSpec(
+        name=spec.name if name is None else name,
+        description=clean_text(spec.description),
+        parameters=clean_schema(spec.parameters),
+        output_schema=None if spec.output_schema is None else clean_schema(spec.output_schema),
+        annotations=None if spec.annotations is None else clean_schema(spec.annotations),
+        mcp=spec.mcp,
+    )
 
 
 def is_clean(text: str) -> bool:

@@ -8,6 +8,14 @@ One implementation for the `Agent` and the governed session (`Runtime.session`).
 - declared tools (`DeclaredToolLike`): the id made model-legal;
 - the final-answer tool (`final_result`) when the agent has an `output_type`.
 
+What the model is shown of each tool is cleaned here, once, for every provider and framework
+adapter (they all read `Catalog.specs`): `sanitize.model_spec` (description, and every
+`description`/`title` and `enum`/`const`/`default`/`examples` string of the schemas at any
+depth, without terminal escapes, control characters or invisible Unicode; names are model-legal
+ASCII). The raw spec stays in `Catalog.targets[name].spec` (and its `mcp`) for the caller. A
+listed tool whose schema cannot be walked (nesting deeper than `MAX_SCHEMA_DEPTH`) is left out
+with a warning, like a collision.
+
 Names that collide inside **one** binding's listing (`echo ` and `echo\u200b` both become
 `echo_`; `fs.echo` and `fs_echo`; a name listed twice), or that would take a declared tool's
 name or `final_result`, are all left out and the rest is kept, with one warning per group on the
@@ -28,6 +36,7 @@ import anyio
 from pydantic import BaseModel
 
 from ..errors import AgentError, ConfigError, bounded
+from ..sanitize import model_spec
 from ..tools import ToolSpec, provider_generation
 from ._hooks import ToolTarget
 from ._naming import model_legal
@@ -41,12 +50,21 @@ FINAL_RESULT_TOOL = "final_result"
 """Model-facing name of the final-answer tool offered when `output_type` is set."""
 
 
+_WHY_DROPPED = {
+    "declared": "a declared tool or the final answer has that name",
+    "collide": "they collide",
+    "deep": "its schema nests too deep to be shown to a model",
+}
+
+
 @dataclass(frozen=True)
 class Catalog:
     """One resolved catalog: model-facing name -> target, and the specs in the model's order."""
 
     targets: Mapping[str, ToolTarget]
+    """Each model-facing name's target; its `spec` is the raw one, as its source listed it."""
     specs: tuple[ToolSpec, ...]
+    """What the model is shown: cleaned (`sanitize.model_spec`) and under model-facing names."""
 
 
 def _label(source: Any, index: int | None) -> str:
@@ -202,7 +220,7 @@ class ToolCatalog:
         origin: dict[str, str] = {}
         specs: list[ToolSpec] = []
 
-        def add(target: ToolTarget, label: str) -> None:
+        def add(target: ToolTarget, label: str, shown: ToolSpec | None = None) -> None:
             existing = origin.get(target.model_name)
             if existing is not None:
                 raise AgentError(
@@ -212,15 +230,7 @@ class ToolCatalog:
                 )
             origin[target.model_name] = label
             targets[target.model_name] = target
-            specs.append(
-                ToolSpec(
-                    name=target.model_name,
-                    description=target.spec.description,
-                    parameters=target.spec.parameters,
-                    output_schema=target.spec.output_schema,
-                    annotations=target.spec.annotations,
-                )
-            )
+            specs.append(shown if shown is not None else model_spec(target.spec, target.model_name))
 
         # Names a server's listing may not take: the declared tools' and the final answer's.
         reserved = {model_legal(tool.id) for tool in self.tools}
@@ -233,11 +243,17 @@ class ToolCatalog:
                     by_name.setdefault(model_legal(binding.prefix + spec.name), []).append(spec)
             for name, same in by_name.items():
                 if len(same) > 1 or name in reserved:
-                    self._drop(index, name, same, declared=name in reserved)
+                    self._drop(index, name, same, why="declared" if name in reserved else "collide")
+                    continue
+                try:
+                    shown = model_spec(same[0], name)
+                except ConfigError:  # a schema too deep to walk: the server's tool, not the run
+                    self._drop(index, name, same, why="deep")
                     continue
                 add(
                     ToolTarget(model_name=name, spec=same[0], source=binding.provider, binding=binding),
                     f'{_label(binding.provider, index)} tool "{same[0].name}"',
+                    shown,
                 )
         for tool in self.tools:
             name = model_legal(tool.id)
@@ -264,14 +280,17 @@ class ToolCatalog:
             )
         return Catalog(targets=targets, specs=tuple(specs))
 
-    def _drop(self, index: int, name: str, specs: Sequence[ToolSpec], *, declared: bool) -> None:
+    def _drop(self, index: int, name: str, specs: Sequence[ToolSpec], *, why: str) -> None:
         """Leave out tools of one listing whose model-facing names collide (logged once each)."""
         key = (index, name, tuple(spec.name for spec in specs))
         if key in self._dropped:
             return
         self._dropped.add(key)
         listed = ", ".join(repr(spec.name) for spec in specs)  # repr: no control character goes out
-        why = "a declared tool or the final answer has that name" if declared else "they collide"
         log.warning(
-            "binding #%d: left out tool(s) %s offered as %r: %s", index, bounded(listed, 500), name, why
+            "binding #%d: left out tool(s) %s offered as %r: %s",
+            index,
+            bounded(listed, 500),
+            name,
+            _WHY_DROPPED[why],
         )
