@@ -39,8 +39,11 @@ EXTRA_OF: dict[str, str] = {
     "jwt": "oauth",
     "rich": "progress",
     "opentelemetry": "otel",
+    "opentelemetry.sdk": "otel-sdk",
+    "opentelemetry.exporter.otlp": "otlp",
 }
-"""The extra of `pyproject.toml` that installs each optional top-level module (a test checks it)."""
+"""The extra of `pyproject.toml` that installs each optional module (a test checks it); the longest
+dotted prefix of a module decides (`opentelemetry.sdk` is `otel-sdk`)."""
 
 
 def install_line(extra: str) -> str:
@@ -60,7 +63,12 @@ def missing(extra: str, module: str, what: str = "") -> MissingExtraError:
 
 def extra_of(module: str) -> str | None:
     """The extra that installs `module` (dotted or not), or `None` when it is not optional."""
-    return EXTRA_OF.get(module.partition(".")[0])
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        extra = EXTRA_OF.get(".".join(parts[:n]))
+        if extra is not None:
+            return extra
+    return None
 
 
 def require(extra: str, module: str, what: str = "") -> ModuleType:
