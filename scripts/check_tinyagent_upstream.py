@@ -1,8 +1,8 @@
 """Cross-check task tools against TinyAgent's own tool files (a local check, not part of CI).
 
-    python scripts/check_tinyagent_upstream.py [DIR]
+    python scripts/check_tinyagent_upstream.py DIR
 
-DIR (default: `../shared/reference/upstream/tinyagent` beside the repository) holds copies of
+DIR holds copies of
 TinyAgent's `mcp-tool.json` files, never committed here. Every file must either load (the demo
 files: TinyAgent's current format) or fail with one `ERR_TASK_LEGACY` message naming the retired
 TinyAgent features it uses. Then the newest demo file (tool `addUserByUI`) is served by
@@ -91,7 +91,10 @@ async def run_demo(path: Path, site: str) -> bool:
 
 
 def main() -> int:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared/reference/upstream/tinyagent"
+    if len(sys.argv) != 2:
+        print("usage: scripts/check_tinyagent_upstream.py DIR (copies of TinyAgent's mcp-tool.json files)")
+        return 2
+    folder = Path(sys.argv[1])
     if not folder.is_dir():
         print(f"no folder {folder}: nothing to check")
         return 1

@@ -1,11 +1,11 @@
-"""Measure `toolbridge check` on the YAML blocks of Telo's docs (issue 18's 40 blocks).
+"""Measure `toolbridge check` on the YAML blocks of Telo's docs (the 40 of its AI and MCP modules).
 
-    .venv/bin/python scripts/telo_docblocks.py [DIR]
+    .venv/bin/python scripts/telo_docblocks.py DIR
 
-DIR is a folder of Telo docs blocks (default: ../shared/reference/upstream/telo/docblocks, a
-copy kept outside the project). Every secret a block names is given a placeholder value (a user
-running the block would have the key), so a block fails only for what it is. Each block is
-checked as `toolbridge check` checks it, and each failing block is classified by its findings:
+DIR is a folder of Telo docs blocks, one file each. Every secret a block names is given a
+placeholder value (a user running the block would have the key), so a block fails only for what
+it is. Each block is checked as `toolbridge check` checks it, and each failing block is
+classified by its findings:
 
 - `right`: the failure is right, for the stated reason: a kind of a Telo module toolbridge does
   not provide (or of one it does not implement, such as `Ai.Image`), a fragment that refers to a
@@ -25,10 +25,6 @@ from collections import Counter
 from pathlib import Path
 
 from toolbridge.manifest import check_manifest
-
-DEFAULT = Path(__file__).resolve().parents[2] / "shared/reference/upstream/telo/docblocks"
-if not DEFAULT.exists():
-    DEFAULT = Path("/work/shared/reference/upstream/telo/docblocks")
 
 _SECRET = re.compile(r"secrets\.([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -83,4 +79,6 @@ def measure(folder: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(measure(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT))
+    if len(sys.argv) != 2:
+        sys.exit("usage: scripts/telo_docblocks.py DIR (a folder of Telo docs blocks)")
+    sys.exit(measure(Path(sys.argv[1])))
