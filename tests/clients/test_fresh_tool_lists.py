@@ -97,7 +97,9 @@ async def test_no_change_channel_means_the_cache_expires(growing: Growing) -> No
         assert cached == {"echo", "add_tool"}  # within the TTL the cache answers (documented)
         assert client.generation == generation
         assert "quiet" in names(await client.list_tools(refresh=True))  # refresh always asks
+        assert client.generation > generation  # and the list it was given changed
 
+        generation = client.generation
         await client.call_tool("add_tool", {"name": "quieter"})
         await wait_for(lambda: client.generation > generation, ttl + 2, "the cache expiring")
         assert names(await client.list_tools()) == {"echo", "add_tool", "quiet", "quieter"}

@@ -238,6 +238,7 @@ class ConnectionClient(PerCallRequests):
         self._tools_ttl = None if tools_ttl is None else float(tools_ttl)
         self._cache: CachedTools | None = None
         self._generation = 0
+        self._seen: list[types.Tool] | None = None  # the last listing a caller was given
         self._skipped_tools: set[str] = set()
 
     # -- subclass hooks --------------------------------------------------------------------------
@@ -270,11 +271,10 @@ class ConnectionClient(PerCallRequests):
 
     @property
     def generation(self) -> int:
-        """Grows by one each time the tool list changes or may have changed.
-
-        That is: the server said so, a new connection replaced an old one, the change stream died
-        or came back, or a cached list expired (see `_changes`). A consumer that caches the list
-        and lists again when this changes (the agent) follows the client's own rule.
+        """Grows each time the tool list changes or may have changed: the server said so, a new
+        connection replaced an old one, the change stream died or came back, a cached list expired
+        (see `_changes`), or a listing fetched (however: TTL expiry, `refresh=True`, reconnect)
+        differs from the last one given. A consumer that caches the list by it (the agent) follows.
         """
         cache = self._cache
         if cache is not None and not self._trusted(cache):
@@ -327,10 +327,8 @@ class ConnectionClient(PerCallRequests):
         await self._connection()
 
     async def list_tools(self, *, refresh: bool = False) -> list[types.Tool]:
-        """All the server's tools, following pagination, from the cache while it is trusted.
-
-        The cache is trusted while a live change channel exists, otherwise for `tools_ttl`
-        seconds (see `_changes`).
+        """All the server's tools, following pagination, from the cache while it is trusted (while
+        a live change channel exists, otherwise for `tools_ttl` seconds: see `_changes`).
 
         Args:
             refresh: ask the server, whatever the cache holds.
@@ -368,6 +366,8 @@ class ConnectionClient(PerCallRequests):
             )
         if generation == self._generation and conn is self._conn:
             self._cache = CachedTools(tools, conn, epoch, started)
+        self._generation += self._seen is not None and tools != self._seen  # changed, however refreshed
+        self._seen = tools
         return list(tools)
 
     def _live_epoch(self, conn: _Connection) -> int | None:

@@ -22,8 +22,9 @@ changed" that the client is known to be receiving:
 - **Otherwise** (no `tools.listChanged`, or a stream that could not be kept): there is no channel,
   and a cached list expires `tools_ttl` seconds after it was fetched (`DEFAULT_TOOLS_TTL`; `0`
   disables the cache; `None` keeps it until the connection is renewed, the old behaviour). Expiry
-  increments `generation`, so consumers that re-list on a generation change (the agent) follow the
-  same rule.
+  increments `generation`, and so does a fetched listing that differs from the last one given
+  (however it was refreshed), so consumers that re-list on a generation change (the agent) follow
+  the same rule.
 
 A cache entry is trusted without expiry only if it was fetched while the channel was live and the
 channel has stayed live since (`ChangeChannel.epoch` counts the live periods).
