@@ -8,12 +8,16 @@ A value becomes known in one of these ways:
   the password of the URL's userinfo, a query value whose parameter name says so (`api_key=`,
   `token=`) or that is 16 characters or more, an `httpx2.BasicAuth`;
 - the OAuth helpers see a client secret, an ID token, or tokens stored by the flow;
-- `OpenAIModel(api_key=...)`;
+- a model is constructed (`OpenAIModel`, `AnthropicModel`, `GeminiModel`): its `api_key=` and
+  the credentials inside its `base_url` (or the provider's `*_BASE_URL` variable), at once, so
+  not even `repr(model)` shows them before the first request;
+- `register_url_secrets(url)`: the credentials a URL carries (the rules `HttpClient` applies);
 - your own code calls `register_secret(value, name=...)`.
 
 Once registered, the value (and the forms it takes when written as JSON, in a Python repr, or
-URL-encoded), in any letter case (a host name, a header or an upstream's error may case-fold
-it: `SK-ABC…` and `sk-abc…` are both scrubbed), is replaced by `***` in: every `ToolbridgeError`
+URL-encoded, and for a value with non-ASCII letters its IDNA form, `xn--…`, as a host name is
+written on the wire), in any letter case (a host name, a header or an upstream's error may
+case-fold it: `SK-ABC…` and `sk-abc…` are both scrubbed), is replaced by `***` in: every `ToolbridgeError`
 message and its details (so in every error line of the command line and in `--json` output),
 everything the command line writes to stdout and stderr (the live view of `run` included), every
 log record made in the process (a record factory installed with the first secret, plus
@@ -41,13 +45,14 @@ assert redact("key=sk-test-0123456789") == "key=***"
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 __all__ = [
     "MIN_SECRET_CHARS",
@@ -63,6 +68,7 @@ __all__ = [
     "redact_metadata",
     "redact_value",
     "register_secret",
+    "register_url_secrets",
     "shorten_urls",
 ]
 
@@ -116,6 +122,20 @@ def _forms(value: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_SECRET_CHARS}
 
 
+def _idna_forms(value: str) -> set[str]:
+    """A non-ASCII value as a host name is written on the wire (IDNA, `xn--…`), whole and by label."""
+    forms: set[str] = set()
+    with contextlib.suppress(UnicodeError):  # a label the codec refuses: the labels alone below
+        forms.add(value.encode("idna").decode("ascii"))
+    for label in value.split("."):
+        if label and not label.isascii():
+            try:
+                forms.add("xn--" + label.lower().encode("punycode").decode("ascii"))
+            except UnicodeError:
+                continue
+    return {f for f in forms if len(f) >= MIN_SECRET_CHARS and f != value}
+
+
 def register_secret(value: str, *, name: str | None = None) -> bool:
     """Make `value` a secret: from now on it is scrubbed from every way out (see the module).
 
@@ -148,7 +168,7 @@ def register_secret(value: str, *, name: str | None = None) -> bool:
     with _lock:
         forms = _forms(value)
         if not value.isascii():  # `\u00e4` and `\u00c4` do not fold into each other: both cases
-            forms |= _forms(value.lower()) | _forms(value.upper())
+            forms |= _forms(value.lower()) | _forms(value.upper()) | _idna_forms(value)
         if forms <= _values:
             return True
         _values.update(forms)
@@ -158,6 +178,33 @@ def register_secret(value: str, *, name: str | None = None) -> bool:
         _folded_bytes = tuple(f.encode() for f in _folded) if all(f.isascii() for f in _folded) else None
     install_log_hooks()
     return True
+
+
+def register_url_secrets(url: str, *, name: str = "the URL") -> None:
+    """Register the credentials `url` carries: its userinfo password (and the `Basic` form of
+    user and password), and every query value whose parameter name says credential (`key=`,
+    `token=`, ...) or that is 16 characters or more. A string that is no URL registers nothing.
+
+    Raises:
+        ConfigError: `ERR_SECRET_VALUE` for a value ending with a line break (see `register_secret`).
+    """
+    import base64
+
+    if not isinstance(url, str) or not url:
+        return
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+        user = parts.username
+    except ValueError:
+        return
+    if password:
+        register_secret(unquote(password), name=f"{name}'s password")
+        basic = base64.b64encode(f"{unquote(user or '')}:{unquote(password)}".encode()).decode("ascii")
+        register_secret(basic, name=f"{name}'s userinfo")
+    for key, value in parse_qsl(parts.query, keep_blank_values=False):
+        if is_credential_name(key) or len(value) >= 16:
+            register_secret(value, name=f"{name}'s {key} parameter")
 
 
 def forget_secrets() -> None:

@@ -15,11 +15,10 @@ answer fails its own call at once with `ProtocolError`.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types as types
@@ -27,7 +26,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ..errors import ConfigError
-from ..redact import install_log_hooks, is_credential_name, redact, register_secret, shorten_urls
+from ..redact import (
+    install_log_hooks,
+    is_credential_name,
+    redact,
+    register_secret,
+    register_url_secrets,
+    shorten_urls,
+)
 from ._base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -68,15 +74,7 @@ def _debug_url(url: str) -> str:
 
 def _register_credentials(url: str, headers: Mapping[str, str], auth: Any) -> None:
     """Register the credentials this client will send with the redactor (see `toolbridge.redact`)."""
-    parts = urlsplit(url)
-    if parts.password:
-        register_secret(unquote(parts.password), name="the URL's password")
-        user = unquote(parts.username or "")
-        basic = base64.b64encode(f"{user}:{unquote(parts.password)}".encode()).decode("ascii")
-        register_secret(basic, name="the URL's userinfo")
-    for key, value in parse_qsl(parts.query, keep_blank_values=False):
-        if is_credential_name(key) or len(value) >= 16:
-            register_secret(value, name=f"the URL's {key} parameter")
+    register_url_secrets(url)
     for name, value in headers.items():
         if is_credential_name(name) and isinstance(value, str):
             register_secret(value, name=f"header {name}")
@@ -180,10 +178,10 @@ class HttpClient(ConnectionClient):
         self.auth = auth
 
     def __repr__(self) -> str:
-        return f"HttpClient({_shown_url(self.url)})"
+        return redact(f"HttpClient({_shown_url(self.url)})")  # a secret host, lower-cased
 
     def _describe(self) -> str:
-        return f"HTTP server {_shown_url(self.url)}"
+        return redact(f"HTTP server {_shown_url(self.url)}")
 
     def _legacy_channel_live(self, conn: _Connection) -> bool:
         return conn.get_stream_open

@@ -199,6 +199,7 @@ class AnthropicModel(RemoteModel):
 
     provider = "anthropic"
     key_env = ("ANTHROPIC_API_KEY",)
+    base_url_env = "ANTHROPIC_BASE_URL"
     extra = "anthropic"
 
     def __init__(

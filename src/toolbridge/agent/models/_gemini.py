@@ -250,6 +250,7 @@ class GeminiModel(RemoteModel):
 
     provider = "google"
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    base_url_env = "GOOGLE_GEMINI_BASE_URL"
     extra = "google"
 
     def __init__(

@@ -241,6 +241,7 @@ class OpenAIModel(RemoteModel):
 
     provider = "openai"
     key_env = ("OPENAI_API_KEY",)
+    base_url_env = "OPENAI_BASE_URL"
     extra = "openai"
 
     def __init__(

@@ -6,12 +6,16 @@ that do not depend on the wire format:
 
 - the key comes from `api_key=` or the provider's environment variables, is kept in a
   name-mangled attribute, and is scrubbed from every error message (`__repr__` never shows it);
+  an `api_key=` and the credentials inside `base_url` (or the provider's `*_BASE_URL` variable:
+  a userinfo password, a `key=`/`token=` query value) are registered with the redactor when the
+  model is constructed, so `repr(model)`, errors and logs never show them, first request or not;
 - `_retrying(start)` calls `start()` and, when the provider's `_translate` says the failure may
   be retried (429, 5xx, overloaded, connection failures, timeouts), sleeps with exponential
   backoff and jitter (a short `Retry-After` is honoured, every delay is capped at 20 s) and tries
   again, at most `max_retries` times; then the translated `ModelError` is raised, never the SDK's;
 - `tool_arguments` reads a tool call's arguments (JSON text or an object) and refuses anything
-  that is not a JSON object with `ERR_MODEL_BAD_RESPONSE`, never silently `{}`;
+  that is not a JSON object, or that nests deeper than 100 levels, with
+  `ERR_MODEL_BAD_RESPONSE`, never silently `{}` and never a `RecursionError`;
 - `_LruMemory` keeps a bounded map from tool-call ids to provider data a later turn must send back
   (Anthropic thinking blocks, Gemini thought signatures).
 """
@@ -19,7 +23,6 @@ that do not depend on the wire format:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import re
@@ -29,6 +32,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
 
+from ..._bounded import MAX_DEPTH, InputLimitError, depth_exceeds, loads_json
 from ..._extras import missing
 from ...errors import ConfigError, MissingExtraError, ModelError, bounded
 from ._base import ModelBase, ModelPrices
@@ -59,13 +63,20 @@ def tool_arguments(model: str, name: str, raw: Any) -> dict[str, Any]:
         if not text:
             return {}
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
+            raw = loads_json(text)
+        except InputLimitError as exc:
             raise ModelError(
-                f"model {model!r} sent malformed JSON arguments for tool {name!r}: "
-                f"{exc.msg} at position {exc.pos}",
+                f"model {bounded(repr(model), 100)} sent arguments for tool {bounded(repr(name), 100)} "
+                f"that are not JSON it can take: {exc.message}"
+                + (f" at line {exc.line} column {exc.column}" if exc.line is not None else ""),
                 code="ERR_MODEL_BAD_RESPONSE",
             ) from None
+    elif isinstance(raw, Mapping) and depth_exceeds(raw):
+        raise ModelError(
+            f"model {bounded(repr(model), 100)} sent arguments for tool {bounded(repr(name), 100)} "
+            f"that nest deeper than {MAX_DEPTH} levels",
+            code="ERR_MODEL_BAD_RESPONSE",
+        )
     if not isinstance(raw, Mapping):
         raise ModelError(
             f"model {model!r} sent arguments for tool {name!r} that are not a JSON object "
@@ -104,6 +115,8 @@ class RemoteModel(ModelBase):
 
     provider: ClassVar[str] = "remote"
     key_env: ClassVar[tuple[str, ...]] = ()
+    base_url_env: ClassVar[str] = ""
+    """The variable the provider's SDK reads its API root from when `base_url` is not given."""
     extra: ClassVar[str] = ""
 
     def __init__(
@@ -128,6 +141,11 @@ class RemoteModel(ModelBase):
             raise ConfigError("timeout_s must be > 0", code="ERR_CONFIG")
         if options is not None and not isinstance(options, Mapping):
             raise ConfigError(f"{kind}: options must be a mapping", code="ERR_CONFIG")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigError(f"{kind}: api_key must be a string", code="ERR_CONFIG")
+        if base_url is not None and not isinstance(base_url, str):
+            raise ConfigError(f"{kind}: base_url must be a string", code="ERR_CONFIG")
+        self._register_secrets(api_key, base_url)
         self.model = model
         self.id = f"{self.provider}:{model}"
         self.supports_images = supports_images
@@ -146,6 +164,17 @@ class RemoteModel(ModelBase):
         return redact(f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})")
 
     # -- the key ------------------------------------------------------------------------------
+
+    def _register_secrets(self, api_key: str | None, base_url: str | None) -> None:
+        """Register `api_key` and the credentials of the API root with the redactor, now."""
+        from ...redact import register_secret, register_url_secrets
+
+        kind = type(self).__name__
+        if api_key:
+            register_secret(api_key, name=f"the {kind} API key")
+        register_url_secrets(base_url or "", name=f"the {kind} base_url")
+        if self.base_url_env:
+            register_url_secrets(os.environ.get(self.base_url_env, ""), name=self.base_url_env)
 
     def _secret(self) -> str | None:
         if self.__api_key:
