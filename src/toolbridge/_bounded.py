@@ -26,13 +26,15 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "MAX_DEPTH",
     "MAX_JSON_FILE_BYTES",
     "InputLimitError",
+    "arguments_too_deep",
     "depth_exceeds",
     "loads_json",
     "read_text_file",
@@ -40,6 +42,11 @@ __all__ = [
 
 MAX_DEPTH = 100
 """The most arrays and objects (or YAML sequences and mappings) nested in one another."""
+
+MAX_ARGUMENT_DEPTH = 64
+"""The deepest nesting of objects and arrays in one tool call's arguments (the object itself is
+level 1): what the MCP clients send (`toolbridge.clients.MAX_ARGUMENT_DEPTH`) and what a governed
+session plans."""
 
 MAX_JSON_FILE_BYTES = 16 * 1024 * 1024
 """The largest JSON input file (task tool file, lock file) read: 16 MiB."""
@@ -238,4 +245,15 @@ def depth_exceeds(value: Any, max_depth: int = MAX_DEPTH) -> bool:
             if depth > max_depth:
                 return True
             stack.extend((child, depth) for child in _children(item))
+    return False
+
+
+def arguments_too_deep(arguments: Mapping[str, Any], max_depth: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether a call's arguments object nests more than `max_depth` levels (itself level 1).
+
+    The common flat object costs one pass over its values (no stack is built).
+    """
+    for value in arguments.values():
+        if isinstance(value, dict | list | tuple) and depth_exceeds(value, max_depth - 1):
+            return True
     return False

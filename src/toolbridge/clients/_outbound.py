@@ -17,12 +17,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .._bounded import MAX_ARGUMENT_DEPTH as _MAX_ARGUMENT_DEPTH
 from ..errors import ConfigError
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "check_arguments", "check_text"]
 
-MAX_ARGUMENT_DEPTH: Final = 64
-"""The deepest nesting of objects and arrays accepted in one call's arguments.
+MAX_ARGUMENT_DEPTH: Final = _MAX_ARGUMENT_DEPTH
+"""The deepest nesting of objects and arrays accepted in one call's arguments (64; a governed
+session refuses deeper arguments before planning the call, with the same bound).
 
 Servers parse with limits of their own (pydantic-core: 200 levels for the whole message, Python's
 `json`: about 1,000); 64 leaves room for the JSON-RPC envelope and for real schemas.

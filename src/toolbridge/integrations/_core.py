@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._bounded import MAX_ARGUMENT_DEPTH
 from ..agent._agent import error_feedback, result_to_model
 from ..agent._catalog import ToolCatalog, check_declared
 from ..agent._types import ToolBinding
@@ -42,6 +43,7 @@ __all__ = [
     "classify",
     "copy_schema",
     "model_parts",
+    "refuse_deep",
     "usable",
 ]
 
@@ -152,6 +154,22 @@ def classify(exc: Exception) -> Failure:
     if isinstance(exc, PolicyError):
         return Failure("stop", exc)
     return Failure("retry", exc, error_feedback(exc))
+
+
+async def refuse_deep(session: GovernedSession, name: str, call_id: Any) -> PolicyError:
+    """The session's refusal of a call whose arguments nest deeper than `MAX_ARGUMENT_DEPTH`:
+    its row is recorded (`not_started`, `INVALID_INPUT`, the tool's name), the session ends.
+    The error to raise (the session's earlier one when it had already ended)."""
+    try:
+        return await session.refuse(
+            name,
+            None,
+            "INVALID_INPUT",
+            f"the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels",
+            call_id=call_id if isinstance(call_id, str) and call_id else None,
+        )
+    except PolicyError as ended:
+        return ended
 
 
 def copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,11 @@ async with files, runtime.session(tool_providers=[binding]) as session:
   sees it. Not governed, a tool failure raises `ToolException` with the text an ungoverned
   toolbridge `Agent` shows, and the tool's `handle_tool_error=True` turns it into an error
   `ToolMessage` the model may act on. Cancellation passes through.
+- Hostile arguments: arguments nesting deeper than 64 levels (`MAX_ARGUMENT_DEPTH`) are refused
+  when the tool is invoked, before LangChain renders them for its callbacks (which raises
+  `RecursionError` at about 1,000 levels): under a session the call is recorded refused
+  (`not_started`, `INVALID_INPUT`) and `PolicyError` `INVALID_INPUT` ends the run; not governed,
+  the model gets an error `ToolMessage` and the tool is not called.
 - `governor(session)`: a callback handler that governs every chat-model call of the run through
   the session (`model:<id>` grant, `max_model_calls`, `max_context_bytes`, the budget at
   `prices`); `<id>` is `<ls_provider>:<ls_model_name>` as the model reports them (e.g.
@@ -46,11 +51,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise missing("langchain", exc.name or "langchain_core", "toolbridge.integrations.langchain") from None
 
+from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
 from ..content import AudioPart, ImagePart, Part, TextPart, parts_from_mcp, to_json_text
 from ..errors import ConfigError, ToolError, bounded
 from ..runtime._session import GovernedSession
 from ..tools import ToolResult, ToolSpec
-from ._core import ToolSource, as_source, classify, log, model_parts, usable
+from ._core import ToolSource, as_source, classify, log, model_parts, refuse_deep, usable
 
 __all__ = ["LangChainTools", "ModelGovernor", "as_tools", "from_tools", "governor"]
 
@@ -72,6 +78,28 @@ def _to_langchain(result: ToolResult) -> tuple[Any, Any]:
     return blocks, artifact
 
 
+class _BoundedTool(StructuredTool):
+    """A `StructuredTool` that refuses arguments nesting too deep before LangChain touches them."""
+
+    toolbridge_source: Any = None
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        is_call = isinstance(input, Mapping) and input.get("type") == "tool_call"
+        args = input.get("args") if is_call else input
+        if isinstance(args, Mapping) and arguments_too_deep(args):
+            source = self.toolbridge_source
+            call_id = input.get("id") if is_call else None
+            if isinstance(source, ToolSource) and source.session is not None:
+                raise await refuse_deep(source.session, self.name, call_id)
+            text = (
+                f"Error: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not called."
+            )
+            if is_call and isinstance(call_id, str):
+                return ToolMessage(content=text, tool_call_id=call_id, name=self.name, status="error")
+            raise ToolException(text)
+        return await super().ainvoke(input, config, **kwargs)
+
+
 def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any]) -> BaseTool:
     name = spec.name
 
@@ -88,7 +116,8 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any]) -> Bas
     # StructuredTool resolves its coroutine's type hints at every call (looking for a config
     # parameter); with postponed annotations that is an eval per call. This one takes none.
     call.__annotations__ = {}
-    return StructuredTool(
+    return _BoundedTool(
+        toolbridge_source=source,
         name=name,
         description=spec.description or name,
         args_schema=parameters,

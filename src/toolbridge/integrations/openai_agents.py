@@ -20,6 +20,14 @@ async with files, runtime.session(tool_providers=[binding]) as session:
   text (the SDK's convention for errors the model may act on), the text an ungoverned toolbridge
   `Agent` shows. Arguments that are not a JSON object are answered the same way, and never sent.
   Cancellation passes through.
+- Hostile arguments: a tool never parses arguments past 64 levels (`MAX_ARGUMENT_DEPTH`, a
+  scan before the parse). Under a session the call is refused and recorded (`not_started`,
+  `INVALID_INPUT`, the tool's name) and `GovernedRunError` `INVALID_INPUT` ends the run; not
+  governed, the model is told and the tool is not called. Limit: the SDK (0.24) parses every
+  tool call's arguments itself before any tool or hook sees them, and raises `RecursionError`
+  out of `Runner.run` past about 1,000 levels; toolbridge cannot intercept that. Leaving the
+  session's `async with` by it ends the session `failed` (`MODEL_FAILED` under `run_hooks`, else
+  `ABORTED`), with no call recorded.
 - `run_hooks(session)`: `RunHooks` that govern every model call of the run through the session
   (`model:<id>` grant, `max_model_calls`, `max_context_bytes`, the budget at `prices`). `<id>` is
   the agent's model name when it is a string (e.g. `gpt-4o`), else `model_id=`.
@@ -41,11 +49,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise missing("openai-agents", exc.name or "agents", "toolbridge.integrations.openai_agents") from None
 
+from .._bounded import MAX_ARGUMENT_DEPTH, InputLimitError, loads_json
 from ..content import ImagePart, TextPart, media_placeholder
 from ..errors import ConfigError, PolicyError, bounded
 from ..runtime._session import GovernedSession
 from ..tools import ToolResult, ToolSpec
-from ._core import ToolSource, as_source, classify, copy_schema, log, model_parts, usable
+from ._core import ToolSource, as_source, classify, copy_schema, log, model_parts, refuse_deep, usable
 
 __all__ = ["GovernedRunError", "GovernedRunHooks", "as_tools", "run_hooks"]
 
@@ -75,6 +84,26 @@ def _to_agents(result: ToolResult) -> Any:
     return out
 
 
+class _TooDeep(Exception):
+    """Arguments nesting deeper than `MAX_ARGUMENT_DEPTH`."""
+
+
+def _arguments(text: str | None) -> Any:
+    """A tool call's arguments from their JSON text (`None` when not JSON).
+
+    Raises:
+        _TooDeep: nesting deeper than `MAX_ARGUMENT_DEPTH` (found by a scan, never a parse).
+    """
+    if not text:
+        return {}
+    try:
+        return loads_json(text, max_depth=MAX_ARGUMENT_DEPTH)
+    except InputLimitError as exc:
+        if exc.reason == "too_deep":
+            raise _TooDeep from None
+        return None
+
+
 def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict: bool) -> FunctionTool:
     name = spec.name
     optional = set(parameters.get("properties", {})) - set(parameters.get("required", []))
@@ -89,9 +118,14 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict
 
     async def invoke(ctx: Any, input_json: str) -> Any:
         try:
-            args = json.loads(input_json) if input_json else {}
-        except ValueError:
-            args = None
+            args = _arguments(input_json)
+        except _TooDeep:
+            if source.session is not None:
+                call_id = getattr(ctx, "tool_call_id", None)
+                raise GovernedRunError(await refuse_deep(source.session, name, call_id)) from None
+            return (
+                f"Error: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not called."
+            )
         if not isinstance(args, dict):
             return "Error: the arguments are not a JSON object; the tool was not called."
         if is_strict:

@@ -42,6 +42,7 @@ from typing import Any, Final
 import anyio
 
 from .. import telemetry
+from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
 from .._deadlines import deadline_watch
 from ..agent._hooks import PlannedToolCall
 from ..agent._types import ToolBinding
@@ -230,6 +231,11 @@ class CallRules(RefusedCalls):
         for (call, needs, _kind, _version, tool), (_digest, size) in zip(resolved, hashed, strict=True):
             if size > limits.max_input_bytes:
                 raise self._fail("LIMIT_EXCEEDED", "max_input_bytes")
+            if arguments_too_deep(call.arguments):  # nothing deeper is sent, nor validated, nor run
+                raise self._fail(
+                    "INVALID_INPUT",
+                    f"arguments of tool {needs.tool_id!r} nest deeper than {MAX_ARGUMENT_DEPTH} levels",
+                )
             if tool is not None:
                 try:
                     validated.append(tool.validate_input(call.arguments))

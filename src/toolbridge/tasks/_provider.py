@@ -20,7 +20,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
+from .._bounded import (
+    MAX_DEPTH,
+    MAX_JSON_FILE_BYTES,
+    InputLimitError,
+    depth_exceeds,
+    loads_json,
+    read_text_file,
+)
 from ..content import TextPart
 from ..errors import ConfigError, ToolError
 from ..tools import ToolResult, ToolSpec
@@ -65,6 +72,10 @@ def load_mcp_servers(data: Any) -> dict[str, McpServerConfig]:
         raise ConfigError(
             "the MCP server configuration must be an object of servers by name", code="ERR_CONFIG"
         )
+    if depth_exceeds(data):
+        raise ConfigError(
+            f"the MCP server configuration nests deeper than {MAX_DEPTH} levels", code="ERR_CONFIG"
+        )
     return {str(name): McpServerConfig.from_json(str(name), cfg) for name, cfg in data.items()}
 
 
@@ -92,7 +103,9 @@ class TaskToolSet:
 
     Raises:
         ConfigError: `ERR_TASK_*` when the tool file is invalid (every problem named);
-            `ERR_CONFIG` for a bad allow list entry or start URL.
+            `ERR_TASK_FILE` when `tools_json` nests deeper than 100 levels or holds a cycle (the
+            bound a tool file read from disk has); `ERR_CONFIG` for a bad allow list entry, start
+            URL, or a delay or timeout that is not a number of the right sign.
     """
 
     generation = 0
@@ -113,8 +126,17 @@ class TaskToolSet:
         instruction_timeout_s: float = 120.0,
         strict: bool = False,
     ) -> None:
-        if step_delay_ms < 0 or default_timeout_ms < 0 or instruction_timeout_s <= 0:
+        numbers = (step_delay_ms, default_timeout_ms, instruction_timeout_s)
+        if not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers):
+            raise ConfigError("delays and timeouts must be numbers", code="ERR_CONFIG")
+        if step_delay_ms < 0 or default_timeout_ms < 0 or not instruction_timeout_s > 0:
             raise ConfigError("delays and timeouts must not be negative", code="ERR_CONFIG")
+        if depth_exceeds(tools_json):  # what `read_tools_file` refuses in a file: the same bound here
+            raise ConfigError(
+                f"the task tool definitions nest deeper than {MAX_DEPTH} levels (or hold a cycle)",
+                code="ERR_TASK_FILE",
+                details={"reason": "too_deep"},
+            )
         self.registry = registry if registry is not None else default_registry()
         self.services = TaskServices(
             browser=BrowserSession(
