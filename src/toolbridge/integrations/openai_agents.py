@@ -43,7 +43,7 @@ from typing import Any
 from .._extras import missing
 
 try:
-    from agents import FunctionTool, RunHooks, ToolOutputImage, ToolOutputText
+    from agents import FunctionTool, RunHooks, ToolOutputImage, ToolOutputText, set_tracing_disabled
     from agents.exceptions import AgentsException
     from agents.strict_schema import ensure_strict_json_schema
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
@@ -149,7 +149,7 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict
     )
 
 
-async def as_tools(source: Any, *, strict: bool = False) -> list[FunctionTool]:
+async def as_tools(source: Any, *, strict: bool = False, sdk_tracing: bool = False) -> list[FunctionTool]:
     """Agents SDK `FunctionTool`s for `source` (a `GovernedSession`, a `ToolProvider`, or
     declared tools).
 
@@ -159,12 +159,17 @@ async def as_tools(source: Any, *, strict: bool = False) -> list[FunctionTool]:
     Args:
         source: only a `GovernedSession` is governed.
         strict: convert each schema to the SDK's strict form (on a copy) where it can be.
+        sdk_tracing: leave the Agents SDK's own tracing as it is. By default it is switched off
+            for the process (`agents.set_tracing_disabled(True)`): with `OPENAI_API_KEY` set, the
+            SDK exports every tool call's input and output to OpenAI's trace store.
 
     Raises:
         ConfigError: `ERR_CONFIG` for a `source` of another kind.
         PolicyError: governed, when the session cannot list its tools (it has ended).
     """
     tool_source = as_source(source, "openai_agents.as_tools")
+    if not sdk_tracing:
+        set_tracing_disabled(True)
     specs = await tool_source.list_tools()
     return usable(
         specs, "openai_agents.as_tools", lambda spec, params: _tool(tool_source, spec, params, strict)
