@@ -196,7 +196,7 @@ def test_the_canary_is_nowhere_in_what_the_manifest_commands_print(tmp_path: Pat
     proc = _cli("runs", "--journal", str(journal), cwd=tmp_path)
     assert run_id in proc.stdout
     proc = _cli("runs", "show", run_id, "--journal", str(journal), "--json", cwd=tmp_path)
-    assert json.loads(proc.stdout)["run_id"] == run_id
+    assert json.loads(proc.stdout)["runId"] == run_id
 
     # lock (every client of the manifest), then lock --check.
     lock = tmp_path / "tools.lock"

@@ -186,7 +186,7 @@ def test_sigkill_mid_call_reads_back_as_outcome_unknown(
     assert "outcome_unknown (interrupted)" in capsys.readouterr().out
     assert main(["runs", "show", "run_killed", "--journal", journal_spec, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["calls"][0]["request_sent"] is True and shown["calls"][0]["response_received"] is False
+    assert shown["calls"][0]["requestSent"] is True and shown["calls"][0]["responseReceived"] is False
 
 
 WRITER = """

@@ -171,7 +171,7 @@ def test_a_manifest_runtime_journal_on_postgresql_from_a_secret(
     run_id = json.loads(capsys.readouterr().out)["runId"]
     assert main(["runs", "--journal", postgres_url, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [(r["run_id"], r["outcome"]) for r in listed] == [(run_id, "succeeded")]
+    assert [(r["runId"], r["outcome"]) for r in listed] == [(run_id, "succeeded")]
 
 
 async def test_a_locked_postgresql_journal_never_sends_unrecorded(postgres_url: str) -> None:

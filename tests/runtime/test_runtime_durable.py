@@ -79,7 +79,7 @@ def test_sigkill_mid_call_reads_back_as_outcome_unknown(
     assert "ops.slow" in shown and "outcome_unknown" in shown and "check it" in shown
     assert main(["runs", "show", "run_killed", "--journal", str(journal), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["calls"][0]["request_sent"] is True and data["calls"][0]["response_received"] is False
+    assert data["calls"][0]["requestSent"] is True and data["calls"][0]["responseReceived"] is False
 
 
 async def test_durable_runs_are_listed_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,7 +90,7 @@ async def test_durable_runs_are_listed_and_shown(tmp_path: Path, capsys: pytest.
     runtime.close()
     assert main(["runs", "--journal", str(journal), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert {r["run_id"]: r["outcome"] for r in listed} == {ok.run_id: "succeeded", denied.run_id: "failed"}
+    assert {r["runId"]: r["outcome"] for r in listed} == {ok.run_id: "succeeded", denied.run_id: "failed"}
     assert main(["runs", "show", "run_nope", "--journal", str(journal)]) == 1
     assert "no run" in capsys.readouterr().err
     assert main(["runs", "--journal", str(tmp_path / "missing.sqlite")]) == 1

@@ -127,7 +127,7 @@ def test_a_read_only_journal_can_be_read_by_a_user_who_cannot_write_it(read_only
     assert "run_1" in listing.stdout and "succeeded" in listing.stdout
     shown = _runs("show", "run_1", "--journal", str(path), "--json", user=nobody)
     assert shown.returncode == 0, shown.stderr
-    assert '"outcome": "succeeded"' in shown.stdout and '"call_id": "c1"' in shown.stdout
+    assert '"outcome": "succeeded"' in shown.stdout and '"callId": "c1"' in shown.stdout
     assert _digest(path) == before and _siblings(path) == files
 
 

@@ -53,7 +53,8 @@ _COMMAND_MODULES = (
     "toolbridge.cli._tasks",  # serve-tasks
     "toolbridge.cli._runs",  # runs
     "toolbridge.cli._lock",  # lock
-    "toolbridge.cli._batch",  # batch, journal
+    "toolbridge.cli._batch",  # batch
+    "toolbridge.cli._journal",  # journal
     "toolbridge.cli._gateway",  # gateway
 )
 
@@ -74,20 +75,12 @@ def _install_sigint(handler: Any) -> Any:
 
 
 def build_parser() -> Any:
-    import argparse
     import importlib
 
     from .. import __version__
-    from ..sanitize import visible_text
+    from ._parsing import CommandParser
 
-    class OneLineParser(argparse.ArgumentParser):
-        """A usage error is one line (`toolbridge: PROG: error: …`) and exit code 2."""
-
-        def error(self, message: str) -> Any:
-            _say(f"toolbridge: {self.prog}: {visible_text(message)} (see --help)")
-            raise SystemExit(EXIT_USAGE)
-
-    parser = OneLineParser(
+    parser = CommandParser(
         prog="toolbridge",
         description="Bring the tools of MCP servers to AI agents, safely and fast.",
     )
@@ -106,6 +99,7 @@ def build_parser() -> Any:
         command.add_argument(
             "-v", "--verbose", dest="verbose_after", action="count", default=0, help="more logging on stderr"
         )
+    parser.set_defaults(commands=dict(sub.choices))
     return parser
 
 
@@ -155,13 +149,21 @@ def _main(argv: Sequence[str] | None) -> int:
     from ..sanitize import visible_text
     from ._logs import setup_logging
     from ._output import OutputError
+    from ._parsing import action_help, split_argv
 
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    # options anywhere before `--`; after it, the server's command line (see `_parsing`)
+    commands = parser.get_default("commands")
+    head, server_command = split_argv(commands, args_list)
+    if action_help(commands, head):  # `runs show --help`: the action's own help
+        return EXIT_OK
     try:
-        args = parser.parse_args(args_list)
+        args = parser.parse_args(head)
     except SystemExit as exc:  # --help, --version, or a usage error (argparse printed it)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if server_command is not None:
+        args.server_command = server_command
     verbose = int(args.verbose) + int(getattr(args, "verbose_after", 0) or 0)
     level = logging.WARNING - 10 * min(verbose, 2)
     setup_logging(level)  # log lines show control characters as escapes (`_logs`)

@@ -5,7 +5,6 @@ toolbridge batch MANIFEST --inputs FILE.jsonl --out FILE.jsonl [--agent NAME] [-
     [--ray [ADDRESS]] [--actors N] [--batch-id ID] [--journal URL] [--budget-micros N]
     [--server-limit NAME=N] [--json]
 toolbridge batch status ID --journal URL [--json]
-toolbridge journal migrate URL            # apply the PostgreSQL journal's schema versions
 ```
 
 The batch id is printed on stderr first (rerun with `--batch-id` to resume). The exit code is 0
@@ -24,12 +23,13 @@ import anyio
 from ..errors import ConfigError
 from ._manifest import _given_secrets, _secret_options
 from ._output import emit
+from ._parsing import add_action_help
 
 __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
-    """Add the `batch` and `journal` subcommands."""
+    """Add the `batch` subcommand (`journal` is in `_journal`)."""
     batch = subparsers.add_parser(
         "batch",
         help="run a manifest's agent once per input line (resumable; locally or on Ray)",
@@ -68,11 +68,7 @@ def register(subparsers: Any) -> None:
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
     _secret_options(batch)
     batch.set_defaults(handler=_handle)
-
-    journal = subparsers.add_parser("journal", help="manage a PostgreSQL journal's schema")
-    journal.add_argument("action", choices=["migrate"])
-    journal.add_argument("url", help="postgresql://...")
-    journal.set_defaults(handler=_handle_journal)
+    _status_help(batch)
 
 
 def _limits(values: list[str]) -> dict[str, int]:
@@ -159,11 +155,15 @@ def _print(data: dict[str, Any], *, as_json: bool, status: bool) -> None:
             emit(f"    id {json.dumps(item['id'])}  line {item['line']}  run {item['runId']}")
 
 
-def _handle_journal(args: argparse.Namespace) -> int:
-    from ..runtime._journal_postgres import is_postgres_url, migrate, redact_url
-
-    if not is_postgres_url(args.url):
-        raise ConfigError("journal migrate takes a postgresql:// URL (SQLite journals need no migration)")
-    version = migrate(args.url)
-    emit(f"journal {redact_url(args.url)} at schema version {version}")
-    return 0
+def _status_help(batch: argparse.ArgumentParser) -> None:
+    """`batch status --help`: the action's own help (`_parsing.add_action_help`)."""
+    status = add_action_help(
+        batch,
+        "status",
+        usage="toolbridge batch status ID --journal FILE|URL [--json]",
+        description="Report a batch from its journal: items succeeded, failed, outcome_unknown, in doubt, "
+        "not run yet.",
+    )
+    status.add_argument("id", metavar="ID", help="the batch id (printed on stderr when the batch started)")
+    status.add_argument("--journal", required=True, help="the journal: SQLite file or postgresql:// URL")
+    status.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -68,8 +68,13 @@ def register(subparsers: Any) -> None:
     )
     lock.add_argument("--check", action="store_true", help="compare with the lock file instead of writing it")
     _secret_options(lock)
-    lock.add_argument("words", nargs=argparse.REMAINDER, help="[MANIFEST] or -- COMMAND [ARGS...]")
-    lock.set_defaults(handler=_run_lock)
+    lock.add_argument(
+        "words",
+        nargs="*",
+        metavar="MANIFEST | -- COMMAND [ARGS...]",
+        help="a manifest, or after `--` a stdio server's command line",
+    )
+    lock.set_defaults(handler=_run_lock, server_command=[])
 
 
 async def _lock_one(args: argparse.Namespace, command: list[str]) -> dict[str, ServerLock]:
@@ -145,10 +150,7 @@ def diff_locks(pinned: ServerLock | None, current: ServerLock) -> list[str]:
 
 
 def _run_lock(args: argparse.Namespace) -> int:
-    words = list(args.words)
-    before, command = (
-        (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
-    )
+    before, command = list(args.words), list(args.server_command)
     # A ToolbridgeError is printed as one line with exit status 1 by `main`.
     sources = sum(1 for present in (bool(args.url), bool(command), bool(before)) if present)
     if sources != 1:

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 from ..errors import ConfigError, ToolbridgeError
 from ..sanitize import visible_text
-from ._output import dumps, emit, warn
+from ._output import camel_keys, dumps, emit, warn
 
 EXIT_TOOL_FAILED = 3
 """`run`: the run finished, but at least one tool call failed (see docs/cli.md)."""
@@ -423,7 +423,8 @@ def _result_json(result: Any) -> dict[str, Any]:
         finish = getattr(records[-1], "finish_reason", None)
     return {
         "text": getattr(result, "text", None),
-        "usage": camel_json(usage),
+        # a runtime's usage is a dict of snake_case counters: its keys are toolbridge's own
+        "usage": camel_keys(usage) if isinstance(usage, Mapping) else camel_json(usage),
         "finishReason": finish,
         "steps": steps,
     }

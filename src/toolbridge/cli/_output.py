@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["OutputError", "dumps", "emit", "json_text", "parse_headers", "warn"]
+__all__ = ["OutputError", "camel_case", "camel_keys", "dumps", "emit", "json_text", "parse_headers", "warn"]
 
 
 def json_text(value: Any, **options: Any) -> str:
@@ -58,6 +58,25 @@ def _finite(value: Any) -> Any:
             parent[key] = items
             stack.extend((items, i, v) for i, v in enumerate(items))
     return root[0]
+
+
+def camel_case(key: str) -> str:
+    """`run_id` -> `runId`, `args_sha256` -> `argsSha256` (the command line's one JSON key style)."""
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def camel_keys(value: Any) -> Any:
+    """`value` with every mapping key in camelCase, at every depth.
+
+    For toolbridge's own records only (journal rows, summaries): data a server or a model wrote
+    (tool arguments, results) keeps its keys and must not pass through here.
+    """
+    if isinstance(value, dict):
+        return {camel_case(str(k)): camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [camel_keys(v) for v in value]
+    return value
 
 
 class OutputError(Exception):

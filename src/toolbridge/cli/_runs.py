@@ -5,6 +5,9 @@ toolbridge runs --journal FILE|URL [--json] [--limit N]   # the most recent runs
 toolbridge runs show RUN_ID --journal FILE [--json]       # one run and the evidence of its calls
 ```
 
+`--json` keys are camelCase, as in every JSON output of the command line (`runId`, `costMicros`,
+`usage.inputTokens`, `calls[].argsSha256`); the list gives each run with its calls, as `show`.
+
 The journal (an SQLite file, or a PostgreSQL URL: read-only transactions, never migrated) is
 only read. A run whose process died mid-run is shown as the runtime reads it
 back (`outcome_unknown` when a call with effects had its request sent and no response, else
@@ -20,11 +23,12 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime._journal import JournalBackend, RunRecord, dumps_record
+from ..runtime._journal import JournalBackend, RunRecord
 from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
 from ..runtime._journal_sqlite import Journal
 from ..sanitize import visible_text
-from ._output import emit
+from ._output import camel_keys, emit
+from ._parsing import add_action_help
 
 __all__ = ["register"]
 
@@ -44,6 +48,17 @@ def register(subparsers: Any) -> None:
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.add_argument("--limit", type=int, default=50, help="how many runs to list (default 50)")
     runs.set_defaults(handler=_handle)
+    show = add_action_help(
+        runs,
+        "show",
+        usage="toolbridge runs show RUN_ID --journal FILE|URL [--json]",
+        description="Show one run of the journal and the evidence of each of its tool calls.",
+    )
+    show.add_argument("run_id", metavar="RUN_ID", help="the run to show")
+    show.add_argument(
+        "--journal", required=True, help="the SQLite journal file, or a PostgreSQL URL (postgresql://...)"
+    )
+    show.add_argument("--json", action="store_true", help="print JSON (camelCase keys)")
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -67,7 +82,10 @@ def _handle(args: argparse.Namespace) -> int:
             )
         if args.limit < 1:
             raise ConfigError("--limit must be at least 1")
-        _print_runs(journal.list_runs(args.limit), as_json=args.json)
+        records = journal.list_runs(args.limit)
+        if args.json:  # with the evidence of their calls, as `runs show --json` gives it
+            records = [journal.get_run(r.run_id) or r for r in records]
+        _print_runs(records, as_json=args.json)
         return 0
     finally:
         journal.close()
@@ -100,7 +118,7 @@ def _show(text: str) -> None:
 
 def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
     if as_json:
-        emit(json.dumps([r.to_dict() for r in records], indent=2, sort_keys=True))
+        emit(json.dumps([camel_keys(r.to_dict()) for r in records], indent=2, sort_keys=True))
         return
     if not records:
         emit("no runs")
@@ -123,7 +141,7 @@ def _print_runs(records: list[RunRecord], *, as_json: bool) -> None:
 
 def _print_run(record: RunRecord, *, as_json: bool) -> None:
     if as_json:
-        emit(dumps_record(record))
+        emit(json.dumps(camel_keys(record.to_dict()), indent=2, sort_keys=True))
         return
     _show(f"run       {record.run_id}")
     _show(f"agent     {record.agent or '-'}")

@@ -9,8 +9,8 @@ toolbridge call TOOL ['{"json": "arguments"}'] -- COMMAND [ARGS...]
 
 Everything after the first `--` is the server's command line, taken literally (its own options
 included), so for a stdio server the tool name and its arguments come *before* the `--`. The
-arguments are one JSON object (default `{}`). `call`'s own options (`--url`, `--header`,
-`--timeout`, `--mode`) may come before or after the tool name, but always before the `--`. `--mode
+arguments are one JSON object (default `{}`). Every option of `tools` and `call` may come before
+or after the tool name and its arguments, but always before the `--` (`cli._parsing`). `--mode
 legacy` skips the 2026-07-28 `server/discover` probe (older servers log a validation error for it).
 
 `call` prints text parts as text, structured content as indented JSON, an image or audio part as
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -58,9 +57,9 @@ def register(subparsers: Any) -> None:
     _add_server_options(tools)
     tools.add_argument("--json", action="store_true", help="print the tools as JSON")
     tools.add_argument(
-        "command", nargs=argparse.REMAINDER, help="after `--`: the stdio server's command line"
+        "stray", nargs="*", metavar="-- COMMAND [ARGS...]", help="the stdio server's command line"
     )
-    tools.set_defaults(handler=_run_tools)
+    tools.set_defaults(handler=_run_tools, server_command=[])
 
     call = subparsers.add_parser(
         "call",
@@ -72,8 +71,8 @@ def register(subparsers: Any) -> None:
     )
     _add_server_options(call)
     call.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="deadline for the call (seconds)")
-    call.add_argument("words", nargs=argparse.REMAINDER, help="TOOL [JSON] [-- COMMAND [ARGS...]]")
-    call.set_defaults(handler=_run_call)
+    call.add_argument("words", nargs="*", metavar="TOOL [JSON]", help="the tool and its JSON arguments")
+    call.set_defaults(handler=_run_call, server_command=[])
 
 
 def add_mode_option(parser: argparse.ArgumentParser) -> None:
@@ -87,9 +86,22 @@ def add_mode_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Once(argparse.Action):
+    """An option that names one thing: given twice with two values is a usage error."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None
+    ) -> None:
+        if getattr(namespace, self.dest, None) not in (None, values):
+            parser.error(f"{option} given twice")
+        setattr(namespace, self.dest, values)
+
+
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
     add_mode_option(parser)
-    parser.add_argument("--url", help="Streamable HTTP endpoint of the server (http://host:port/mcp)")
+    parser.add_argument(
+        "--url", action=_Once, help="Streamable HTTP endpoint of the server (http://host:port/mcp)"
+    )
     parser.add_argument(
         "--header",
         action="append",
@@ -156,14 +168,6 @@ def _one_line(text: str) -> str:
 def _fail(message: str, code: int = 2) -> int:
     warn(f"toolbridge: {visible_text(_one_line(message))}")
     return code
-
-
-def _split_command(words: list[str]) -> tuple[list[str], list[str]]:
-    """Split REMAINDER words at the first `--`: (before, command)."""
-    if "--" in words:
-        cut = words.index("--")
-        return words[:cut], words[cut + 1 :]
-    return words, []
 
 
 def _provider(
@@ -267,9 +271,9 @@ async def _call(provider: McpToolProvider, tool: str, arguments: dict[str, Any])
 
 
 def _run_tools(args: argparse.Namespace) -> int:
-    before, command = _split_command(list(args.command))
-    if before:
-        return _fail(f"unexpected arguments {before!r}: put the server command after `--`")
+    command = list(args.server_command)
+    if args.stray:
+        return _fail(f"unexpected arguments {args.stray!r}: put the server command after `--`")
     try:
         provider = _provider(args.url, args.header, command, None, args.mode, args.env, args.inherit_env)
         specs = asyncio.run(_list(provider))
@@ -282,40 +286,8 @@ def _run_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def _late_options(args: argparse.Namespace, before: list[str]) -> list[str]:
-    """Accept `--url`, `--header` and `--timeout` also after the tool name (before any `--`)."""
-    late = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    late.add_argument("--url")
-    late.add_argument("--header", action="append", default=[])
-    late.add_argument("--timeout", type=_seconds)
-    late.add_argument("--mode", choices=("auto", "legacy", "modern"))
-    late.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0)
-    try:
-        found, rest = late.parse_known_args(before)
-    except argparse.ArgumentError as exc:
-        raise ConfigError(f"bad option: {exc}", code="ERR_INVALID_INPUT") from exc
-    if found.url is not None:
-        if args.url is not None and args.url != found.url:
-            raise ConfigError("--url given twice", code="ERR_INVALID_INPUT")
-        args.url = found.url
-    args.header = [*args.header, *found.header]
-    if found.timeout is not None:
-        args.timeout = found.timeout
-    if found.mode is not None:
-        args.mode = found.mode
-    if found.verbose_after:
-        args.verbose_after = int(getattr(args, "verbose_after", 0)) + found.verbose_after
-        total = int(getattr(args, "verbose", 0)) + args.verbose_after
-        logging.getLogger().setLevel(logging.WARNING - 10 * min(total, 2))
-    return list(rest)
-
-
 def _run_call(args: argparse.Namespace) -> int:
-    before, command = _split_command(list(args.words))
-    try:
-        before = _late_options(args, before)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    before, command = list(args.words), list(args.server_command)
     if not before:
         return _fail("no tool named: `call --url URL TOOL [JSON]` or `call TOOL [JSON] -- COMMAND`")
     if len(before) > 2:
