@@ -148,18 +148,31 @@ def _schema(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- run
 
 
+def _unneeded_secrets(manifest: Any, args: argparse.Namespace) -> list[Any]:
+    """Unresolved secrets of documents the chosen target does not reach (not asked for)."""
+    from ..manifest._reach import unneeded_secrets
+
+    try:
+        target = manifest.pick_target(args.target, agent=args.agent)
+    except ConfigError:
+        return []  # reported below, after the diagnostics
+    return unneeded_secrets(manifest.analysis, target.document)
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..manifest._analyzer import analyze_file
     from ..manifest._build import Manifest
 
     analysis = analyze_file(args.file, secrets=_given_secrets(args))
-    for diag in analysis.diagnostics:
+    manifest = Manifest(analysis=analysis)
+    unneeded = _unneeded_secrets(manifest, args) if args.target or args.agent else []
+    shown = [d for d in analysis.diagnostics if not any(d is u for u in unneeded)]
+    for diag in shown:
         warn(visible_text(diag.format()))
-    if not analysis.ok:
-        errors = sum(1 for d in analysis.diagnostics if d.severity == "error")
+    errors = sum(1 for d in shown if d.severity == "error")
+    if errors:
         warn(f"toolbridge: {visible_text(args.file)}: {errors} error(s); nothing was started")
         return 1
-    manifest = Manifest(analysis=analysis)
     from ..manifest._targets import model_inputs
     from ._run_target import merged_inputs, run_sequence, run_target
 

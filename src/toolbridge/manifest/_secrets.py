@@ -141,10 +141,9 @@ class SecretSources:
         mapped = self.mapping.get(name)
         if mapped:
             places.append(f"${mapped} (declared)")
-        places.append(f"${name}")
-        snake = upper_snake(name)
-        if snake and snake != name:
-            places.append(f"${snake}")
+        for variable in (name, upper_snake(name)):  # each variable named once
+            if variable and variable != mapped and f"${variable}" not in places:
+                places.append(f"${variable}")
         return ", ".join(places)
 
 
