@@ -1,4 +1,4 @@
-"""A resumable batch in local mode: three inputs, one bad line, then the same batch again.
+"""A resumable batch in local mode: three inputs, one bad line, the same batch again, a mistyped id.
 
 python examples/batch_local.py [FOLDER]
 """
@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 
 from toolbridge.batch import run_batch
+from toolbridge.errors import ConfigError
 
 MANIFEST = Path(__file__).parent / "manifests" / "batch-notes.yaml"
 
@@ -21,12 +22,16 @@ async def main(folder: Path) -> None:
         '{"id": "a", "input": "Summarise"}\n"What is on the list?"\nnot json\n{"id": 7, "input": "x"}\n'
     )
     out = folder / "out.jsonl"
-    summary = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo", concurrency=2)
+    summary = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo", new=True, concurrency=2)
     print(f"ran {summary.ran}: {summary.succeeded} succeeded, {summary.input_errors} input error")
-    for item in sorted(map(json.loads, out.read_text().splitlines()), key=lambda x: str(x["id"])):
-        print(item["id"], item["outcome"], item["errorCode"] or item["text"])
+    for item in sorted(map(json.loads, out.read_text().splitlines()), key=lambda x: x["line"]):
+        print(item["line"], item["id"], item["outcome"], item["errorCode"] or item["text"])
     again = await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="demo")
     print(f"resumed: ran {again.ran}, still {again.succeeded} succeeded")
+    try:
+        await run_batch(MANIFEST, inputs=inputs, out=out, batch_id="dmeo")  # a typo never starts a batch
+    except ConfigError as exc:
+        print(f"refused: {exc.code}")
 
 
 if __name__ == "__main__":

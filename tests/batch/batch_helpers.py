@@ -151,3 +151,24 @@ def check_no_effect_twice(lines: list[dict[str, Any]], journal_spec: str, tally:
 
 def tally_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def kill_when_started(child: Any, tally: Path, started: int, *, timeout: float = 120) -> None:
+    """SIGKILL `child` (a `subprocess.Popen`) once `tally` shows `started` calls; reap it either way."""
+    import signal
+    import time
+
+    try:
+        deadline = time.monotonic() + timeout
+        while tally_count(tally) < started:
+            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+        if child.stderr:
+            child.stderr.close()

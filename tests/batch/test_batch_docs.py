@@ -19,11 +19,12 @@ def test_doc_includes_the_example_verbatim_and_its_output() -> None:
 
 EXPECTED = [
     "ran 3: 3 succeeded, 1 input error",
-    "2 succeeded Read the notes.",
-    "3 failed ERR_BATCH_INPUT",
-    "7 succeeded Read the notes.",
-    "a succeeded Read the notes.",
+    "1 a succeeded Read the notes.",
+    "2 sha256-93ea9faa70058347 succeeded Read the notes.",
+    "3 None failed ERR_BATCH_INPUT",
+    "4 7 succeeded Read the notes.",
     "resumed: ran 0, still 3 succeeded",
+    "refused: ERR_BATCH_UNKNOWN",
 ]
 
 

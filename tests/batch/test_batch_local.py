@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -11,10 +10,18 @@ from pathlib import Path
 
 import anyio
 import pytest
-from batch_helpers import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
+from batch_helpers import (
+    check_no_effect_twice,
+    kill_when_started,
+    read_out,
+    tally_count,
+    write_inputs,
+    write_manifest,
+)
 
 from toolbridge.batch import batch_status, run_batch
 from toolbridge.batch._driver import open_journal, reconcile
+from toolbridge.batch._inputs import item_digest_id
 from toolbridge.batch._store import Item, open_store
 from toolbridge.cli import main
 from toolbridge.errors import ConfigError
@@ -33,14 +40,15 @@ async def test_every_item_runs_once_and_has_one_output_line(tmp_path: Path, jour
     inputs = write_inputs(tmp_path / "in.jsonl", 6)
     out = tmp_path / "out.jsonl"
     summary = await run_batch(
-        manifest, inputs=inputs, out=out, concurrency=3, batch_id="b1", journal=journal_spec
+        manifest, inputs=inputs, out=out, concurrency=3, batch_id="b1", new=True, journal=journal_spec
     )
     assert (summary.items, summary.succeeded, summary.failed, summary.unknown, summary.ran) == (6, 6, 0, 0, 6)
     lines = read_out(out)
     assert sorted(x["id"] for x in lines) == [f"item-{i}" for i in range(6)]
     for x in lines:
         assert (x["outcome"], x["text"], x["errorCode"]) == ("succeeded", "done", None)
-        assert x["usage"]["model_calls"] == 3 and x["runId"].startswith("b1-")
+        assert x["usage"] == {"inputTokens": 0, "outputTokens": 0, "modelCalls": 3}  # camelCase too
+        assert x["runId"].startswith("b1-")
         assert set(x) >= {
             "id",
             "line",
@@ -87,7 +95,8 @@ async def test_hostile_input_lines_each_give_one_error_line(tmp_path: Path) -> N
     lines = {x["line"]: x for x in read_out(out)}
     assert summary.items == 3 and summary.succeeded == 3 and tally_count(tally) == 3
     assert {n for n, x in lines.items() if x["outcome"] == "succeeded"} == {1, 3, 11}
-    assert lines[3]["id"] == 3 and lines[11]["id"] == 7
+    assert lines[3]["id"] == item_digest_id("a bare string") and lines[11]["id"] == 7
+    assert lines[2]["id"] is None  # an error line without a declared id has none (never a line number)
     codes = {n: x["errorCode"] for n, x in lines.items() if x["outcome"] != "succeeded"}
     assert codes == {
         2: "ERR_BATCH_INPUT",
@@ -108,7 +117,7 @@ async def test_a_batch_budget_is_never_overspent_and_a_resume_with_more_runs_the
     out = tmp_path / "out.jsonl"
     journal = str(tmp_path / "j.sqlite")
     first = await run_batch(
-        manifest, inputs=inputs, out=out, batch_id="bb", journal=journal, budget_micros=35
+        manifest, inputs=inputs, out=out, batch_id="bb", new=True, journal=journal, budget_micros=35
     )
     assert (first.succeeded, first.skipped, first.cost_micros) == (3, 3, 30)
     skipped = [x for x in read_out(out) if x["outcome"] == "blocked"]
@@ -123,10 +132,6 @@ async def test_a_batch_budget_is_never_overspent_and_a_resume_with_more_runs_the
     assert len(lines) == 6 and {x["outcome"] for x in lines} == {"succeeded"}
 
 
-def _started(tally: Path) -> int:
-    return tally_count(tally)
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_driver_killed_and_the_batch_resumed(
@@ -139,22 +144,20 @@ def test_the_driver_killed_and_the_batch_resumed(
     inputs = write_inputs(tmp_path / "in.jsonl", 8)
     out = tmp_path / "out.jsonl"
     cmd = [sys.executable, "-m", "toolbridge.cli", "batch", str(manifest), "--inputs", str(inputs)]
-    cmd += ["--out", str(out), "--batch-id", "bk", "--journal", journal, "--concurrency", "2", "--json"]
+    cmd += [
+        "--out",
+        str(out),
+        "--batch-id",
+        "bk",
+        "--new",
+        "--journal",
+        journal,
+        "--concurrency",
+        "2",
+        "--json",
+    ]
     child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 90
-        while _started(tally) < 4:  # two rounds of two: some ended, two in flight
-            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=10)
-        if child.stderr:
-            child.stderr.close()
+    kill_when_started(child, tally, 4)  # two rounds of two: some ended, two in flight
     assert main(["batch", str(manifest), "--inputs", str(inputs), "--out", str(out), "--batch-id", "bk",
                  "--journal", journal, "--json"]) == 1  # fmt: skip
     summary = json.loads(capsys.readouterr().out)

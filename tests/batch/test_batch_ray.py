@@ -110,6 +110,7 @@ async def test_a_batch_budget_is_shared_by_two_actors(
         actors=2,
         budget_micros=45,
         batch_id="rb",
+        new=True,
     )
     assert (summary.succeeded, summary.skipped, summary.cost_micros) == (4, 6, 40)
     assert tally_count(tally) == 4
@@ -178,7 +179,8 @@ def test_the_driver_killed_and_the_batch_resumed_on_ray(ray_cluster: str, tmp_pa
         "--out",
         str(out),
     ]
-    cmd += ["--batch-id", "rk", "--journal", journal, "--ray", ray_cluster, "--concurrency", "1", "--json"]
+    cmd += ["--batch-id", "rk", "--new", "--journal", journal, "--ray", ray_cluster, "--concurrency", "1"]
+    cmd += ["--json"]
     child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120

@@ -10,13 +10,15 @@ import json
 import logging
 import os
 import re
+import socket
+import stat
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 
@@ -24,13 +26,43 @@ from ..errors import ConfigError
 from ..runtime._journal import JournalBackend, read_back
 from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
 from ..runtime._journal_sqlite import Journal
-from ._inputs import DEFAULT_MAX_LINE_BYTES, InputError, read_inputs
+from ._files import OutFile, check_out_path, same_file
+from ._inputs import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_LINES, InputError, read_inputs
+from ._lease import hold, unknown_batch, with_heartbeat
 from ._store import BatchStore, Item, StoredItem, open_store
 
-__all__ = ["BatchSummary", "WorkerLost", "batch_status", "open_journal", "run_batch"]
+__all__ = [
+    "BatchSummary",
+    "WorkerLost",
+    "batch_status",
+    "camel_usage",
+    "check_batch_id",
+    "open_journal",
+    "run_batch",
+]
 
 _log = logging.getLogger("toolbridge.batch")
-_BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+LEASE_S = 30.0
+"""How long a driver's lease on its batch lasts without a heartbeat (renewed every third of it)."""
+DEFAULT_CONCURRENCY = 8
+"""Runs in flight at once (per actor in Ray mode) unless `--concurrency` says otherwise."""
+_BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A batch id: 1 to 64 ASCII letters, digits, `_`, `.`, `-`, starting with a letter or digit (whole match)."""
+
+
+def check_batch_id(batch_id: object) -> str:
+    """`batch_id` when it is a valid batch id.
+
+    Raises:
+        ConfigError: (`ERR_BATCH_CONFIG`) anything else (a newline, a control character, too long).
+    """
+    if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
+        raise ConfigError(
+            "--batch-id: 1 to 64 ASCII letters, digits, '_', '.' or '-', starting with a letter or digit",
+            code="ERR_BATCH_CONFIG",
+        )
+    return batch_id
 
 
 class WorkerLost(Exception):
@@ -53,12 +85,14 @@ class BatchSummary:
         items: valid input items; input_errors: lines that could not run.
         succeeded / failed / unknown / skipped / in_doubt: items by state after this run
             (`failed` counts every ended item that did not succeed; `skipped`: no room in the
-            batch budget; `in_doubt`: claimed by a run whose writer is still alive elsewhere).
+            batch budget; `in_doubt`: claimed by a driver whose lease is live, or by a run whose
+            process is alive on this machine: it may really still be running; `interrupted`:
+            claimed by a driver that is gone (`batch status` only): the next resume decides them).
         ran: runs started by this invocation; elapsed_s and runs_per_s for them.
         cost_micros: what the batch's ended runs cost.
         unknown_items: `{id, line, runId}` of every `outcome_unknown` item, for reconciliation.
-        in_doubt_items: the same for items whose run's writer may still be running (another
-            machine's process, which a reader cannot see die): resume once it is surely gone.
+        in_doubt_items: the same for items whose run may still be running.
+        interrupted_items: the same for items of a stopped driver, not decided yet.
         pending: items not run yet (a worker failed unexpectedly): the next resume runs them.
         out / journal: where the output and the evidence are (the journal without a password).
         mode: `local` or `ray`.
@@ -72,6 +106,7 @@ class BatchSummary:
     unknown: int = 0
     skipped: int = 0
     in_doubt: int = 0
+    interrupted: int = 0
     pending: int = 0
     ran: int = 0
     elapsed_s: float = 0.0
@@ -79,6 +114,7 @@ class BatchSummary:
     cost_micros: int = 0
     unknown_items: list[dict[str, Any]] = field(default_factory=list)
     in_doubt_items: list[dict[str, Any]] = field(default_factory=list)
+    interrupted_items: list[dict[str, Any]] = field(default_factory=list)
     out: str = ""
     journal: str = ""
     mode: str = "local"
@@ -94,6 +130,7 @@ class BatchSummary:
             "unknown": self.unknown,
             "skipped": self.skipped,
             "inDoubt": self.in_doubt,
+            "interrupted": self.interrupted,
             "pending": self.pending,
             "ran": self.ran,
             "elapsedS": round(self.elapsed_s, 3),
@@ -101,6 +138,7 @@ class BatchSummary:
             "costMicros": self.cost_micros,
             "unknownItems": self.unknown_items,
             "inDoubtItems": self.in_doubt_items,
+            "interruptedItems": self.interrupted_items,
             "out": self.out,
             "journal": self.journal,
             "mode": self.mode,
@@ -126,6 +164,24 @@ def _journal_spec(manifest: Any, journal: str | os.PathLike[str] | None, out: Pa
     return str(out) + ".journal.sqlite"
 
 
+def _check_journal_path(spec: str, out: Path) -> None:
+    """An SQLite journal is a regular file or a new path, and never the output file."""
+    if is_postgres_url(spec):
+        return
+    if same_file(spec, out):
+        raise ConfigError(f"--journal {spec} is the --out file", code="ERR_BATCH_CONFIG")
+    try:
+        mode = os.stat(spec).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(
+            f"--journal {spec} cannot be checked: {exc.strerror}", code="ERR_BATCH_CONFIG"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"--journal {spec} is not a regular file", code="ERR_BATCH_CONFIG")
+
+
 def _run_id(batch_id: str, key: str, attempt: int) -> str:
     return f"{batch_id}-{hashlib.sha256(key.encode()).hexdigest()[:12]}-{attempt}"
 
@@ -146,7 +202,8 @@ def reconcile(
         store.release(batch_id, stored.key)
         return "pending"
     if record.outcome == "running":
-        if not writer_dead:
+        # still running as read back: its writer is alive on this machine, or on another one
+        if not writer_dead or store.run_host(record.run_id) == socket.gethostname():
             return "claimed"
         read_back(record, alive=False)
     # a request with effects that left (answered or not) may have acted: such a run is never
@@ -165,7 +222,7 @@ def reconcile(
         "output": None,
         "errorCode": record.error_code,
         "error": "the run's process died; its outcome comes from the journal" if record.interrupted else None,
-        "usage": dict(record.usage),
+        "usage": camel_usage(record.usage),
         "costMicros": record.cost_micros,
         "runId": stored.run_id,
         "recovered": True,
@@ -183,20 +240,26 @@ class _Out:
         from ..cli._output import json_text
 
         self._json = json_text
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            for line in sorted(lines, key=lambda x: x.get("line") or 0):
-                f.write(self._json(line, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-        self._f: TextIO = path.open("a", encoding="utf-8")
+        ordered = sorted(lines, key=lambda x: x.get("line") or 0)
+        self._file = OutFile(path, (self._json(line, sort_keys=True) for line in ordered))
 
     def write(self, line: dict[str, Any]) -> None:
-        self._f.write(self._json(line, sort_keys=True) + "\n")
-        self._f.flush()
+        self._file.write(self._json(line, sort_keys=True))
 
     def close(self) -> None:
-        self._f.close()
+        self._file.close()
+
+
+def camel_usage(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A run's usage with camelCase keys (`model_calls` -> `modelCalls`), as every output key."""
+    if usage is None:
+        return None
+    return {_camel(str(k)): v for k, v in usage.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 Runner = Callable[[Item, str], Awaitable[dict[str, Any]]]
@@ -262,9 +325,11 @@ async def run_batch(
     inputs: str | os.PathLike[str],
     out: str | os.PathLike[str],
     agent: str | None = None,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     ray: bool | str | None = None,
     batch_id: str | None = None,
+    new: bool = False,
+    rerun: bool = False,
     journal: str | os.PathLike[str] | None = None,
     budget_micros: int | None = None,
     server_limits: Mapping[str, int] | None = None,
@@ -272,7 +337,9 @@ async def run_batch(
     actors: int = 2,
     progress: bool | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_lines: int = DEFAULT_MAX_LINES,
     on_batch_id: Callable[[str], None] | None = None,
+    lease_s: float = LEASE_S,
 ) -> BatchSummary:
     """Run a manifest's agent once per input line; write one output line per item.
 
@@ -281,10 +348,13 @@ async def run_batch(
         inputs: a JSON Lines file (see `toolbridge.batch`).
         out: the output JSON Lines file (rewritten from the batch's store, then appended).
         agent: the agent's name (default: the manifest's only agent).
-        concurrency: runs in flight at once (per actor in Ray mode).
+        concurrency: runs in flight at once (per actor in Ray mode; default 8).
         ray: `None`/`False` local mode; `True` starts a local Ray cluster; a string is the
             address of a running one (`ray start --head`).
-        batch_id: resume this batch (default: a new id, given to `on_batch_id` first).
+        batch_id: resume this batch; it must be in the journal (default: a new batch, its id
+            given to `on_batch_id` first).
+        new: start a new batch named `batch_id` (refused when the journal holds it).
+        rerun: start a new batch although the journal holds one over the same inputs.
         journal: an SQLite file or a PostgreSQL URL (default: the manifest's durable journal,
             else `OUT.journal.sqlite`). Ray mode on several machines needs PostgreSQL.
         budget_micros: a batch-wide budget: each run reserves its runtime's `max_cost_micros`
@@ -293,12 +363,16 @@ async def run_batch(
         secrets: explicit secret values for the manifest.
         actors: Ray actors (Ray mode).
         progress: a progress bar on stderr (default: when stderr is a terminal).
-        max_line_bytes: longest input line.
-        on_batch_id: told the batch id before anything runs.
+        max_line_bytes: longest input line (1 MiB).
+        max_lines: most input lines (1,000,000).
+        on_batch_id: told the batch id once the batch is held, before anything runs.
+        lease_s: how long the driver's lease on the batch lasts without a heartbeat.
 
     Raises:
         ConfigError: a bad manifest, option, input file or journal (`ERR_BATCH_CONFIG`,
-            `ERR_INVALID_INPUT`, `ERR_CONFIG`, the manifest's codes).
+            `ERR_BATCH_OUTPUT`, `ERR_INVALID_INPUT`, `ERR_CONFIG`, the manifest's codes); an
+            unknown batch id (`ERR_BATCH_UNKNOWN`); a new batch whose id or inputs the journal
+            already holds (`ERR_BATCH_EXISTS`); a batch another driver holds (`ERR_BATCH_BUSY`).
     """
     from ..manifest import load_manifest
 
@@ -316,13 +390,16 @@ async def run_batch(
             raise ConfigError(
                 f"--server-limit {name}: the cap must be a positive integer", code="ERR_BATCH_CONFIG"
             )
+    generated = batch_id is None
     if batch_id is None:
         batch_id = f"b{time.strftime('%Y%m%d')}-{uuid.uuid4().hex[:10]}"
-    elif not isinstance(batch_id, str) or not _BATCH_ID.match(batch_id):
-        raise ConfigError(
-            "--batch-id: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
-            code="ERR_BATCH_CONFIG",
-        )
+    else:
+        check_batch_id(batch_id)
+    if not (isinstance(lease_s, int | float) and 1.0 <= lease_s <= 3600.0):
+        raise ConfigError("lease_s must be from 1 to 3600 seconds", code="ERR_BATCH_CONFIG")
+    for name, bound in (("max_line_bytes", max_line_bytes), ("max_lines", max_lines)):
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise ConfigError(f"{name} must be a positive integer", code="ERR_BATCH_CONFIG")
     loaded = load_manifest(manifest, secrets=secrets)
     agent_name = loaded.pick_agent(agent)
     if loaded.runtime_doc is None:
@@ -333,16 +410,24 @@ async def run_batch(
     doc_limits = loaded.runtime_doc.limits
     ceiling = (doc_limits.max_cost_micros or 0) if doc_limits is not None else 0
     out_path = Path(out)
-    items, errors = read_inputs(inputs, max_line_bytes=max_line_bytes)
+    check_out_path(out_path)  # before anything is written: a refused --out leaves nothing behind
+    if os.fspath(inputs) != "-" and same_file(inputs, out_path):
+        raise ConfigError(f"--out {out_path} is the --inputs file", code="ERR_BATCH_OUTPUT")
+    items, errors = read_inputs(inputs, max_line_bytes=max_line_bytes, max_lines=max_lines)
     spec = _journal_spec(loaded, journal, out_path)
-    if on_batch_id is not None:
-        on_batch_id(batch_id)
+    _check_journal_path(spec, out_path)
+    resuming = not (generated or new)
+    if resuming and not is_postgres_url(spec) and not os.path.exists(spec):  # noqa: ASYNC240
+        raise unknown_batch(batch_id, spec)  # before the journal file is created
     backend = open_journal(spec)
     store = open_store(backend)
     summary = BatchSummary(
         batch_id=batch_id, journal=backend.path, out=str(out_path), mode="ray" if ray else "local"
     )
     try:
+        writer_gone = hold(store, backend.path, batch_id, items, resuming, rerun, lease_s)
+        if on_batch_id is not None:
+            on_batch_id(batch_id)
         store.open_budget(batch_id, budget_micros)
         changed = set(store.add_items(batch_id, items))
         for it in items:
@@ -357,8 +442,11 @@ async def run_batch(
                 )
         runnable = {it.key: it for it in items if it.key not in changed}
         for stored in store.items(batch_id, "claimed"):
-            reconcile(store, backend, batch_id, stored, writer_dead=False)
+            reconcile(store, backend, batch_id, stored, writer_dead=writer_gone)
         ended = [s.result for s in store.items(batch_id) if s.state in ("ended", "unknown") and s.result]
+        for line in ended:  # lines stored by older versions: `usage` in camelCase too
+            if line.get("usage"):
+                line["usage"] = camel_usage(line["usage"])
         writer = _Out(out_path, [e.to_line() for e in errors] + ended)
         todo = [
             (runnable[s.key], s.attempt)
@@ -367,11 +455,12 @@ async def run_batch(
         ]
         bar = _Progress(len(todo), sys.stderr.isatty() if progress is None else progress)
         started = time.monotonic()
-        try:
+
+        async def body() -> int:
             if ray:
                 from ._ray import run_on_ray
 
-                summary.ran = await run_on_ray(
+                return await run_on_ray(
                     ray,
                     manifest=str(manifest),
                     agent=agent_name,
@@ -392,26 +481,34 @@ async def run_batch(
                         ceiling=ceiling,
                     ),
                 )
-            else:
-                from ._worker import Worker
+            from ._worker import Worker
 
-                async with Worker(
-                    str(manifest), agent=agent_name, journal=spec, secrets=secrets, server_limits=limits
-                ).open() as worker:
-                    summary.ran = await _dispatch(
-                        todo,
-                        lambda it, rid: worker.run(it.id, it.line, it.input, rid),
-                        store,
-                        backend,
-                        batch_id,
-                        writer,
-                        bar,
-                        workers=concurrency,
-                        ceiling=ceiling,
-                    )
+            async with Worker(
+                str(manifest), agent=agent_name, journal=spec, secrets=secrets, server_limits=limits
+            ).open() as worker:
+                return await _dispatch(
+                    todo,
+                    lambda it, rid: worker.run(it.id, it.line, it.input, rid),
+                    store,
+                    backend,
+                    batch_id,
+                    writer,
+                    bar,
+                    workers=concurrency,
+                    ceiling=ceiling,
+                )
+
+        try:
+            summary.ran = await with_heartbeat(store, batch_id, lease_s, body)
         finally:
+            # also when cancelled (Ctrl-C; nothing here awaits): runs that were cancelled before
+            # sending anything with effects go back to pending, the others get their line
             bar.close()
             summary.elapsed_s = time.monotonic() - started
+            for s in store.items(batch_id, "claimed"):
+                if reconcile(store, backend, batch_id, s, writer_dead=False) in ("ended", "unknown"):
+                    (done,) = [d for d in store.items(batch_id) if d.key == s.key]
+                    writer.write(done.result or {})
             for s in store.items(batch_id, "skipped"):
                 if s.key in runnable:
                     writer.write(_skipped_line(runnable[s.key], s))
@@ -419,8 +516,11 @@ async def run_batch(
         summary.runs_per_s = summary.ran / summary.elapsed_s if summary.elapsed_s > 0 else 0.0
         _fill(summary, store, batch_id, len(items), len(errors))
     finally:
-        store.close()
-        backend.close()
+        try:
+            store.release_lease(batch_id)
+        finally:
+            store.close()
+            backend.close()
     return summary
 
 
@@ -503,6 +603,8 @@ async def _dispatch(
                 (done,) = [s for s in store.items(batch_id) if s.key == item.key]
                 ended(done.result or {})
                 return
+            if line.get("usage"):
+                line["usage"] = camel_usage(line["usage"])
             state = "unknown" if line.get("outcome") == "outcome_unknown" else "ended"
             await store.afinish(batch_id, item.key, state, line, int(line.get("costMicros") or 0))
             ended(line)
@@ -520,7 +622,16 @@ async def _dispatch(
     return ran
 
 
-def _fill(summary: BatchSummary, store: BatchStore, batch_id: str, items: int, input_errors: int) -> None:
+def _fill(
+    summary: BatchSummary,
+    store: BatchStore,
+    batch_id: str,
+    items: int,
+    input_errors: int,
+    doubt: Callable[[StoredItem], bool] | None = None,
+) -> None:
+    """Count the batch's items by state; a claimed item is in doubt when `doubt` says so (default:
+    always), else interrupted."""
     summary.items = items
     summary.input_errors = input_errors
     for s in store.items(batch_id):
@@ -539,16 +650,25 @@ def _fill(summary: BatchSummary, store: BatchStore, batch_id: str, items: int, i
         elif s.state == "pending":
             summary.pending += 1
         elif s.state == "claimed":
-            summary.in_doubt += 1
-            summary.in_doubt_items.append({"id": json.loads(s.key), "line": s.line, "runId": s.run_id})
+            entry = {"id": json.loads(s.key), "line": s.line, "runId": s.run_id}
+            if doubt is None or doubt(s):
+                summary.in_doubt += 1
+                summary.in_doubt_items.append(entry)
+            else:
+                summary.interrupted += 1
+                summary.interrupted_items.append(entry)
 
 
 def batch_status(batch_id: str, *, journal: str) -> BatchSummary:
     """A batch's state from its journal (read-only on PostgreSQL): counts and `outcome_unknown` items.
 
+    A claimed item is `in doubt` while the batch's driver holds its lease (or its run's process is
+    alive on this machine), else `interrupted`: the next resume decides it from the journal.
+
     Raises:
         ConfigError: the journal cannot be read, or has no such batch (`ERR_BATCH_CONFIG`).
     """
+    check_batch_id(batch_id)
     backend = open_journal(str(journal), reader=True)
     try:
         store = open_store(backend, reader=True)
@@ -559,7 +679,22 @@ def batch_status(batch_id: str, *, journal: str) -> BatchSummary:
                 )
             summary = BatchSummary(batch_id=batch_id, journal=backend.path)
             stored = store.items(batch_id)
-            _fill(summary, store, batch_id, len(stored), 0)
+            row = store.batch(batch_id)
+            held = row is not None and row.held(time.time())
+            here = socket.gethostname()
+
+            def doubt(item: StoredItem) -> bool:
+                """The driver's lease is live, or the item's run is alive on this machine."""
+                if held:
+                    return True
+                record = backend.get_run(item.run_id) if item.run_id else None
+                return (
+                    record is not None
+                    and record.outcome == "running"
+                    and store.run_host(record.run_id) == here
+                )
+
+            _fill(summary, store, batch_id, len(stored), 0, doubt)
             return summary
         finally:
             store.close()

@@ -5,6 +5,13 @@ for it: `run_id`, `attempt`, the budget `reserved` for it), `ended` (its output 
 `result`), `unknown` (its run is `outcome_unknown`: never run again; listed by `batch status`),
 `skipped` (the batch budget had no room for it: run again on the next resume).
 
+One row per batch (`batches`): the digest of the inputs it started with (a second batch over the
+same inputs is refused unless asked for) and the **lease** of the driver running it: an owner
+token, its host, pid and process start, and `lease_until`, renewed by the driver's heartbeat.
+A batch is held while its lease has not expired and its owner is not known dead (an owner on
+this machine whose process is gone holds nothing). Only the holder claims items: the claim
+statement checks the lease in the same `UPDATE`, so a driver that lost its lease claims nothing.
+
 The batch budget is the shared budget `batch:<id>` (`toolbridge_budgets` on PostgreSQL, a
 `budgets` table in the SQLite file): reserved with one atomic `UPDATE ... WHERE room >= n`, so
 two workers never spend the same micro-unit.
@@ -20,18 +27,21 @@ its table).
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import time
+import uuid
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from ..errors import ConfigError
-from ..runtime._journal import JournalBackend
+from ..runtime._journal import JournalBackend, Writer, process_alive
 from ..runtime._journal_postgres import PostgresJournal
 from ..runtime._journal_sql import (
     BATCH_ITEMS_TABLE,
+    BATCHES_TABLE,
     BUDGETS_TABLE,
     POSTGRES,
     SQLITE,
@@ -40,7 +50,7 @@ from ..runtime._journal_sql import (
     budget_dict,
 )
 
-__all__ = ["BatchStore", "Item", "StoredItem", "open_store"]
+__all__ = ["BatchRow", "BatchStore", "Item", "Lease", "StoredItem", "open_store"]
 
 _R = TypeVar("_R")
 _Steps = Generator[tuple[str, tuple[Any, ...]], list[Any], _R]
@@ -52,7 +62,7 @@ class Item:
     """One valid input line."""
 
     key: str  # the id as JSON text: the key in the store
-    id: Any  # the id as given (a string or an integer; the line number for bare strings)
+    id: Any  # the id as given (a string or an integer; the item's digest when none was given)
     line: int
     input: str
     sha256: str
@@ -70,12 +80,58 @@ class StoredItem:
     input_sha256: str
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A driver's claim to run a batch: a fresh token, and the process holding it."""
+
+    token: str
+    host: str
+    pid: int
+    start: str | None
+
+    @classmethod
+    def mine(cls) -> Lease:
+        writer = Writer.current()
+        return cls(uuid.uuid4().hex, writer.host, writer.pid, writer.proc_start)
+
+
+@dataclass
+class BatchRow:
+    """A batch: the inputs it started with and its lease (`owner` is `None` when released)."""
+
+    batch_id: str
+    inputs_sha256: str
+    created_at: float
+    owner: str | None
+    owner_host: str | None
+    owner_pid: int | None
+    owner_start: str | None
+    lease_until: float | None
+
+    def lapsed(self, now: float) -> bool:
+        """Released, or expired: every process of its driver had a full lease period to stop."""
+        return self.owner is None or self.lease_until is None or self.lease_until < now
+
+    def held(self, now: float) -> bool:
+        """Whether its driver may still be running: the lease is unexpired, the owner not known dead."""
+        if self.owner is None or self.lease_until is None or self.lease_until < now:
+            return False
+        if self.owner_host == socket.gethostname():
+            return process_alive(self.owner_pid, self.owner_host, self.owner_start)
+        return True  # another machine: only the lease's expiry says it is gone
+
+
+_BATCH_COLUMNS = "batch_id, inputs_sha256, created_at, owner, owner_host, owner_pid, owner_start, lease_until"
+
+
 class BatchStore:
     """The items of batches, in SQL written once (`_journal_sql`) for the store's dialect."""
 
     dialect: Dialect = SQLITE
     statements: Statements = Statements.of(SQLITE)
     _reserved: dict[tuple[str, str], int]  # (batch, item) -> reserved, for items this store claimed
+    lease: Lease | None = None  # set once this store's driver holds a batch's lease: claims check it
+    prior: BatchRow | None = None  # the batch's row before `acquire` took its lease
 
     # -- the SQL seam: each returns rows (or None) and commits at once ----------------------------
 
@@ -137,6 +193,90 @@ class BatchStore:
             self._exec(self._q("SELECT 1 FROM {batch_items} WHERE batch_id = ? LIMIT 1"), (batch_id,))
         )
 
+    # -- batches and leases ----------------------------------------------------------------------
+
+    def batch(self, batch_id: str) -> BatchRow | None:
+        """The batch's row; `None` when there is none (a batch started before leases, or no batch)."""
+        try:
+            rows = self._exec(
+                self._q(f"SELECT {_BATCH_COLUMNS} FROM {{batches}} WHERE batch_id = ?"), (batch_id,)
+            )
+        except Exception:  # a read-only journal written before batches had a row (no such table)
+            return None
+        return BatchRow(*rows[0]) if rows else None
+
+    def batches_with_inputs(self, inputs_sha256: str) -> list[str]:
+        rows = self._exec(
+            self._q("SELECT batch_id FROM {batches} WHERE inputs_sha256 = ? ORDER BY created_at"),
+            (inputs_sha256,),
+        )
+        return [str(r[0]) for r in rows]
+
+    def create_batch(self, batch_id: str, inputs_sha256: str, lease: Lease, lease_s: float) -> bool:
+        """Record a new batch held by `lease`; `False` when the id is taken."""
+        now = time.time()
+        got = self._exec(
+            self._q(
+                f"INSERT INTO {{batches}} ({_BATCH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (batch_id) DO NOTHING RETURNING 1"
+            ),
+            (batch_id, inputs_sha256, now, lease.token, lease.host, lease.pid, lease.start, now + lease_s),
+        )
+        if got:
+            self.lease = lease
+        return bool(got)
+
+    def acquire(self, batch_id: str, lease: Lease, lease_s: float) -> BatchRow | None:
+        """Take the batch's lease unless a driver holds it: `None` when taken, else the holder's row.
+
+        Once taken, `prior` is the row as it was (who held it; released, lapsed, or its owner dead).
+        """
+        prior = self.batch(batch_id)
+        if prior is None:
+            raise ConfigError(f"no batch {batch_id!r}", code="ERR_BATCH_UNKNOWN")
+        now = time.time()
+        if prior.held(now):
+            return prior
+        owner_is = "owner IS NULL" if prior.owner is None else "owner = ?"
+        got = self._exec(
+            self._q(
+                "UPDATE {batches} SET owner = ?, owner_host = ?, owner_pid = ?, owner_start = ?, "
+                f"lease_until = ? WHERE batch_id = ? AND {owner_is} RETURNING 1"
+            ),
+            (lease.token, lease.host, lease.pid, lease.start, now + lease_s, batch_id)
+            + (() if prior.owner is None else (prior.owner,)),
+        )
+        if not got:  # another driver took it in between
+            return self.batch(batch_id) or prior
+        self.lease = lease
+        self.prior = prior
+        return None
+
+    def renew(self, batch_id: str, lease_s: float) -> bool:
+        """Extend this store's lease; `False` when it was lost (another driver took the batch)."""
+        if self.lease is None:
+            return False
+        got = self._exec(
+            self._q("UPDATE {batches} SET lease_until = ? WHERE batch_id = ? AND owner = ? RETURNING 1"),
+            (time.time() + lease_s, batch_id, self.lease.token),
+        )
+        return bool(got)
+
+    def release_lease(self, batch_id: str) -> None:
+        """Give the lease up (the driver is stopping): the batch is at once free to resume."""
+        if self.lease is None:
+            return
+        self._exec(
+            self._q("UPDATE {batches} SET owner = NULL, lease_until = NULL WHERE batch_id = ? AND owner = ?"),
+            (batch_id, self.lease.token),
+        )
+        self.lease = None
+
+    def run_host(self, run_id: str) -> str | None:
+        """The host of the process that wrote a run (from the journal's runs table)."""
+        rows = self._exec(self._q("SELECT host FROM {runs} WHERE run_id = ?"), (run_id,))
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
     # Each change of an item is written once, as steps: a generator yielding `(sql, params)`
     # and receiving the statement's rows; `_drive` runs it on the sync connection, `_adrive`
     # awaits each statement (the PostgreSQL store: on the event loop, never holding it).
@@ -183,12 +323,18 @@ class BatchStore:
                 )
                 return "budget"
             reserved = reserve
+        fence, fenced = "", cast(tuple[str, ...], ())
+        if self.lease is not None:  # only the lease's holder claims
+            fence = " AND EXISTS (SELECT 1 FROM {batches} WHERE batch_id=? AND owner=?)"
+            fenced = (batch_id, self.lease.token)
         got = yield (
             self._q(
                 "UPDATE {batch_items} SET state='claimed', run_id=?, attempt=?, reserved_micros=?, "
-                "updated_at=? WHERE batch_id=? AND item_id=? AND state IN ('pending', 'skipped') RETURNING 1"
+                "updated_at=? WHERE batch_id=? AND item_id=? AND state IN ('pending', 'skipped')"
+                + fence
+                + " RETURNING 1"
             ),
-            (run_id, attempt, reserved, time.time(), batch_id, key),
+            (run_id, attempt, reserved, time.time(), batch_id, key, *fenced),
         )
         if not got:
             if reserved:
@@ -286,7 +432,7 @@ class SqliteBatchStore(BatchStore):
                 return
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(SQLITE.sql(BATCH_ITEMS_TABLE + BUDGETS_TABLE))
+            self._db.executescript(SQLITE.sql(BATCH_ITEMS_TABLE + BUDGETS_TABLE + BATCHES_TABLE))
         except sqlite3.Error as exc:
             raise ConfigError(f"the batch store in {path!r} cannot be opened: {exc}") from None
 

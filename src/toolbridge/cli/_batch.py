@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
+import signal
 import sys
 from typing import Any
 
@@ -38,10 +41,15 @@ def register(subparsers: Any) -> None:
     batch.add_argument(
         "target", nargs="+", metavar="MANIFEST | status ID", help="the manifest, or `status ID`"
     )
-    batch.add_argument("--inputs", help='JSON Lines: {"id": ..., "input": "..."} or a bare string per line')
-    batch.add_argument("--out", help="JSON Lines output, one line per item")
+    batch.add_argument(
+        "--inputs",
+        help='JSON Lines: {"id": ..., "input": "..."} or a bare string per line; - reads standard input',
+    )
+    batch.add_argument("--out", help="JSON Lines output, one line per item (a regular file or a new path)")
     batch.add_argument("--agent", help="the agent to run (default: the manifest's only agent)")
-    batch.add_argument("--concurrency", type=int, default=8, help="runs in flight (per actor with --ray)")
+    batch.add_argument(
+        "--concurrency", type=int, default=8, help="runs in flight (per actor with --ray; default 8)"
+    )
     batch.add_argument(
         "--ray",
         nargs="?",
@@ -51,7 +59,15 @@ def register(subparsers: Any) -> None:
         help="run on Ray (a local cluster, or ADDRESS)",
     )
     batch.add_argument("--actors", type=int, default=2, help="Ray actors (default 2)")
-    batch.add_argument("--batch-id", help="resume this batch")
+    batch.add_argument("--batch-id", help="resume this batch (refused unless the journal holds it)")
+    batch.add_argument(
+        "--new", action="store_true", help="start a new batch named --batch-id (default: a new id)"
+    )
+    batch.add_argument(
+        "--rerun",
+        action="store_true",
+        help="start a new batch although the journal holds one over the same inputs",
+    )
     batch.add_argument(
         "--journal",
         help="SQLite file or postgresql:// URL (default: the manifest's, else OUT.journal.sqlite)",
@@ -63,6 +79,12 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="NAME=N",
         help="calls in flight to a server, batch-wide",
+    )
+    batch.add_argument(
+        "--max-line-bytes", type=int, default=1024 * 1024, help="longest input line (default 1 MiB)"
+    )
+    batch.add_argument(
+        "--max-lines", type=int, default=1_000_000, help="most input lines (default 1,000,000)"
     )
     batch.add_argument("--json", action="store_true", help="print the summary as JSON")
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -97,32 +119,109 @@ def _handle(args: argparse.Namespace) -> int:
     if not args.inputs or not args.out:
         raise ConfigError("batch needs --inputs FILE and --out FILE", code="ERR_BATCH_CONFIG")
 
-    def told(batch_id: str) -> None:
+    told: list[str] = []
+
+    def tell(batch_id: str) -> None:
+        told.append(batch_id)
         print(f"toolbridge: batch {batch_id}", file=sys.stderr, flush=True)
 
-    summary = anyio.run(
-        lambda: run_batch(
-            args.target[0],
-            inputs=args.inputs,
-            out=args.out,
-            agent=args.agent,
-            concurrency=args.concurrency,
-            ray=args.ray,
-            actors=args.actors,
-            batch_id=args.batch_id,
-            journal=args.journal,
-            budget_micros=args.budget_micros,
-            server_limits=_limits(args.server_limit),
-            secrets=_given_secrets(args),
-            progress=False if (args.no_progress or args.json) else None,
-            on_batch_id=told,
-        )
-    )
+    stopped: list[int] = []
+
+    async def run() -> Any:
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                # Ctrl-C / SIGTERM cancel the batch: its cancelled runs are reconciled, the lease released
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for signum in signals:
+                        stopped.append(int(signum))
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(watch)
+            summary = await run_batch(
+                args.target[0],
+                inputs=args.inputs,
+                out=args.out,
+                agent=args.agent,
+                concurrency=args.concurrency,
+                ray=args.ray,
+                actors=args.actors,
+                batch_id=args.batch_id,
+                new=args.new,
+                rerun=args.rerun,
+                journal=args.journal,
+                budget_micros=args.budget_micros,
+                server_limits=_limits(args.server_limit),
+                secrets=_given_secrets(args),
+                progress=False if (args.no_progress or args.json) else None,
+                max_line_bytes=args.max_line_bytes,
+                max_lines=args.max_lines,
+                on_batch_id=tell,
+            )
+            tg.cancel_scope.cancel()
+            return summary
+
+    summary = anyio.run(run)
+    if stopped:
+        name = "SIGINT" if stopped[0] == signal.SIGINT else "SIGTERM"
+        if told:
+            print(
+                f"toolbridge: batch {told[0]} interrupted ({name}); resume it with: "
+                + resume_command(args, told[0]),
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            print(f"toolbridge: interrupted ({name})", file=sys.stderr, flush=True)
+        return 128 + stopped[0]
     data = summary.to_dict()
     _print(data, as_json=args.json, status=False)
-    problems = ("failed", "unknown", "skipped", "inputErrors", "inDoubt", "pending")
+    problems = ("failed", "unknown", "skipped", "inputErrors", "inDoubt", "interrupted", "pending")
     clean = all(data[k] == 0 for k in problems)
     return 0 if clean else 1
+
+
+def resume_command(args: argparse.Namespace, batch_id: str) -> str:
+    """The command that resumes this batch: the same options, `--batch-id ID`, without `--new`.
+
+    Secret values (`--secret NAME=VALUE`) and a journal URL's password are not repeated: they
+    show as `NAME=...` and `:...@`, to be given again.
+    """
+    from ..runtime._journal_postgres import is_postgres_url
+
+    parts = ["toolbridge", "batch", args.target[0], "--inputs", args.inputs, "--out", args.out]
+    parts += ["--batch-id", batch_id]
+    if args.journal:
+        journal = args.journal
+        if is_postgres_url(journal):
+            journal = re.sub(r"^([a-z]+://[^:/@]*):[^@/]*@", r"\1:...@", journal)
+        parts += ["--journal", journal]
+    if args.agent:
+        parts += ["--agent", args.agent]
+    if args.concurrency != 8:
+        parts += ["--concurrency", str(args.concurrency)]
+    if args.ray is not None:
+        parts += ["--ray"] if args.ray is True else ["--ray", str(args.ray)]
+    if args.actors != 2:
+        parts += ["--actors", str(args.actors)]
+    if args.budget_micros is not None:
+        parts += ["--budget-micros", str(args.budget_micros)]
+    for limit in args.server_limit:
+        parts += ["--server-limit", limit]
+    if args.max_line_bytes != 1024 * 1024:
+        parts += ["--max-line-bytes", str(args.max_line_bytes)]
+    if args.max_lines != 1_000_000:
+        parts += ["--max-lines", str(args.max_lines)]
+    if args.secrets_file:
+        parts += ["--secrets-file", args.secrets_file]
+    for secret in args.secret:
+        parts += ["--secret", secret.partition("=")[0] + "=..."]
+    if args.json:
+        parts.append("--json")
+    if args.no_progress:
+        parts.append("--no-progress")
+    return shlex.join(parts)
 
 
 def _print(data: dict[str, Any], *, as_json: bool, status: bool) -> None:
@@ -137,7 +236,9 @@ def _print(data: dict[str, Any], *, as_json: bool, status: bool) -> None:
     emit(
         f"  items {data['items']}: succeeded {data['succeeded']}, failed {data['failed']}, "
         f"outcome_unknown {data['unknown']}, skipped (budget) {data['skipped']}, in doubt {data['inDoubt']}, "
-        f"not run yet {data['pending']}" + (f"; input errors {data['inputErrors']}" if not status else "")
+        + (f"interrupted {data['interrupted']}, " if status else "")
+        + f"not run yet {data['pending']}"
+        + (f"; input errors {data['inputErrors']}" if not status else "")
     )
     emit(
         f"  cost {data['costMicros']} micro-USD; journal {data['journal']}"
@@ -150,8 +251,14 @@ def _print(data: dict[str, Any], *, as_json: bool, status: bool) -> None:
         for item in data["unknownItems"]:
             emit(f"    id {json.dumps(item['id'])}  line {item['line']}  run {item['runId']}")
     if data["inDoubtItems"]:
-        emit("  in doubt (a run still running elsewhere, or on a machine this one cannot check):")
+        emit(
+            "  in doubt (its driver's lease is live, or its run's process is alive: it may still be running):"
+        )
         for item in data["inDoubtItems"]:
+            emit(f"    id {json.dumps(item['id'])}  line {item['line']}  run {item['runId']}")
+    if data["interruptedItems"]:
+        emit("  interrupted (its driver stopped; resuming the batch decides each from the journal):")
+        for item in data["interruptedItems"]:
             emit(f"    id {json.dumps(item['id'])}  line {item['line']}  run {item['runId']}")
 
 

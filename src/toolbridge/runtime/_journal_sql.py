@@ -1,6 +1,6 @@
 """The journal's SQL, written once for SQLite and PostgreSQL: tables, statements, records.
 
-Every table and statement is a template: `{runs}`, `{calls}`, `{budgets}`, `{batch_items}` are
+Every table and statement is a template: `{runs}`, `{calls}`, `{budgets}`, `{batch_items}`, `{batches}` are
 the dialect's table names (PostgreSQL prefixes them `toolbridge_`, as its tables share a
 database with others), `{REAL}`, `{BIGINT}`, `{BOOL}`, `{ID}`, `{TRUE}`, `{FALSE}`,
 `{RETURNING_ID}` the dialect's types and idioms, and `?` the parameter placeholder. `Dialect.sql`
@@ -48,7 +48,7 @@ class Dialect:
 
     def sql(self, template: str) -> str:
         """`template` with this dialect's names, types and placeholders filled in."""
-        names = {t: self.prefix + t for t in ("runs", "calls", "budgets", "batch_items")}
+        names = {t: self.prefix + t for t in ("runs", "calls", "budgets", "batch_items", "batches")}
         text = template.format_map({**names, **self.types})
         return text.replace("?", self.placeholder) if self.placeholder != "?" else text
 
@@ -155,9 +155,26 @@ CREATE INDEX IF NOT EXISTS {batch_items}_by_state ON {batch_items} (batch_id, st
 """
 """The items of resumable batches (`toolbridge.batch`)."""
 
+BATCHES_TABLE = """
+CREATE TABLE IF NOT EXISTS {batches} (
+    batch_id TEXT PRIMARY KEY,
+    inputs_sha256 TEXT NOT NULL,
+    created_at {REAL} NOT NULL,
+    owner TEXT,
+    owner_host TEXT,
+    owner_pid INTEGER,
+    owner_start TEXT,
+    lease_until {REAL}
+);
+CREATE INDEX IF NOT EXISTS {batches}_by_inputs ON {batches} (inputs_sha256);
+"""
+"""Resumable batches (`toolbridge.batch`): what inputs each started with, and the lease of the
+driver running it (`owner`, its host, pid and process start, the lease's expiry)."""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, JOURNAL_TABLES + BUDGETS_TABLE),
     (2, BATCH_ITEMS_TABLE),
+    (3, BATCHES_TABLE),
 )
 """Schema versions in order: (version, template). Never edit one that shipped; append."""
 
