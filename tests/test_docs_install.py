@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import tomllib
 from functools import cache
-from importlib.metadata import PackageNotFoundError, requires
+from importlib.metadata import PackageNotFoundError, packages_distributions, requires
 from pathlib import Path
 
 import pytest
 
-from toolbridge._extras import extra_of
+from toolbridge._extras import EXTRA_OF, extra_of
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRAS: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
@@ -177,3 +179,44 @@ def test_the_scanner_sees_what_an_example_needs() -> None:
         "Install: `pip install 'toolbridge[ray]'`\n\nX1\n\n## B\n\nX2\n"
     )
     assert allowed_at(page, page.index("X1")) == {"ray"} and allowed_at(page, page.index("X2")) == set()
+
+
+def _dists_of(extras: set[str]) -> set[str]:
+    base = {_name(r) for r in requires("toolbridge") or [] if "extra ==" not in r}
+    reqs = base | {_name(r) for e in extras for r in EXTRAS[e]}
+    return set().union(*(_closure(d) for d in reqs))
+
+
+def not_installed_by(extras: set[str]) -> list[str]:
+    """The optional top-level modules that `pip install 'toolbridge[extras]'` does not install."""
+    dists = _dists_of(extras)
+    owners = packages_distributions()
+    out = []
+    for module in sorted({m.partition(".")[0] for m in EXTRA_OF}):
+        if not any(_name(d) in dists for d in owners.get(module, [])):
+            out.append(module)
+    return out
+
+
+RUNS = sorted(
+    {
+        (page, m.group(1))
+        for page in PAGES
+        for m in _EXAMPLE_FILE.finditer((DOCS / page).read_text(encoding="utf-8"))
+    }
+)
+
+
+@pytest.mark.parametrize(("page", "example"), RUNS, ids=[f"{p}:{e}" for p, e in RUNS])
+def test_the_example_runs_with_only_what_the_install_line_installs(page: str, example: str) -> None:
+    """The example file, run as the page says, in an interpreter where every optional module the
+    page's install line does not install is missing."""
+    match = INSTALL.search((DOCS / page).read_text(encoding="utf-8"))
+    assert match is not None
+    blocked = not_installed_by(set(filter(None, (match.group(1) or "").split(","))))
+    code = "import runpy, sys\n"
+    code += "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
+    code += f"sys.argv = [{example!r}]\nrunpy.run_path({example!r}, run_name='__main__')\n"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"blocked {blocked}:\n{out.stderr[-3000:]}"
+    assert "ERR_MISSING_EXTRA" not in out.stdout + out.stderr, out.stdout[-2000:]
