@@ -172,3 +172,23 @@ def test_call_refuses_nan_in_the_arguments_with_one_line() -> None:
         lines = err.strip().splitlines()
         assert code == 1 and out == "" and len(lines) == 1, (arguments, err)
         assert lines[0].startswith("toolbridge: ERR_INVALID_INPUT: "), err
+
+
+# -- the MCP SDK's own log records ----------------------------------------------------------------
+
+UNLISTED = [sys.executable, str(ROOT / "tests" / "cli" / "upstreams" / "unlisted_server.py")]
+
+
+def test_the_sdks_own_warnings_need_v() -> None:
+    # the SDK's client logs "Tool hidden not listed by server" (logger `client`) at WARNING
+    code, out, err = run("call", "hidden", "--", *UNLISTED)
+    assert (code, out, err) == (0, "ran hidden\n", "")
+    code, out, err = run("-v", "call", "hidden", "--", *UNLISTED)
+    assert code == 0 and out == "ran hidden\n"
+    assert "WARNING client: Tool hidden not listed by server" in err  # the control: it was logged
+
+
+def test_toolbridges_own_warnings_still_show_without_v() -> None:
+    code, out, err = run("tools", "--", *HOSTILE, "--odd-schemas")
+    assert code == 0 and "echo" in out
+    assert "WARNING toolbridge.server.python: stdio server 'python': tool 'bad_schema' left out" in err
