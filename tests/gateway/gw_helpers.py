@@ -76,6 +76,24 @@ def calls_of(tmp_path: Path) -> list[str]:
     return log.read_text(encoding="utf-8").split() if log.exists() else []
 
 
+def journal_calls(tmp_path: Path) -> list[tuple[str, str, str, str | None, bool]]:
+    """(principal, tool, call outcome, code, request sent) of every call row in the manifest's
+    `journal.db` beside it, oldest first."""
+    from toolbridge.runtime._journal_sqlite import Journal
+
+    journal = Journal.open_existing(str(tmp_path / "journal.db"))
+    try:
+        runs = [journal.get_run(r.run_id) for r in reversed(journal.list_runs(50))]
+    finally:
+        journal.close()
+    return [
+        (run.principal or "", c.tool_id, c.outcome, c.error_code, c.request_sent)
+        for run in runs
+        if run is not None
+        for c in run.calls
+    ]
+
+
 def stdio_params(manifest: Path, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
     if "PYTHONPATH" in os.environ:  # a worktree's own sources (else the installed package runs)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
-from gw_helpers import calls_of, gateway_http, upstream_manifest
+from gw_helpers import calls_of, gateway_http, journal_calls, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -157,7 +157,7 @@ async def test_calls_in_flight_are_bounded_per_identity(tmp_path: Path) -> None:
                     await anyio.sleep(0.05)
             third = await alice.call_tool("up_echo", {"text": "a"})
             assert third.meta is not None and third.meta["toolbridge/code"] == "LIMIT_EXCEEDED"
-            assert third.meta["toolbridge/outcome"] == "blocked"
+            assert third.meta["toolbridge/outcome"] == "failed"
             assert "in flight" in third.content[0].text  # type: ignore[union-attr]
             # bob is not affected by alice's calls in flight
             assert (await bob.call_tool("up_echo", {"text": "b"})).content[0].text == "b"  # type: ignore[union-attr]
@@ -166,6 +166,10 @@ async def test_calls_in_flight_are_bounded_per_identity(tmp_path: Path) -> None:
             with anyio.fail_after(60):
                 while (await alice.call_tool("up_echo", {"text": "again"})).is_error:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
+    # the refused call has its row: alice's, the tool's name, the code, nothing sent
+    rows = journal_calls(tmp_path)
+    assert ("alice", "up_echo", "not_started", "LIMIT_EXCEEDED", False) in rows
+    assert ("bob", "up_echo", "succeeded", None, True) in rows
 
 
 async def test_a_burst_of_openings_stays_within_the_share(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from gw_helpers import gateway_stdio
+from gw_helpers import gateway_stdio, journal_calls
 
 SERVER = Path(__file__).resolve().parent / "upstreams" / "hang_list_server.py"
 STALE = "toolbridge/stale"
@@ -52,6 +52,8 @@ toolProviders:
 """,
         """kind: Runtime
 metadata: { name: Policy }
+profile: durable
+journal: journal.db
 permissions:
   allow: [tool:a_ping, tool:a_stall, tool:a_fresh, tool:b_ping, tool:b_stall, effect:read]
 """,
@@ -139,3 +141,6 @@ async def test_a_hung_listing_stalls_only_its_own_upstream(tmp_path: Path) -> No
             while (await client.call_tool("a_ping", {})).is_error:  # noqa: ASYNC110 - the breaker's probe
                 await anyio.sleep(0.1)
             assert (await client.call_tool("a_ping", {})).content[0].text == "A pong"  # type: ignore[union-attr]
+    # each refused call has its row: the tool's name, the code, nothing sent
+    refused_rows = [row[1:] for row in journal_calls(tmp_path) if row[3] == "UPSTREAM_UNAVAILABLE"]
+    assert refused_rows and set(refused_rows) == {("a_ping", "not_started", "UPSTREAM_UNAVAILABLE", False)}

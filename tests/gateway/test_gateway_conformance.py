@@ -35,25 +35,23 @@ ERAS = {"handshake": "2025-11-25", "2026": "2026-07-28"}
 TARGETS = ("direct", *(f"gateway-{era}" for era in ERAS))
 
 # Why a scenario the reference passes directly fails through the gateway. Each reason names what
-# would have to change; "awaiting per-call relay (h1)" marks work under way in the clients (issue 21).
-_H1 = "awaiting per-call relay (h1)"
-_CAPABILITY_FIRST = (
-    "the gateway refuses with -32021 a tool whose upstream would have asked the client only for what "
-    "it declared (an InputRequiredResult with sampling alone); h1"
+# would have to change.
+_OWN_CAPABILITIES = (
+    "the reference reads the client's capabilities from each request's `_meta`, where the SDK's "
+    "2026-07-28 client writes its own connection's (no per-request override), so the upstream sees "
+    "the gateway's capabilities, not the calling client's"
 )
-_EXTRA_KEYS = (
-    "valid inputResponses sent with extra, unknown keys are asked for again (an InputRequiredResult) "
-    "instead of used; h1"
+_CAPABILITY_FIRST = (
+    f"{_OWN_CAPABILITIES}: it asks for elicitation, and the gateway answers -32021 to a client that "
+    "declared sampling alone"
 )
 _STALE_CALL = (
     "timing: right after server-sse-polling, whose call (test_reconnection: the reference closes its "
     "stream mid-call and keeps no events to resume) is still in flight upstream, a handshake-era "
     "upstream's elicitation cannot be told apart between two calls on the shared connection and is "
-    "refused; whether that call has ended when this scenario runs varies (h1)"
+    "refused; whether that call has ended when this scenario runs varies"
 )
-_MISSING_CAPABILITY = (
-    f"{_H1}: a tool needing a capability the client did not declare is run, not refused with -32021"
-)
+_MISSING_CAPABILITY = f"{_OWN_CAPABILITIES}: `test_missing_capability` runs instead of -32021"
 _NO_2026_CHANNEL = (
     "the reference's handshake-style test_sampling / test_elicitation* tools ask by a standalone "
     "server-to-client request, which a 2026-07-28 connection has no channel for: the reference "
@@ -121,7 +119,6 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
         "server-sse-polling": _NO_PRIMING,
         "server-stateless": _MISSING_CAPABILITY,
         "input-required-result-capability-check": _CAPABILITY_FIRST,
-        "input-required-result-ignore-extra-params": _EXTRA_KEYS,
     },
 }
 VARIES: dict[tuple[str, str], dict[str, str]] = {

@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from gw_helpers import HERE, TOOLBRIDGE, gateway_http, gateway_stdio
+from gw_helpers import HERE, TOOLBRIDGE, gateway_http, gateway_stdio, journal_calls
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -288,21 +288,6 @@ REFUSING = """  - provider: !ref Faith
 """
 
 
-def _calls(tmp_path: Path) -> list[tuple[str, str, str, str | None, bool]]:
-    """(principal, tool, call outcome, code, request sent) of every call row, oldest first."""
-    journal = Journal.open_existing(str(tmp_path / "journal.db"))
-    try:
-        runs = [journal.get_run(r.run_id) for r in reversed(journal.list_runs(50))]
-    finally:
-        journal.close()
-    return [
-        (run.principal or "", c.tool_id, c.outcome, c.error_code, c.request_sent)
-        for run in runs
-        if run is not None
-        for c in run.calls
-    ]
-
-
 async def test_every_refused_call_has_a_row_with_its_code_and_tool(tmp_path: Path) -> None:
     """Approval declined, approval impossible (no elicitation), grant and budget: each refused
     call is journaled with the tool's name and the refusal's code, and nothing was sent."""
@@ -333,7 +318,7 @@ async def test_every_refused_call_has_a_row_with_its_code_and_tool(tmp_path: Pat
             refused = await modern.call_tool("a_write", {})
             assert refused.meta is not None and refused.meta["toolbridge/code"] == "PERMISSION_DENIED"
             assert refused.content[0].text.endswith("cannot be asked (no elicitation)")  # type: ignore[union-attr]
-    assert _calls(tmp_path) == [
+    assert journal_calls(tmp_path) == [
         ("me", "a_write", "not_started", "PERMISSION_DENIED", False),
         ("me", "b_write", "not_started", "BUDGET_EXCEEDED", False),
         ("me", "g_write", "not_started", "PERMISSION_DENIED", False),

@@ -34,6 +34,7 @@ from ..agent._types import ToolBinding
 from ..content import to_json_text
 from ..errors import JsonRpcError, PolicyError, ToolbridgeError, bounded
 from ..redact import redact, redact_value
+from ..runtime import CODES
 from ..runtime._permissions import ToolGrantNeeds, effective_effects
 from ..runtime._session import GovernedSession
 from ..sanitize import clean_schema, clean_text
@@ -61,6 +62,8 @@ ERROR_TEXT_LIMIT = 2000
 """An upstream tool error reaches the client cleaned and cut to this many characters."""
 
 STALE_WAIT_S = 1.0
+REFUSAL_ROWS_AT_ONCE = 4
+"""Journal rows of calls refused before governing (`GatewayCore.refused`) written at once."""
 """How long a listing waits for another caller's listing of a changed upstream before it is
 served the last built union."""
 
@@ -319,6 +322,7 @@ class GatewayCore:
     _warned_at: float = field(init=False, repr=False, default=-1e9)
     _refreshing: anyio.Event | None = field(init=False, repr=False, default=None)
     _listed: _Listing | None = field(init=False, repr=False, default=None)
+    _refusal_rows: anyio.CapacityLimiter | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
@@ -495,6 +499,11 @@ class GatewayCore:
             context.upstream_responses = {
                 k: v for k, v in (input_responses or {}).items() if k != APPROVAL_KEY
             }
+        elif request_state is None and input_responses and context.modern and self._modern(target):
+            # answers given up front (a stateless client's first request) are the client's own,
+            # for its own call: they go to a 2026 upstream as they are (never the approval key)
+            given = {k: v for k, v in input_responses.items() if k != APPROVAL_KEY}
+            context.upstream_responses = given or None
         if why is not None:  # refused: journaled by the session, nothing sent
             return await self._governed(routed, context, name, args, why, digest, resumed, ask)
         if resumed is not None and resumed.suspended is not None:
@@ -524,8 +533,12 @@ class GatewayCore:
             return False
         if target.declared or self._suspensions.full():
             return False
+        return id(target.binding) in self._clients and not self._modern(target)
+
+    def _modern(self, target: ToolTarget) -> bool:
+        """Whether `target`'s upstream is connected in the 2026-07-28 era."""
         client = self._clients.get(id(target.binding))
-        return client is not None and getattr(client, "protocol_version", None) not in MODERN
+        return client is not None and getattr(client, "protocol_version", None) in MODERN
 
     def _suspended_round(
         self, waited: Any, context: CallContext, name: str, digest: str, number: int
@@ -571,6 +584,8 @@ class GatewayCore:
                 result = await session.call_tool(name, args, context=context)
         except PolicyError as exc:
             missing_error(context)
+            if exc.code == "INPUT_REQUIRED" and context.input_required is not None:
+                return self._relay_round(context, name, digest or arguments_digest(name, args), resumed, ask)
             if context.error is not None:  # the upstream answered with a JSON-RPC error: the client gets it
                 raise upstream_rpc_error(context.error) from None
             if exc.code == "TOOL_ERROR" and context.wire is not None:  # the upstream's `isError` result
@@ -581,9 +596,35 @@ class GatewayCore:
             log.warning("call of %r failed in the gateway: %s", bounded(name, 100), exc.code)
             return error_result("TOOL_FAILED: the tool call failed")
         missing_error(context)
-        if context.input_required is not None:
-            return self._relay_round(context, name, digest or arguments_digest(name, args), resumed, ask)
         return _from_tool_result(result, context)
+
+    async def refused(
+        self, identity: Identity, name: str, arguments: Any, code: str, message: str
+    ) -> types.CallToolResult:
+        """A call the gateway refuses before governing it (`UPSTREAM_UNAVAILABLE` while its
+        server's breaker is open, `LIMIT_EXCEEDED` past the identity's calls in flight): the
+        call still gets its journal row (`not_started`, the code, the tool's name) under the
+        identity's runtime, and the client gets `code` with `message`.
+
+        Rows of refusals are written a few at a time (a client flooding the gateway with calls
+        it may not make waits for its own refusals; nothing else does); a journal that cannot
+        be written does not change the answer.
+        """
+        if self._refusal_rows is None:
+            self._refusal_rows = anyio.CapacityLimiter(REFUSAL_ROWS_AT_ONCE)
+        args = dict(arguments) if isinstance(arguments, Mapping) else {}
+        last = self.catalog.last()  # never waits on a listing: the tool as last listed, if it was
+        fixed = ToolCatalog.of(last if last is not None else Catalog({}, ()))
+        async with self._refusal_rows:
+            try:
+                async with GovernedSession(
+                    identity.runtime, principal=identity.name, label=f"gateway {self.name}", catalog=fixed
+                ) as session:
+                    raise await session.refuse(name, args, code)
+            except ToolbridgeError as exc:
+                if exc.code != code:
+                    log.warning("a refused call of %r has no journal row: %s", bounded(name, 100), exc.code)
+        return refusal(PolicyError(message, code=code, outcome=CODES[code]))
 
     def _approval_round(
         self,

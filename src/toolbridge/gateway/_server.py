@@ -30,10 +30,10 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from ..errors import PolicyError, bounded
+from ..errors import bounded
 from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead
-from ._core import GatewayCore, Identity, page_of, refusal
+from ._core import GatewayCore, Identity, page_of
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
 from ._scrub import ScrubbingServer
@@ -50,6 +50,7 @@ UPSTREAM_DOWN = "the server of this tool keeps failing; calls to it are paused, 
 STALE_KEY = "toolbridge/stale"
 """`_meta` key of a listed tool whose server could not be listed lately: its last good definition."""
 
+LIMITED = "LIMIT_EXCEEDED"
 TOO_MANY_CALLS = "too many calls of this client in flight; try again when one has ended"
 
 IDENTITY_KEY = "toolbridge.identity"
@@ -132,9 +133,9 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
         session = ctx.session
         upstream = _upstream_of(core, params.name)
         if upstream is not None and upstream.breaker.opened_at is not None and not upstream.breaker.allow():
-            return refusal(PolicyError(UPSTREAM_DOWN, code=UNAVAILABLE, outcome="blocked"))
+            return await core.refused(identity, params.name, params.arguments, UNAVAILABLE, UPSTREAM_DOWN)
         if not inflight.enter(identity.name):  # one identity takes only its share of the gateway
-            return refusal(PolicyError(TOO_MANY_CALLS, code="LIMIT_EXCEEDED", outcome="blocked"))
+            return await core.refused(identity, params.name, params.arguments, LIMITED, TOO_MANY_CALLS)
         try:
             return await forward(ctx, identity, session, params)
         finally:

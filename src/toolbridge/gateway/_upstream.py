@@ -263,10 +263,9 @@ class UpstreamProvider(McpToolProvider):
                     calls.remove(context)
             elif self.sessions is not None:
                 self.sessions.release(context.identity.name)
-        if wire.get("resultType") == "input_required":
+        if wire.get("resultType") == "input_required":  # journaled `failed` (INPUT_REQUIRED), relayed
             context.input_required = wire
-            result = context.result = ToolResult.of_raw([])
-            return result
+            raise ToolError(f"tool {name!r} asked for input", details={"tool": name, "input_required": True})
         context.wire = wire
         content = wire.get("content") or []
         structured = wire.get("structuredContent")

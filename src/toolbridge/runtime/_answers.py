@@ -6,6 +6,9 @@ happened. Two answers do:
 
 - a result with `isError: true` (a `ToolError` whose `details["is_error"]` is True):
   `failed` / `TOOL_ERROR`: the tool ran and said it failed; its result is the answer.
+- a 2026-07-28 `InputRequiredResult` (a `ToolError` whose `details["input_required"]` is True):
+  `failed` / `INPUT_REQUIRED`: the server asked for input (elicitation, sampling, roots) before
+  it would finish; the caller's answer is a new call with its own row. Charged nothing.
 - JSON-RPC -32700 (parse error), -32600 (invalid request), -32601 (method not found), -32602
   (invalid params): `failed` / `TOOL_REFUSED`: JSON-RPC's codes for a request refused before it
   is processed.
@@ -40,6 +43,8 @@ def answered_code(exc: ToolbridgeError) -> str | None:
     """The run code of a failure the server answered with (see the module), or None."""
     if isinstance(exc, ToolError) and exc.details.get("is_error") is True:
         return "TOOL_ERROR"
+    if isinstance(exc, ToolError) and exc.details.get("input_required") is True:
+        return "INPUT_REQUIRED"
     if isinstance(exc, JsonRpcError) and exc.rpc_code in REFUSED_RPC_CODES:
         return "TOOL_REFUSED"
     return None

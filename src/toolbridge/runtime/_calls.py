@@ -538,7 +538,7 @@ class CallRules(RefusedCalls):
                 meta,
                 outcome,
                 code,
-                sent=sent and code != "TOOL_REFUSED",
+                sent=sent and code not in ("TOOL_REFUSED", "INPUT_REQUIRED"),
                 received=received,
                 started=started,
             )

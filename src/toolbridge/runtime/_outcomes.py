@@ -9,19 +9,20 @@ attacker-controlled or secret, so it stops at the runtime boundary (the "no leak
 |---|---|
 | `succeeded` | (none) |
 | `failed` | `INVALID_INPUT`, `INVALID_OUTPUT`, `MODEL_FAILED`, `TOOL_FAILED`, `TOOL_ERROR`, |
-| | `TOOL_REFUSED`, `LIMIT_EXCEEDED`, `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, |
-| | `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, `TOOLS_UNAVAILABLE`, `ABORTED` |
+| | `TOOL_REFUSED`, `INPUT_REQUIRED`, `LIMIT_EXCEEDED`, `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, |
+| | `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, `TOOLS_UNAVAILABLE`, `UPSTREAM_UNAVAILABLE`, `ABORTED` |
 | `blocked` | `PERMISSION_DENIED`, `BUDGET_EXCEEDED`, `GUARD_BLOCKED`, `GUARD_UNAVAILABLE` |
 | `cancelled` | `CANCELLED` |
 | `outcome_unknown` | `OUTCOME_UNKNOWN` |
 
-`TOOL_ERROR` and `TOOL_REFUSED` are failures the server answered with (an `isError` result; a
-JSON-RPC error that refuses the request before acting): known, so never `outcome_unknown`
-(`_answers` has the table). `INTERRUPTED` is read back from a durable journal for a run whose
-process died while no call with effects was in flight (so nothing is unknown about the outside
-world). `ABORTED` ends a session (`runtime.session`) left by an exception raised by the caller's
-code (or a framework around it) that was neither the session's own refusal nor a model call's
-failure.
+`TOOL_ERROR`, `TOOL_REFUSED` and `INPUT_REQUIRED` are failures the server answered with (an
+`isError` result; a JSON-RPC error that refuses the request before acting; a 2026-07-28 request
+for input before it finishes): known, so never `outcome_unknown` (`_answers` has the table).
+`UPSTREAM_UNAVAILABLE` is the gateway's refusal while a failing server's calls are paused.
+`INTERRUPTED` is read back from a durable journal for a run whose process died while no call
+with effects was in flight (so nothing is unknown about the outside world). `ABORTED` ends a
+session (`runtime.session`) left by an exception raised by the caller's code (or a framework
+around it) that was neither the session's own refusal nor a model call's failure.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ CODES: Final[dict[str, str]] = {
     "TOOL_FAILED": "failed",
     "TOOL_ERROR": "failed",
     "TOOL_REFUSED": "failed",
+    "INPUT_REQUIRED": "failed",
+    "UPSTREAM_UNAVAILABLE": "failed",
     "LIMIT_EXCEEDED": "failed",
     "TIMEOUT": "failed",
     "NOT_FOUND": "failed",
@@ -76,6 +79,8 @@ GENERIC_MESSAGES: Final[dict[str, str]] = {
     "TOOL_FAILED": "the tool call failed",
     "TOOL_ERROR": "the tool answered that the call failed",
     "TOOL_REFUSED": "the server refused the call before running it",
+    "INPUT_REQUIRED": "the server asked for input before it would finish the call",
+    "UPSTREAM_UNAVAILABLE": "the server of this tool keeps failing, so calls to it are paused",
     "LIMIT_EXCEEDED": "a run limit was reached",
     "TIMEOUT": "the call or run took longer than allowed",
     "NOT_FOUND": "the model asked for a tool this agent does not have",
