@@ -32,7 +32,8 @@ ENV = {"ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
 MODERN = "2026-07-28"
 GRANTS = (
     "tool:ask_pay, tool:ask_summarize, tool:ask_where, tool:ask_hold, tool:ask_write_file, "
-    "tool:ask_written, tool:ask_confirm_slowly, tool:ask_cancelled, effect:read, effect:write"
+    "tool:ask_written, tool:ask_confirm_slowly, tool:ask_cancelled, tool:ask_arrived, "
+    "effect:read, effect:write"
 )
 
 
@@ -457,8 +458,14 @@ async def test_a_2026_client_cancelling_its_call_cancels_it_upstream(tmp_path: P
     manifest = asking_manifest(tmp_path, upstream_mode="legacy")
     with gateway_http(manifest, env=ENV) as url:
         async with connect(url, ALICE, MODERN, Person("alice") if declares else None) as a:
-            with anyio.move_on_after(3):  # the upstream waits for a second caller who never comes
-                await a.call_tool("ask_hold", {"who": "alice", "meet": 2, "group": "never"})
+            async with anyio.create_task_group() as tg:  # the upstream waits for a caller who never comes
+                tg.start_soon(a.call_tool, "ask_hold", {"who": "alice", "meet": 2, "group": "never"})
+                with anyio.fail_after(30):  # hang guard: until the call has reached the upstream
+                    while (await a.call_tool("ask_arrived", {"group": "never"})).structured_content != {  # noqa: ASYNC110
+                        "result": ["alice"]
+                    }:
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()  # alice gives up
             with anyio.fail_after(30):  # hang guard: the upstream hears the cancellation
                 while (await a.call_tool("ask_cancelled", {})).structured_content != {"result": ["alice"]}:  # noqa: ASYNC110
                     await anyio.sleep(0.1)

@@ -135,5 +135,11 @@ async def hold(who: str, meet: int = 0, group: str = "") -> str:
     return f"{who}: held"
 
 
+@server.tool()
+async def arrived(group: str) -> list[str]:
+    """Who is waiting in `group` now (a test's barrier: the call has reached this server)."""
+    return sorted(_groups[group][0]) if group in _groups else []
+
+
 if __name__ == "__main__":
     server.run("stdio")
