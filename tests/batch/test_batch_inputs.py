@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 from pathlib import Path
 
@@ -39,3 +40,26 @@ def test_every_line_is_one_item_or_one_error(lines: list[bytes], cap: int) -> No
     for e in errors:
         assert e.code in ("ERR_BATCH_INPUT", "ERR_BATCH_DUPLICATE_ID") and "\n" not in e.message
         json.dumps(e.to_line())  # always an output line
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=st.lists(st.text(max_size=20), max_size=12, unique=True),
+    seed=st.randoms(use_true_random=False),
+    blanks=st.integers(0, 5),
+)
+def test_item_ids_never_depend_on_line_numbers(texts: list[str], seed: random.Random, blanks: int) -> None:
+    """The same items, moved, with empty lines among them, keep their ids (digest or declared)."""
+    lines = [json.dumps(t) if i % 2 else json.dumps({"input": t}) for i, t in enumerate(texts)]
+    lines.append(json.dumps({"id": "declared", "input": "x"}))
+    moved = lines + [""] * blanks
+    seed.shuffle(moved)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "in.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        before, _ = read_inputs(path)
+        path.write_text("\n".join(moved) + "\n")
+        after, errors = read_inputs(path)
+    assert not errors
+    assert sorted((it.input, it.id) for it in before) == sorted((it.input, it.id) for it in after)
+    assert all(isinstance(it.id, str) for it in after)  # never a line number

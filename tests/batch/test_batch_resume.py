@@ -215,3 +215,38 @@ def test_a_killed_driver_on_this_machine_is_not_in_doubt_and_resumes_at_once(tmp
     resumed = anyio.run(lambda: run_batch(manifest, inputs=inputs, out=out, batch_id="kill", journal=journal))
     assert resumed.in_doubt == 0 and resumed.unknown == 2 and resumed.succeeded == 2
     assert max(slow_sends(journal).values()) == 1 and os.path.getsize(out) > 0
+
+
+@pytest.mark.timeout(300)
+async def test_a_running_driver_whose_lease_is_taken_stops(tmp_path: Path) -> None:
+    manifest, tally = write_manifest(tmp_path, slow_s=0.5)
+    inputs = write_inputs(tmp_path / "in.jsonl", 8)
+    out = tmp_path / "out.jsonl"
+    journal_spec = str(tmp_path / "j.sqlite")
+    errors: list[ConfigError] = []
+
+    async def driver() -> None:
+        try:
+            await run_batch(
+                manifest, inputs=inputs, out=out, journal=journal_spec, batch_id="steal", new=True,
+                concurrency=1, lease_s=1.5,
+            )  # fmt: skip
+        except ConfigError as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(driver)
+        with anyio.fail_after(120):
+            while tally_count(tally) < 1:  # noqa: ASYNC110 - polling a file
+                await anyio.sleep(0.02)
+        journal = open_journal(journal_spec)
+        store = open_store(journal)
+        # another driver took the batch (as after a lapse): the running one must notice and stop
+        steal = "UPDATE {batches} SET owner = 'thief', lease_until = ? WHERE batch_id = 'steal'"
+        store._exec(store._q(steal), (time.time() + 600,))
+        store.close()
+        journal.close()
+    (error,) = errors
+    assert error.code == "ERR_BATCH_BUSY" and "another driver took" in str(error)
+    assert tally_count(tally) < 8  # it stopped claiming
+    assert max(slow_sends(journal_spec).values()) == 1
