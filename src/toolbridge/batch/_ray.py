@@ -5,6 +5,13 @@
 - A local cluster is started with a scrubbed environment (`WORKER_ENV`: paths, locale, `RAY_*`),
   so Ray workers do not inherit the driver's secrets; the manifest's own secrets are resolved by
   the driver and handed to each actor explicitly (only those the manifest uses).
+- A local cluster listens on the loopback address only: Ray 2.x turns `127.0.0.1` into the
+  machine's routable address unless its "no cluster" switch is set
+  (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`), which `start_local_cluster` sets for the cluster's
+  processes and the start; a cluster whose node address is not loopback is shut down and refused
+  (`ERR_BATCH_CONFIG`). Its processes are handed to a reaper (`_reaper`), which ends them when
+  the driver ends, SIGKILL included. Starting one prints a line on stderr first (it takes 10 to
+  20 s).
 - Each `_BatchActor` opens the manifest once (one `Worker`) in a long-lived task, and serves up
   to `concurrency` runs at once over the same MCP sessions; it is restarted (once more than the
   number of actors) if its process dies, and calls that were in flight fail as `WorkerLost`,
@@ -20,15 +27,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from .._extras import require
 from ..errors import ConfigError
 from ._driver import WorkerLost
+from ._reaper import Reaper, descendants
 from ._store import Item
 
-__all__ = ["WORKER_ENV", "run_on_ray", "start_local_cluster"]
+__all__ = ["WORKER_ENV", "run_on_ray", "start_announced", "start_local_cluster", "stop_local_cluster"]
 
 WORKER_ENV = (
     "PATH",
@@ -51,35 +61,107 @@ def _ray() -> Any:
     return require("ray", "ray", "--ray")
 
 
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+_NO_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch (read when `ray` is imported) that keeps a node on the loopback address."""
+_reapers: list[Reaper] = []
+
+
+@contextlib.contextmanager
+def _node_on_loopback(loopback: bool) -> Iterator[Any]:
+    """Ray, imported, with its "no cluster" switch set for what starts or joins in the block:
+    on (`loopback`), a node of this process stays on 127.0.0.1 (Ray turns it into the routable
+    address otherwise, and a driver joining a loopback cluster from that address waits forever);
+    off, Ray's default. Ray reads the variable when imported: an earlier import is patched."""
+    before = os.environ.get(_NO_CLUSTER)
+    if loopback:
+        os.environ[_NO_CLUSTER] = "0"
+    try:
+        ray = _ray()
+        constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+        switch = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+        if switch is not None and loopback:
+            constants.ENABLE_RAY_CLUSTER = False
+        try:
+            yield ray
+        finally:
+            if switch is not None:
+                constants.ENABLE_RAY_CLUSTER = switch
+    finally:
+        if before is None:
+            os.environ.pop(_NO_CLUSTER, None)
+        else:
+            os.environ[_NO_CLUSTER] = before
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition("://")[2].rpartition(":")[0].strip("[]") or address
+    return host in _LOOPBACK or host.startswith("127.")
+
+
 def start_local_cluster(num_cpus: int | None = None, **options: Any) -> Any:
     """Start a local Ray cluster whose workers see only `WORKER_ENV` (and `RAY_*`) of this process.
 
-    It listens on the loopback address only (`node_ip_address`, default 127.0.0.1) and keeps
-    Ray's token authentication (the token in `~/.ray/auth_token`; `RAY_AUTH_MODE=token` stays
-    set in this process so that drivers it starts can join).
+    It listens on the loopback address only (every process of it: GCS, raylet, agents, workers)
+    and keeps Ray's token authentication (the token in `~/.ray/auth_token`; `RAY_AUTH_MODE=token`
+    stays set in this process so that drivers it starts can join). Its processes end when this
+    process ends, however it ends (a reaper process ends what Ray leaves behind).
 
     Returns what `ray.init` returns (its `address_info["address"]` lets other drivers join).
+
+    Raises:
+        ConfigError: `ERR_BATCH_CONFIG` when Ray is not installed, or its node would not be on
+            the loopback address.
     """
-    ray = _ray()
     saved = dict(os.environ)
-    kept = {k: v for k, v in saved.items() if k in WORKER_ENV or k.startswith("RAY_")}
-    os.environ.clear()
-    os.environ.update(kept)
     try:
-        return ray.init(
-            num_cpus=num_cpus,
-            _node_ip_address=options.pop("node_ip_address", "127.0.0.1"),
-            include_dashboard=False,
-            configure_logging=False,
-            log_to_driver=False,
-            object_store_memory=options.pop("object_store_memory", 256 * 1024 * 1024),
-            **options,
-        )
+        with _node_on_loopback(True) as ray:
+            kept = {k: v for k, v in os.environ.items() if k in WORKER_ENV or k.startswith("RAY_")}
+            os.environ.clear()
+            os.environ.update(kept)
+            before = set(descendants([os.getpid()]))
+            info = ray.init(
+                num_cpus=num_cpus,
+                _node_ip_address=options.pop("node_ip_address", "127.0.0.1"),
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=False,
+                object_store_memory=options.pop("object_store_memory", 256 * 1024 * 1024),
+                **options,
+            )
+            cluster = {pid: start for pid, start in descendants([os.getpid()]).items() if pid not in before}
+            _reapers.append(Reaper(cluster))
     finally:
-        added = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}  # e.g. RAY_AUTH_MODE=token
+        added = {k: v for k, v in os.environ.items() if k.startswith("RAY_") and k != _NO_CLUSTER}
         os.environ.clear()
         os.environ.update(saved)
-        os.environ.update(added)
+        os.environ.update(added)  # e.g. RAY_AUTH_MODE=token
+    address = getattr(info, "address_info", {}).get("node_ip_address")
+    if address not in _LOOPBACK:
+        stop_local_cluster()
+        raise ConfigError(
+            f"the local Ray cluster would listen on {address!r}, not on the loopback address",
+            code="ERR_BATCH_CONFIG",
+        )
+    return info
+
+
+def start_announced(num_cpus: int | None = None) -> Any:
+    """`start_local_cluster`, with a line on stderr before (it takes 10 to 20 s) and after."""
+    print("toolbridge: starting a local Ray cluster (loopback only; this takes 10 to 20 s)", file=sys.stderr)
+    sys.stderr.flush()
+    began = time.monotonic()
+    info = start_local_cluster(num_cpus)
+    print(f"toolbridge: the local Ray cluster is up ({time.monotonic() - began:.0f} s)", file=sys.stderr)
+    sys.stderr.flush()
+    return info
+
+
+def stop_local_cluster() -> None:
+    """`ray.shutdown()`, then the reapers of clusters this process started end what is left."""
+    _ray().shutdown()
+    while _reapers:
+        _reapers.pop().release()
 
 
 class _Gate:
@@ -286,9 +368,10 @@ async def run_on_ray(
     if not ray.is_initialized():
         try:
             if address is True:
-                start_local_cluster()
+                start_announced()
             else:
-                ray.init(address=str(address), configure_logging=False, log_to_driver=False)
+                with _node_on_loopback(_is_loopback(str(address))):
+                    ray.init(address=str(address), configure_logging=False, log_to_driver=False)
         except ConfigError:
             raise
         except Exception as exc:
@@ -359,4 +442,4 @@ async def run_on_ray(
             with contextlib.suppress(Exception):
                 ray.kill(gate)
         if started_here:
-            ray.shutdown()
+            stop_local_cluster()
