@@ -78,7 +78,7 @@ def _node_on_loopback(loopback: bool) -> Iterator[Any]:
         os.environ[_NO_CLUSTER] = "0"
     try:
         ray = _ray()
-        constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+        constants: Any = getattr(getattr(ray, "_private", None), "ray_constants", None)
         switch = getattr(constants, "ENABLE_RAY_CLUSTER", None)
         if switch is not None and loopback:
             constants.ENABLE_RAY_CLUSTER = False
