@@ -122,7 +122,13 @@ async def test_refuse_records_the_call_and_ends_the_session(journal: str | None)
                 await session.call_tool("write", {})
             assert closed.value.code == "PERMISSION_DENIED"
         assert (session.result().outcome, session.result().error_code) == ("blocked", "PERMISSION_DENIED")
-        (evidence,) = runtime.inspect(session.run_id).calls
+        evidence, refused = runtime.inspect(session.run_id).calls
+        # the call refused after the session ended has its row too
+        assert (refused.tool_id, refused.outcome, refused.error_code) == (
+            "write",
+            "not_started",
+            "PERMISSION_DENIED",
+        )
         assert (evidence.tool_id, evidence.outcome, evidence.error_code) == (
             "write",
             "not_started",

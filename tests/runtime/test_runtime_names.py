@@ -93,7 +93,15 @@ async def test_a_call_to_a_left_out_name_is_not_found_and_never_made(tmp_path: P
         result = await runtime.run(agent, "go")
     assert (result.outcome, result.error_code) == ("failed", "NOT_FOUND")
     assert _calls(log) == []
-    assert runtime.inspect(result.run_id).calls == []
+    # never made, but journaled: the row names the name asked for, refused as not found
+    (row,) = runtime.inspect(result.run_id).calls
+    assert (row.tool_id, row.kind, row.request_sent, row.outcome) == (
+        "echo_",
+        "unknown",
+        False,
+        "not_started",
+    )
+    assert row.error_code == "NOT_FOUND"
 
 
 async def test_two_configured_sources_with_one_name_are_a_collision_not_a_tool_failure(

@@ -78,8 +78,9 @@ async def test_an_ungranted_call_never_reaches_the_server_and_the_session_fails_
     assert (session.result().outcome, session.result().error_code) == ("blocked", "PERMISSION_DENIED")
     record = runtime.inspect(session.run_id)
     assert record.outcome == "blocked"
-    assert [(c.tool_id, c.request_sent, c.outcome) for c in record.calls] == [
-        ("fs_write_file", False, "not_started")
+    assert [(c.tool_id, c.request_sent, c.outcome, c.error_code) for c in record.calls] == [
+        ("fs_write_file", False, "not_started", "PERMISSION_DENIED"),
+        ("fs_read_text_file", False, "not_started", "PERMISSION_DENIED"),  # refused too: its row
     ]
 
 
@@ -184,7 +185,11 @@ async def test_an_error_answer_after_sending_is_failed_and_no_server_text_leaks(
     assert SERVER_MARKER not in repr(unknown.value.__dict__) and unknown.value.__cause__ is None
     assert (session.result().outcome, session.result().error_code) == ("failed", "TOOL_ERROR")
     calls = runtime.inspect(session.run_id).calls
-    assert [(c.outcome, c.error_code) for c in calls] == [("succeeded", None), ("failed", "TOOL_ERROR")]
+    assert [(c.outcome, c.error_code) for c in calls] == [
+        ("succeeded", None),
+        ("failed", "TOOL_ERROR"),
+        ("not_started", "TOOL_ERROR"),  # the call refused after the session ended has its row
+    ]
     assert calls[1].request_sent and calls[1].response_received
 
 
@@ -312,8 +317,12 @@ async def test_concurrent_callers_share_one_session_and_their_call_ids_are_journ
         assert bad_ids.value.code == "INVALID_INPUT"
     assert seen == {f"fw-{i}": {"content": f"fw-{i}"} for i in range(5)}
     calls = runtime.inspect(session.run_id).calls
-    assert sorted(c.call_id for c in calls) == [f"fw-{i}" for i in range(5)]
-    assert all(c.outcome == "succeeded" for c in calls)
+    assert sorted(c.call_id for c in calls if c.outcome == "succeeded") == [f"fw-{i}" for i in range(5)]
+    # the batch refused for its ids has its rows, under ids of the session's own
+    assert [(c.call_id, c.outcome, c.error_code) for c in calls if c.outcome != "succeeded"] == [
+        ("call_5_0", "not_started", "INVALID_INPUT"),
+        ("call_5_1", "not_started", "INVALID_INPUT"),
+    ]
 
 
 async def test_an_exception_leaving_the_session_ends_it_failed_not_succeeded(tmp_path: Path) -> None:

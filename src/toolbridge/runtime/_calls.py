@@ -385,7 +385,9 @@ class CallRules(RefusedCalls):
         st, rt = self.state, self.rt
         plan = st.plans.pop((step, call.call_id), None)
         if plan is None:  # the agent skipped before_tool_calls: refuse rather than run ungoverned
-            raise self._fail("PERMISSION_DENIED", "tool call was not checked")
+            error = self._fail("PERMISSION_DENIED", "tool call was not checked")
+            await self._record_refused([call], error, step)
+            raise error
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
             self._record_end(plan.row, "not_started", st.failure.code, charged)

@@ -1,5 +1,11 @@
 """Refused calls: each gets its journal row (ended `not_started` with the refusal's code), its span
-and its count, whatever refused it (a check of the batch, or the caller: `GovernedSession.refuse`).
+and its count, whatever refused it (a check of the batch, a call the runtime was never asked to
+check, a call made after the session ended, or the caller: `GovernedSession.refuse`).
+
+A call to no known tool (`NOT_FOUND`) gets its row too: `tool_id` is the name it asked for
+(control and invisible characters shown as escapes, at most `UNKNOWN_NAME_CHARS` characters),
+`kind` is `unknown` and `effects` `none` (nothing was sent). So the journal says which tool every
+refused call was for.
 """
 
 from __future__ import annotations
@@ -12,14 +18,18 @@ from typing import Any
 from .. import telemetry
 from ..agent._hooks import PlannedToolCall
 from ..errors import PolicyError
+from ..sanitize import visible_text
 from ._canonical import canonical_json
 from ._declared import DeclaredTool
 from ._permissions import ToolGrantNeeds
 from ._state import SessionCore
 
-__all__ = ["RefusedCalls", "args_digest"]
+__all__ = ["UNKNOWN_NAME_CHARS", "RefusedCalls", "args_digest"]
 
 log = logging.getLogger("toolbridge.runtime")
+
+UNKNOWN_NAME_CHARS = 200
+"""The journal keeps at most this many characters of the name a call to no known tool asked for."""
 
 
 def args_digest(arguments: Mapping[str, Any]) -> tuple[str, int]:
@@ -67,31 +77,33 @@ class RefusedCalls(SessionCore):
                 run_id=self.state.run_id,
             )
 
-    def _refused_row_args(self, call: PlannedToolCall, step: int) -> dict[str, Any] | None:
-        """What `plan_call` records for a refused call; None for a call to no known tool."""
-        if call.target is None:
-            return None
-        try:
-            needs, kind, version, _tool = self._needs(call)
-        except PolicyError:
-            return None
+    def _refused_row_args(self, call: PlannedToolCall, step: int) -> dict[str, Any]:
+        """What `plan_call` records for a refused call (a call to no known tool: see the module)."""
         digest, size = args_digest(call.arguments)
-        return {
-            "step": step,
-            "tool_id": needs.tool_id,
-            "tool_version": version,
-            "kind": kind,
-            "effects": needs.effects,
-            "args_sha256": digest,
-            "args_bytes": size,
-        }
+        fields: dict[str, Any] = {"step": step, "args_sha256": digest, "args_bytes": size}
+        try:
+            if call.target is None:
+                raise LookupError
+            needs, kind, version, _tool = self._needs(call)
+        except (LookupError, PolicyError):
+            name = visible_text(call.name)[:UNKNOWN_NAME_CHARS] if isinstance(call.name, str) else "?"
+            fields.update(tool_id=name, tool_version=None, kind="unknown", effects="none")
+            return fields
+        fields.update(tool_id=needs.tool_id, tool_version=version, kind=kind, effects=needs.effects)
+        return fields
+
+    async def _record_refused(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
+        """Spans, counts and a journal row (ended `not_started` with `error`'s code) per call."""
+        self._refused(calls, error)
+        if self._ajournal is None:
+            self._refused_rows(calls, error, step)
+        else:
+            await self._arefused_rows(calls, error, step)
 
     def _refused_rows(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
         """A row per refused call of a batch, ended `not_started` with the refusal's code."""
         for call in calls:
             fields = self._refused_row_args(call, step)
-            if fields is None:
-                continue
             try:
                 row = self._journal.plan_call(self.state.run_id, call.call_id, **fields)
             except PolicyError:
@@ -105,8 +117,6 @@ class RefusedCalls(SessionCore):
         assert journal is not None
         for call in calls:
             fields = self._refused_row_args(call, step)
-            if fields is None:
-                continue
             try:
                 row = await journal.aplan_call(self.state.run_id, call.call_id, **fields)
             except PolicyError:

@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["GovernedSession"]
 
 _MAX_PRINCIPAL = 256
+_MAX_UNPLANNED_ROWS = 1000
+"""A batch refused before it was planned gets rows for at most this many of its calls."""
 
 log = logging.getLogger("toolbridge.runtime")
 
@@ -434,11 +436,7 @@ class GovernedSession(CallRules, RunRules):
         arguments = args if isinstance(args, Mapping) else {}
         call = PlannedToolCall(call_id or f"call_{step}_0", name, arguments, catalog.targets.get(name))
         error = self._fail(code, detail)
-        self._refused([call], error)
-        if self._ajournal is None:
-            self._refused_rows([call], error, step)
-        else:
-            await self._arefused_rows([call], error, step)
+        await self._record_refused([call], error, step)
         return error
 
     async def call_tools(
@@ -492,9 +490,15 @@ class GovernedSession(CallRules, RunRules):
         """A batch checked and planned (the turn rule), with its step; raises on the first refusal.
 
         What `call_tool` and `call_tools` share: `call_tool` runs its one call right after it,
-        with no batch around it.
+        with no batch around it. A batch refused before it is planned (the session already ended,
+        malformed ids or calls) gets a row for each call that names a tool (`_unplanned`).
         """
-        self._check_open()
+        try:
+            self._check_open()
+        except PolicyError as exc:
+            if self._result is None:  # still open, ended by an earlier refusal or failure
+                await self._unplanned(calls, None, exc)
+            raise
         if call_ids is not None and (
             isinstance(call_ids, str)
             or not isinstance(call_ids, Sequence)
@@ -502,7 +506,9 @@ class GovernedSession(CallRules, RunRules):
             or not all(isinstance(c, str) and 0 < len(c) <= _MAX_PRINCIPAL for c in call_ids)
             or len(set(call_ids)) != len(call_ids)
         ):
-            raise self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
+            error = self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
+            await self._unplanned(calls, None, error)
+            raise error
         if (  # a list (the common case) needs no ABC check
             type(calls) is not list and (isinstance(calls, str | bytes) or not isinstance(calls, Sequence))
         ) or not calls:
@@ -515,12 +521,16 @@ class GovernedSession(CallRules, RunRules):
         planned: list[PlannedToolCall] = []
         for i, item in enumerate(calls):
             if not isinstance(item, tuple | list) or len(item) != 2 or not isinstance(item[0], str):
-                raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+                error = self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+                await self._unplanned(calls, call_ids, error, step)
+                raise error
             name, args = item
             if args is None:
                 args = {}
             if type(args) is not dict and not isinstance(args, Mapping):
-                raise self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
+                error = self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
+                await self._unplanned(calls, call_ids, error, step)
+                raise error
             call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
             planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))
         if self._ajournal is None:
@@ -528,3 +538,23 @@ class GovernedSession(CallRules, RunRules):
         else:
             await self._aplan(planned, step)
         return planned, step
+
+    async def _unplanned(
+        self, calls: object, call_ids: Sequence[str] | None, error: PolicyError, step: int | None = None
+    ) -> None:
+        """Rows for a batch refused before it was planned: one per `(name, arguments)` item that
+        names a tool (at most `_MAX_UNPLANNED_ROWS`), against the last built catalog."""
+        if not isinstance(calls, list | tuple):
+            return
+        if step is None:
+            step = self._turns
+            self._turns += 1
+        last = self._catalog.last()
+        targets = last.targets if last is not None else {}
+        refused: list[PlannedToolCall] = []
+        for i, item in enumerate(calls[:_MAX_UNPLANNED_ROWS]):
+            if isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[0], str):
+                args = item[1] if isinstance(item[1], Mapping) else {}
+                call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
+                refused.append(PlannedToolCall(call_id, item[0], args, targets.get(item[0])))
+        await self._record_refused(refused, error, step)
