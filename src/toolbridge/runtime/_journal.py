@@ -111,7 +111,8 @@ class CallRecord:
         step: the model turn that asked for it.
         tool_id: the tool's id (declared id, or the model-facing name of a discovered tool).
         tool_version: the declared version (`None` for discovered tools).
-        kind: `declared` (a Python tool), `mcp` (a declared MCP tool) or `discovered`.
+        kind: `declared` (a Python tool), `mcp` (a declared MCP tool), `discovered`, or `unknown`
+            (a refused call to no known tool: `tool_id` is the name asked for).
         effects: `none`, `read`, `write` or `host`.
         args_sha256: hex SHA-256 of the canonical JSON of the arguments.
         args_bytes: size of that canonical JSON.
