@@ -20,12 +20,14 @@ from agent_fake_http import FakeApi, Reply
 from agent_fake_openai import FakeOpenAI, completion
 from agent_fake_openai import Reply as OpenAIReply
 from hostile_schema_server import BEL, BIDI, ESC, ZW
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolbridge.agent import Agent, AnthropicModel, GeminiModel, OpenAIModel
 from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import StdioClient
 from toolbridge.runtime import create_runtime
-from toolbridge.sanitize import clean_schema
+from toolbridge.sanitize import clean_schema, clean_text
 from toolbridge.tools import ToolSpec
 
 SERVER = Path(__file__).with_name("hostile_schema_server.py")
@@ -161,3 +163,45 @@ async def test_a_schema_too_deep_to_walk_leaves_that_tool_out(caplog: pytest.Log
     assert [t.name for t in model.requests[0].tools] == ["flat"]
     assert model.requests[0].tools[0].description == "flat"
     assert "nests too deep" in caplog.text
+
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(["a", " ", "é", "\x1b", "\x07", "\u200b", "\u202e", "\u2066", "\x9b", "\r"])
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["description", "title", "enum", "const", "type", "x"]), inner, max_size=4
+        )
+    ),
+    max_leaves=30,
+)
+
+
+def _walk(raw: Any, clean: Any, literal: bool = False) -> None:
+    """`clean` is `raw` with exactly the model-visible strings cleaned, and nothing else changed."""
+    if isinstance(raw, str):
+        assert clean == (clean_text(raw) if literal else raw)
+    elif isinstance(raw, dict):
+        assert list(clean) == list(raw)
+        for key, value in raw.items():
+            if key in ("description", "title") and isinstance(value, str):
+                assert clean[key] == clean_text(value) and hidden_in(clean[key]) == set()
+            else:
+                _walk(value, clean[key], literal or key in ("enum", "const", "default", "examples"))
+    elif isinstance(raw, list):
+        assert len(clean) == len(raw)
+        for a, b in zip(raw, clean, strict=True):
+            _walk(a, b, literal)
+    else:
+        assert clean == raw
+
+
+@settings(max_examples=200, deadline=None)
+@given(_JSON)
+def test_clean_schema_cleans_only_what_a_model_reads(value: Any) -> None:
+    before = json.dumps(value)
+    _walk(value, clean_schema(value))
+    assert json.dumps(value) == before  # the raw value is left as it was
