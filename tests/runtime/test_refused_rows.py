@@ -3,22 +3,43 @@
 Runs and sessions over a real MCP server (`rt_server.py`, official SDK, in-process through
 `InProcessClient`) and declared tools: a call to no known tool, a budget refusal, a call after
 the session ended (an earlier refusal, a cancel), malformed arguments, `session.refuse` for a
-name that is not listed. Each refused call is a row ended `not_started` with its code.
+name that is not listed. Each refused call is a row ended `not_started` with its code, on every
+journal backend (memory, SQLite, PostgreSQL: the async path).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from rt_helpers import call, scripted
 from rt_server import server
+from test_runtime_answers import journal  # noqa: F401 - the fixture: memory, SQLite, PostgreSQL
 
 from toolbridge.agent import Agent
 from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import InProcessClient
 from toolbridge.errors import PolicyError
 from toolbridge.runtime import Runtime, create_runtime
+
+
+@pytest.fixture
+def make(journal: str | None) -> Iterator[Callable[..., Runtime]]:  # noqa: F811
+    """Runtimes on the `journal` backend, closed after the test."""
+    made: list[Runtime] = []
+
+    def build(allow: list[str], **limits: Any) -> Runtime:
+        if journal is None:
+            runtime = create_runtime(permissions={"allow": allow}, limits=limits)
+        else:
+            runtime = create_runtime("durable", permissions={"allow": allow}, journal=journal, limits=limits)
+        made.append(runtime)
+        return runtime
+
+    yield build
+    for runtime in made:
+        runtime.close()
 
 
 def rows(runtime: Runtime, run_id: str) -> list[tuple[str, str, str, str | None]]:
@@ -53,8 +74,8 @@ async def test_an_agent_run_records_the_tool_a_budget_refused() -> None:
     assert rows(runtime, result.run_id) == [("ok", "discovered", "not_started", "BUDGET_EXCEEDED")]
 
 
-async def test_a_call_after_the_session_ended_has_its_row() -> None:
-    runtime = create_runtime(permissions={"allow": ["tool:ok"]}, limits={"max_cost_micros": 15})
+async def test_a_call_after_the_session_ended_has_its_row(make: Callable[..., Runtime]) -> None:
+    runtime = make(["tool:ok"], max_cost_micros=15)
     async with runtime.session(tool_providers=[binding(cost_micros=10)]) as session:
         assert (await session.call_tool("ok", {"message": "a"})).structured == {"content": "a"}
         with pytest.raises(PolicyError) as first:
@@ -70,8 +91,8 @@ async def test_a_call_after_the_session_ended_has_its_row() -> None:
     ]
 
 
-async def test_a_call_after_a_cancel_has_its_row() -> None:
-    runtime = create_runtime(permissions={"allow": ["tool:ok"]})
+async def test_a_call_after_a_cancel_has_its_row(make: Callable[..., Runtime]) -> None:
+    runtime = make(["tool:ok"])
     async with runtime.session(tool_providers=[binding()]) as session:
         await session.list_tools()
         assert runtime.cancel(session.run_id)
@@ -81,8 +102,8 @@ async def test_a_call_after_a_cancel_has_its_row() -> None:
     assert rows(runtime, session.run_id) == [("ok", "discovered", "not_started", "CANCELLED")]
 
 
-async def test_malformed_arguments_are_recorded_for_the_tools_they_name() -> None:
-    runtime = create_runtime(permissions={"allow": ["tool:ok"]})
+async def test_malformed_arguments_are_recorded_for_the_tools_they_name(make: Callable[..., Runtime]) -> None:
+    runtime = make(["tool:ok"])
     async with runtime.session(tool_providers=[binding()]) as session:
         await session.list_tools()
         with pytest.raises(PolicyError) as refused:
@@ -94,8 +115,8 @@ async def test_malformed_arguments_are_recorded_for_the_tools_they_name() -> Non
     ]
 
 
-async def test_refuse_records_a_name_that_is_not_listed() -> None:
-    runtime = create_runtime(permissions={"allow": ["tool:ok"]})
+async def test_refuse_records_a_name_that_is_not_listed(make: Callable[..., Runtime]) -> None:
+    runtime = make(["tool:ok"])
     async with runtime.session(tool_providers=[binding()]) as session:
         error = await session.refuse("unlisted", {"a": 1}, "PERMISSION_DENIED")
     assert error.code == "PERMISSION_DENIED"
