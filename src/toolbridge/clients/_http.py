@@ -159,6 +159,11 @@ class HttpClient(ConnectionClient):
                 "(the URL itself is not shown: it may carry a key)",
                 code="ERR_INVALID_INPUT",
             )
+        if headers is not None and (
+            not isinstance(headers, Mapping)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
+            raise ConfigError("HttpClient: headers must map names to strings", code="ERR_INVALID_INPUT")
         _register_credentials(url, headers or {}, auth)
         install_log_hooks()  # the HTTP libraries' log lines show scheme, host and port only
         super().__init__(

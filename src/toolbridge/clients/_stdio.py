@@ -108,6 +108,11 @@ class StdioClient(ConnectionClient):
             )
         if shutdown_grace_ms < 0:
             raise ConfigError(f"StdioClient: shutdown_grace_ms must be >= 0, got {shutdown_grace_ms}")
+        if env is not None and (
+            not isinstance(env, Mapping)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
+            raise ConfigError("StdioClient: env must map names to strings", code="ERR_INVALID_INPUT")
         super().__init__(
             client_info=client_info,
             timeout=timeout,

@@ -135,7 +135,15 @@ class RemoteModel(ModelBase):
         kind = type(self).__name__
         if not isinstance(model, str) or not model:
             raise ConfigError(f"{kind} needs a model name", code="ERR_CONFIG")
-        if not isinstance(max_retries, int) or max_retries < 0 or retry_backoff_s < 0:
+        numbers = (retry_backoff_s, timeout_s)
+        if not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers):
+            raise ConfigError(f"{kind}: timeout_s and retry_backoff_s must be numbers", code="ERR_CONFIG")
+        if (
+            not isinstance(max_retries, int)
+            or isinstance(max_retries, bool)
+            or max_retries < 0
+            or retry_backoff_s < 0
+        ):
             raise ConfigError("max_retries and retry_backoff_s must be >= 0", code="ERR_CONFIG")
         if not timeout_s > 0:
             raise ConfigError("timeout_s must be > 0", code="ERR_CONFIG")

@@ -125,6 +125,10 @@ class ScriptedModel(ModelBase):
         self.id = "scripted"
         self.supports_images = supports_images
         self.prices: ModelPrices | None = None
+        if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
+            raise ConfigError(
+                f"ScriptedModel: turns must be a list, not {type(turns).__name__}", code="ERR_CONFIG"
+            )
         self._turns = [response_from(t, f"ScriptedModel turn {i}") for i, t in enumerate(turns)]
         self.requests: list[ModelRequest] = []
 
