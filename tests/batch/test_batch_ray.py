@@ -22,7 +22,7 @@ import pytest
 from batch_helpers import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
 
 from toolbridge.batch import run_batch
-from toolbridge.batch._ray import start_local_cluster
+from toolbridge.batch._ray import start_local_cluster, stop_local_cluster
 
 SECRET_ENV = "TOOLBRIDGE_TEST_DRIVER_ONLY_SECRET"
 
@@ -30,7 +30,6 @@ SECRET_ENV = "TOOLBRIDGE_TEST_DRIVER_ONLY_SECRET"
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[str]:
     """A local two-CPU Ray cluster for this module; its address for other drivers."""
-    import ray
 
     os.environ[SECRET_ENV] = "driver-only-value"
     try:
@@ -40,7 +39,7 @@ def ray_cluster() -> Iterator[str]:
     try:
         yield str(info.address_info["address"])
     finally:
-        ray.shutdown()
+        stop_local_cluster()  # ray.shutdown(), then the cluster's reaper ends what is left
 
 
 def _comparable(lines: list[dict[str, Any]]) -> list[str]:
