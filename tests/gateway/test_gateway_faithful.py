@@ -344,3 +344,18 @@ def test_the_inspector_sees_every_field_and_the_upstream_s_error(tmp_path: Path)
     assert refused.returncode != 0
     shown = refused.stderr + refused.stdout  # (the Inspector prints the message, not the code)
     assert "q is required (key ***)" in shown and FAITH_KEY not in shown
+
+
+def test_a_tool_whose_schema_is_too_deep_to_clean_is_not_served() -> None:
+    """`served_tool` leaves out a tool whose schema nests past the cleaner's bound (one line in
+    the log), instead of failing the whole listing."""
+    from toolbridge.gateway._core import served_tool
+    from toolbridge.tools import ToolSpec
+
+    deep: dict[str, Any] = {"type": "string", "description": "leaf"}
+    for _ in range(400):
+        deep = {"type": "object", "properties": {"x": deep}}
+    assert served_tool("deep", ToolSpec(name="deep", description="d", parameters=deep)) is None
+    shallow = ToolSpec(name="ok", description="d\x1b[2J", parameters={"type": "object"})
+    served = served_tool("ok", shallow)
+    assert served is not None and served.description == clean_text("d\x1b[2J")

@@ -254,17 +254,22 @@ def served_tool(name: str, spec: ToolSpec) -> types.Tool | None:
     prefix, made model-legal); `description`, `title` and `annotations.title`, and every
     `description`/`title` inside the schemas, cleaned (`clean_schema`); `_meta` keys in the
     gateway's namespace (`toolbridge/`) dropped. A definition the protocol's model refuses whole
-    is served with the fields a model reads only; None when even that fails.
+    is served with the fields a model reads only; None when even that fails (or a schema is too
+    deep to clean).
     """
-    minimal: dict[str, Any] = {
-        "name": name,
-        "description": clean_text(spec.description),
-        "inputSchema": clean_schema(dict(spec.parameters)),
-    }
-    if spec.output_schema is not None:
-        minimal["outputSchema"] = clean_schema(dict(spec.output_schema))
-    if spec.annotations:
-        minimal["annotations"] = clean_schema(dict(spec.annotations))
+    try:
+        minimal: dict[str, Any] = {
+            "name": name,
+            "description": clean_text(spec.description),
+            "inputSchema": clean_schema(dict(spec.parameters)),
+        }
+        if spec.output_schema is not None:
+            minimal["outputSchema"] = clean_schema(dict(spec.output_schema))
+        if spec.annotations:
+            minimal["annotations"] = clean_schema(dict(spec.annotations))
+    except ToolbridgeError:  # a schema too deep (or cyclic) to clean: not served
+        log.warning("tool %r is not served: its schema is too deep to show", bounded(name, 100))
+        return None
     wire = spec.mcp
     attempts = [minimal]
     if isinstance(wire, Mapping):
