@@ -252,7 +252,7 @@ async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) ->
     """Serve over stdin/stdout until the client closes the connection.
 
     On pipes (what an MCP client gives), the event loop reads and writes them itself (`_stdio`);
-    otherwise the SDK's `stdio_server()` does (through `tasks._server.run_stdio`).
+    otherwise `tasks._server.run_stdio` does (bounded lines, read by a thread).
     """
     from ..tasks._server import run_stdio
     from ._stdio import pipe_stdio, pipes_usable

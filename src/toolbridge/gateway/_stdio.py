@@ -11,14 +11,16 @@ of a handler or a child never reaches the wire; both are restored on exit. Lines
 (`MAX_LINE_BYTES`); a line that is not JSON-RPC reaches the server as an exception, as with the
 SDK's transport.
 
-When stdin or stdout is not a pipe, socket or terminal (a regular file), `pipe_stdio` is not
-usable and `serve_stdio` falls back to the SDK's `stdio_server()`.
+When stdin or stdout is not a pipe, socket or terminal the event loop can watch (a regular file,
+`/dev/zero`), `pipe_stdio` is not usable and `serve_stdio` falls back to `tasks._server.run_stdio`
+(`toolbridge._stdio_wire`: bounded lines, read by a thread).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import selectors
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,6 +30,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from .._stdio_wire import MessageReader, overrun_error
 from ._scrub import scrub_json
 
 __all__ = ["MAX_LINE_BYTES", "pipe_stdio", "pipes_usable"]
@@ -37,15 +40,27 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 def pipes_usable() -> bool:
-    """Whether fds 0 and 1 are pipes, sockets or terminals (what the event loop can watch)."""
+    """Whether fds 0 and 1 are pipes, sockets or terminals (what the event loop can watch).
+
+    A character device the selector refuses (`/dev/zero`, `/dev/null`: epoll says EPERM) is not.
+    """
     try:
         modes = [os.fstat(fd).st_mode for fd in (0, 1)]
     except OSError:
         return False
-    return all(stat.S_ISFIFO(m) or stat.S_ISSOCK(m) or stat.S_ISCHR(m) for m in modes)
+    if not all(stat.S_ISFIFO(m) or stat.S_ISSOCK(m) or stat.S_ISCHR(m) for m in modes):
+        return False
+    with selectors.DefaultSelector() as selector:
+        for fd, event in ((0, selectors.EVENT_READ), (1, selectors.EVENT_WRITE)):
+            try:
+                selector.register(fd, event)
+                selector.unregister(fd)
+            except (OSError, ValueError):
+                return False
+    return True
 
 
-class _LineReader:
+class _LineReader(MessageReader):
     """The SDK's read stream, read by the caller's own task: one line, one message (no relay task).
 
     Junk and oversized lines come out as exceptions (the server answers or drops them); the end of
@@ -67,7 +82,8 @@ class _LineReader:
                 if not line.strip():
                     raise anyio.EndOfStream from None
             except asyncio.LimitOverrunError as exc:
-                await self._reader.readexactly(exc.consumed)  # drop the oversized part, then go on
+                await self._reader.readexactly(exc.consumed)  # drop the oversized part,
+                await self._skip_line()  # and the rest of its line, then go on
                 return ValueError("message too large")
             if not line.strip():
                 continue
@@ -76,23 +92,24 @@ class _LineReader:
             except Exception as exc:  # junk from the client: the server answers or drops it
                 return exc
 
-    def __aiter__(self) -> _LineReader:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+    async def _skip_line(self) -> None:
+        """Read past the rest of an oversized line; input that runs on for another
+        `MAX_LINE_BYTES` without a break is no JSON-RPC stream (`ProtocolError`, one line)."""
+        skipped = 0
+        while True:
+            try:
+                await self._reader.readuntil(b"\n")
+                return
+            except asyncio.IncompleteReadError:
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self._reader.readexactly(exc.consumed)
+                skipped += exc.consumed
+                if skipped > MAX_LINE_BYTES:
+                    raise overrun_error(MAX_LINE_BYTES) from None
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> _LineReader:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class _LineWriter:

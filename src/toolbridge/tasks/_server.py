@@ -89,10 +89,14 @@ def _elicitation(ctx: Any) -> ElicitFn | None:
 
 
 async def run_stdio(server: Server[Any]) -> None:
-    """Serve `server` over stdin/stdout until the client closes the connection (also the gateway's)."""
-    from mcp.server.stdio import stdio_server
+    """Serve `server` over stdin/stdout until the client closes the connection (also the gateway's).
 
-    async with stdio_server() as (read_stream, write_stream):
+    Through `toolbridge._stdio_wire`: bounded lines, any kind of stdin, and a cancellation
+    (Ctrl-C) that never waits for a read.
+    """
+    from .._stdio_wire import stdio_wire
+
+    async with stdio_wire() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
