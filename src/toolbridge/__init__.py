@@ -16,7 +16,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # A library never prints through the root logger's last-resort handler: with no logging
 # configured, toolbridge's records go nowhere (configure `logging` to see them).

@@ -764,8 +764,3 @@ class PinnedToolProvider:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-def pinned_names(statuses: Sequence[PinStatus]) -> list[str]:
-    """The names of the tools that would be offered (helper for reports)."""
-    return [s.name for s in statuses if s.state in ("pinned", "approved")]

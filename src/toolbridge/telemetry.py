@@ -137,7 +137,7 @@ def _tracer() -> Any:
         return cached[1]
     tracer = None
     if not isinstance(provider, api.no_trace):
-        from . import __version__
+        from ._version import __version__
 
         tracer = provider.get_tracer("toolbridge", __version__)
     _tracer_cache = (provider, tracer)
@@ -162,7 +162,7 @@ def _instruments() -> _Instruments | None:
     instruments = None
     # The API's own stand-in before an SDK provider is set is a private proxy class.
     if not isinstance(provider, api.no_meter) and type(provider).__name__ != "_ProxyMeterProvider":
-        from . import __version__
+        from ._version import __version__
 
         instruments = _Instruments(provider.get_meter("toolbridge", __version__))
     _meter_cache = (provider, instruments)

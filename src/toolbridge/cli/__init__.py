@@ -77,7 +77,7 @@ def _install_sigint(handler: Any) -> Any:
 def build_parser() -> Any:
     import importlib
 
-    from .. import __version__
+    from .._version import __version__
     from ._parsing import CommandParser
 
     parser = CommandParser(

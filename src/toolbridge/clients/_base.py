@@ -6,7 +6,14 @@ The SDK's `mcp.Client` is an async context manager that must be entered and exit
 task (its task groups and the stdio process live in that task's scopes). A toolbridge client, on the
 other hand, is called from anywhere: many agent steps, many concurrent tool calls, sometimes
 without an `async with` around it. So each connection gets an **owner task**, which alone
-enters and exits the SDK client; callers reach the shared session through `_connection()`.
+enters and exits the SDK client; callers reach the shared session through `_connection()`:
+
+```
+caller tasks ──call_tool()──►  _Connection.sdk (mcp.Client)  ◄── entered/exited by ──  owner task
+      │                             ▲                                                      │
+      └──── _connection() ──────────┘  starts the owner lazily; waits for `ready`          │
+                                                         aclose() / retire: `stop` ───────►┘
+```
 
 - The owner task is started lazily by the first call (or `connect()`) and reaped by `aclose()`.
   It enters the SDK client, sets `ready`, then waits for `stop`; leaving its `async with` shuts
@@ -198,7 +205,7 @@ class ConnectionClient(PerCallRequests):
         max_message_bytes: int | None = None,
         tools_ttl: float | None = DEFAULT_TOOLS_TTL,
     ) -> None:
-        from .. import __version__
+        from .._version import __version__
 
         if max_message_bytes is not None and max_message_bytes <= 0:
             raise ConfigError(

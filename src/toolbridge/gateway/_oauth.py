@@ -418,7 +418,6 @@ class JwksCache(_Closable):
         self._failure: str | None = None
         """Why the last fetch failed (None: it succeeded, or none was made yet)."""
         self._lock = anyio.Lock()
-        self.fetches = 0
 
     async def _refresh(self) -> None:
         """Fetch the key set, unless one fetch began while waiting or less than
@@ -431,7 +430,6 @@ class JwksCache(_Closable):
             if now - self._attempted_at < self._settings.jwks_min_refetch_s:
                 return
             self._attempted_at = now
-            self.fetches += 1
             try:
                 data = await fetch_json(
                     self._client(),

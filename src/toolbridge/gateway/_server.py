@@ -29,7 +29,7 @@ from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
-from .. import __version__
+from .._version import __version__
 from ..errors import bounded
 from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead

@@ -79,7 +79,6 @@ PROVIDER_KINDS = ("AiMcp.ToolProvider", "Ai.Tools", "Tasks.ToolSet")
 INVOCABLE_KINDS = ("Ai.Text", "Ai.Agent", "Mcp.ToolsCall", "Mcp.ToolsList")
 """Kinds an `Ai.Tools` entry's `tool: !ref` may name (each runs to one complete result)."""
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
-_NAME_RE = re.compile(NAME_PATTERN)
 
 
 class RefTo:
@@ -648,8 +647,3 @@ KINDS: dict[str, type[KindDoc]] = {
     "Secrets": SecretsDoc,
 }
 """Every kind a manifest may use, by its `kind` string."""
-
-
-def is_valid_name(name: str) -> bool:
-    """Whether `name` is a legal `metadata.name` / `!ref` target."""
-    return bool(_NAME_RE.match(name))

@@ -30,7 +30,8 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from .. import __version__, telemetry
+from .. import telemetry
+from .._version import __version__
 from ..errors import ConfigError
 from ._provider import TaskToolSet
 from ._scheduler import ElicitFn

@@ -156,9 +156,6 @@ class ScriptedModel(ModelBase):
         return f"ScriptedModel(turns={len(self._turns)}, played={len(self.requests)})"
 
 
-ModelFunction = Callable[[list[Message], ModelRequest], Any]
-
-
 class FunctionModel(ModelBase):
     """A model whose turns are decided by a Python function.
 
