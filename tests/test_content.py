@@ -107,3 +107,26 @@ def test_to_text_renders_each_shape() -> None:
     raw = [{"type": "resource_link", "uri": "demo://x", "name": "x"}]
     assert ToolResult.of_raw(raw).to_text() == to_json_text(raw)
     assert ToolResult.of_raw(raw).content == raw
+
+
+def test_the_one_json_writer_writes_null_for_non_finite_numbers() -> None:
+    """`to_json_text` (compact, for results) and `json_text` (options, for output) agree: JSON
+    has no NaN or Infinity, so both write `null`; a circular value stays an error."""
+    import json as _json
+
+    from toolbridge.content import json_text, to_json_text
+
+    value = {"a": float("nan"), "b": [1.5, float("inf"), {"c": float("-inf")}], "d": "é"}
+    compact = to_json_text(value)
+    assert compact == '{"a":null,"b":[1.5,null,{"c":null}],"d":"é"}'
+    assert _json.loads(json_text(value)) == _json.loads(compact)
+    assert value["b"][1] == float("inf")  # the caller's value is not changed
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    for write in (to_json_text, json_text):
+        try:
+            write(cyclic)
+        except ValueError as exc:
+            assert "Circular" in str(exc)
+        else:
+            raise AssertionError("a circular value was written")

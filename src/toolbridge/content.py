@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -153,10 +154,56 @@ _c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 
 
 def to_json_text(value: Any) -> str:
-    """Compact, deterministic JSON text for structured content and passed-through arrays."""
+    """Compact, deterministic JSON text for structured content and passed-through arrays.
+
+    Always valid JSON, as `json_text`: a `NaN` or an infinity becomes `null`.
+    """
     if _c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
+        return json_text(value, separators=(",", ":"), ensure_ascii=False, default=str)
     # What that `json.dumps` builds and runs (fresh circular-reference markers included), without
     # its three Python-level calls (a JSONEncoder, `encode`, `iterencode`) at every call.
-    encode = _c_make_encoder({}, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-    return "".join(encode(value, 0))
+    encode = _c_make_encoder({}, str, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+    try:
+        return "".join(encode(value, 0))
+    except ValueError as exc:
+        if not _non_finite(exc):  # a circular reference stays an error
+            raise
+        return "".join(encode(_finite(value), 0))
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """`json.dumps(value, **options)`, always valid JSON: NaN and the infinities become `null`.
+
+    A server may put them in a result (Python's `json` writes them by default); JSON has no
+    spelling for them, so they are written as JavaScript's `JSON.stringify` does. The one JSON
+    writer of the package (`to_json_text` is its compact, fast form).
+    """
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError as exc:
+        if not _non_finite(exc):  # a circular reference stays an error
+            raise
+        return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _non_finite(exc: ValueError) -> bool:
+    return str(exc).startswith("Out of range float values")
+
+
+def _finite(value: Any) -> Any:
+    """A copy of `value` with every non-finite float replaced by None (iterative: any depth)."""
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            parent[key] = None
+        elif isinstance(item, dict):
+            copy = dict(item)
+            parent[key] = copy
+            stack.extend((copy, k, v) for k, v in copy.items())
+        elif isinstance(item, list | tuple):
+            items = list(item)
+            parent[key] = items
+            stack.extend((items, i, v) for i, v in enumerate(items))
+    return root[0]

@@ -25,7 +25,7 @@ from toolbridge import create_runtime, define_tool
 from toolbridge._deadlines import deadline_watch
 from toolbridge.agent._catalog import ToolCatalog
 from toolbridge.agent._types import ToolBinding
-from toolbridge.content import to_json_text
+from toolbridge.content import json_text, to_json_text
 from toolbridge.errors import PolicyError
 from toolbridge.runtime._canonical import canonical_json
 from toolbridge.runtime._permissions import EFFECTS, Permissions, ToolGrantNeeds
@@ -189,9 +189,9 @@ _any_json = st.recursive(
 @settings(max_examples=400, deadline=None)
 @given(value=_any_json)
 def test_to_json_text_is_its_json_dumps(value: object) -> None:
-    """`to_json_text` (the C encoder, built per call) is the `json.dumps` it stands for, NaN,
-    integer keys and objects turned to text included."""
-    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
+    """`to_json_text` (the C encoder, built per call) is the `json_text` it stands for (NaN and
+    the infinities as `null`), integer keys and objects turned to text included."""
+    expected = json_text(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False, default=str)
     assert to_json_text(value) == expected
     assert to_json_text({"o": _Odd()}) == '{"o":"odd"}'
     cycle: list[object] = []

@@ -237,7 +237,7 @@ class _Out:
     """The output file: rebuilt from the store at start (exactly one line per ended item), then appended."""
 
     def __init__(self, path: Path, lines: list[dict[str, Any]]) -> None:
-        from ..cli._output import json_text
+        from ..content import json_text
 
         self._json = json_text
         ordered = sorted(lines, key=lambda x: x.get("line") or 0)

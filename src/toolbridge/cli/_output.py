@@ -18,46 +18,15 @@ person; `--json` output is exact JSON and needs no such step (JSON escapes contr
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..content import json_text
 from ..errors import ConfigError
 
 __all__ = ["OutputError", "camel_case", "camel_keys", "dumps", "emit", "json_text", "parse_headers", "warn"]
-
-
-def json_text(value: Any, **options: Any) -> str:
-    """`json.dumps(value, **options)`, always valid JSON: NaN and the infinities become `null`.
-
-    A server may put them in a result (Python's `json` writes them by default); JSON has no
-    spelling for them, so they are printed as JavaScript's `JSON.stringify` does.
-    """
-    try:
-        return json.dumps(value, allow_nan=False, **options)
-    except ValueError:
-        return json.dumps(_finite(value), allow_nan=False, **options)
-
-
-def _finite(value: Any) -> Any:
-    """A copy of `value` with every non-finite float replaced by None (iterative: any depth)."""
-    root: list[Any] = [value]
-    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
-    while stack:
-        parent, key, item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            parent[key] = None
-        elif isinstance(item, dict):
-            copy = dict(item)
-            parent[key] = copy
-            stack.extend((copy, k, v) for k, v in copy.items())
-        elif isinstance(item, list | tuple):
-            items = list(item)
-            parent[key] = items
-            stack.extend((items, i, v) for i, v in enumerate(items))
-    return root[0]
 
 
 def camel_case(key: str) -> str:
