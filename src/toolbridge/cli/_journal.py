@@ -3,15 +3,15 @@
 Writers migrate on first use and readers never do; this command does it ahead of time (before a
 rollout, or for a database whose writers may not create tables). It prints the version reached,
 with host, port and database only (never the password). Without psycopg installed it stops with
-one line naming the extra (`toolbridge[postgres]`), before anything else.
+one line naming the extra (`ERR_MISSING_EXTRA`, `toolbridge[postgres]`), before anything else.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from typing import Any
 
+from .._extras import require
 from ..errors import ConfigError
 from ._output import emit
 from ._parsing import add_action_help
@@ -49,11 +49,8 @@ def _handle_journal(args: argparse.Namespace) -> int:
 
     if not is_postgres_url(args.url):
         raise ConfigError("journal migrate takes a postgresql:// URL (SQLite journals need no migration)")
-    if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("psycopg_pool") is None:
-        raise ConfigError(
-            "journal migrate needs psycopg and psycopg-pool: pip install 'toolbridge[postgres]'",
-            code="ERR_CONFIG",
-        )
+    for module in ("psycopg", "psycopg_pool"):  # before anything else: one line naming the extra
+        require("postgres", module, "journal migrate")
     version = migrate(args.url)
     emit(f"journal {redact_url(args.url)} at schema version {version}")
     return 0
