@@ -291,3 +291,20 @@ def test_journal_migrate_without_psycopg_names_the_extra(missing: str) -> None:
         f"toolbridge: ERR_MISSING_EXTRA: journal migrate needs the 'postgres' extra ({missing} is not "
         "installed): pip install 'toolbridge[postgres]'\n"
     )
+
+
+@pytest.mark.parametrize("mode", ["plain", "stream"])
+def test_run_json_keys_without_a_runtime_and_streamed_are_camel_case(
+    durable_manifest: tuple[Path, Path], mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest, _ = durable_manifest
+    text = manifest.read_text().split("---\n", 1)[1]  # no Runtime
+    if mode == "stream":
+        text = text.replace("kind: Ai.Agent\n", "kind: Ai.AgentStream\n")
+    manifest.write_text(text)
+    assert main(["run", str(manifest), "--input", "q", "--json"]) == 0
+    out = capsys.readouterr().out
+    parts = [json.loads(line) for line in out.splitlines()] if mode == "stream" else [json.loads(out)]
+    assert sum(_assert_camel(part) for part in parts) > 10
+    if mode == "stream":
+        assert {p["type"] for p in parts} >= {"tool-call", "tool-result", "finish"}
