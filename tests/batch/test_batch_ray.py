@@ -19,7 +19,14 @@ from typing import Any
 
 import anyio
 import pytest
-from batch_helpers import check_no_effect_twice, read_out, tally_count, write_inputs, write_manifest
+from batch_helpers import (
+    check_no_effect_twice,
+    kill_when_started,
+    read_out,
+    tally_count,
+    write_inputs,
+    write_manifest,
+)
 
 from toolbridge.batch import run_batch
 from toolbridge.batch._ray import start_local_cluster, stop_local_cluster
@@ -181,20 +188,7 @@ def test_the_driver_killed_and_the_batch_resumed_on_ray(ray_cluster: str, tmp_pa
     cmd += ["--batch-id", "rk", "--new", "--journal", journal, "--ray", ray_cluster, "--concurrency", "1"]
     cmd += ["--json"]
     child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while tally_count(tally) < 2:
-            assert child.poll() is None, child.stderr.read().decode()[-2000:] if child.stderr else ""
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=10)
-        if child.stderr:
-            child.stderr.close()
+    kill_when_started(child, tally, 2)
     deadline = time.monotonic() + 60
     while _actor_pids():  # Ray ends the dead driver's actors
         assert time.monotonic() < deadline, "the dead driver's actors lived on"
