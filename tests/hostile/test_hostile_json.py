@@ -171,7 +171,8 @@ def test_a_deep_schema_fails_at_load() -> None:
         schema = {"type": "object", "properties": {"x": schema}}
     with pytest.raises(ConfigError) as info:
         TaskToolSet(_tool_with_schema(schema))
-    assert info.value.code == "ERR_TASK_SCHEMA" and "deeper than 100" in info.value.message
+    # the definitions' own depth bound (as for a tool file) refuses it before the schema is read
+    assert info.value.code == "ERR_TASK_FILE" and "deeper than 100" in info.value.message
 
 
 @pytest.mark.parametrize("schema", LOOPS[:2])
