@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from toolbridge import create_runtime, define_tool
 from toolbridge._deadlines import deadline_watch
-from toolbridge.agent._catalog import ToolCatalog
 from toolbridge.agent._types import ToolBinding
+from toolbridge.catalog import ToolCatalog
 from toolbridge.content import json_text, to_json_text
 from toolbridge.errors import PolicyError
 from toolbridge.runtime._canonical import canonical_json

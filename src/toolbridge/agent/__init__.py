@@ -8,12 +8,12 @@
   `Usage`, `Message`, `ModelRequest`, `ModelResponse`, `ModelPrices`, `estimate_cost_micros`.
 - `ModelSamplingHandler` answers MCP sampling requests with a `Model`.
 - The seam for the governed runtime: `AgentHooks`, `RunContext`, `PlannedToolCall`,
-  `ToolTarget`, `DeclaredToolLike` (see `toolbridge.agent._hooks`).
+  `ToolTarget`, `DeclaredToolLike` (see `toolbridge.calls`).
 """
 
+from .._naming import model_legal
+from ..calls import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, ToolTarget
 from ._agent import FINAL_RESULT_TOOL, Agent, build_messages, error_feedback, result_to_model
-from ._hooks import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, ToolTarget
-from ._naming import model_legal
 from ._sampling import ModelSamplingHandler
 from ._types import (
     AgentEvent,

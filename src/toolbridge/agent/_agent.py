@@ -50,12 +50,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
 from .. import telemetry
+from ..calls import AgentHooks, PlannedToolCall, RunContext, ToolTarget
+from ..catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
-from ._catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ._hook_chain import HookChain, hooks_of
-from ._hooks import AgentHooks, PlannedToolCall, RunContext, ToolTarget
 from ._input import build_messages as build_messages
 from ._input import message_of as _message
 from ._types import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ..calls import AgentHooks, PlannedToolCall, RunContext
 from ..errors import ConfigError
 from ..tools import ToolResult
-from ._hooks import AgentHooks, PlannedToolCall, RunContext
 
 __all__ = ["HookChain", "hooks_of"]
 

@@ -14,11 +14,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from ..errors import ConfigError
+from ..calls import EFFECTS, ToolBinding
 from ..tools import ToolResult
 from .models._base import Message, Usage
 
@@ -37,107 +37,6 @@ __all__ = [
     "ToolCallStartedEvent",
     "ToolResultRecord",
 ]
-
-EFFECTS: frozenset[str] = frozenset({"none", "read", "write", "host"})
-_BINDING_KEYS = frozenset(
-    {"provider", "prefix", "include", "exclude", "effects", "capabilities", "cost_micros", "timeout_ms"}
-)
-
-
-def _names(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        raise ConfigError(f"tool binding: {what} must be a list of tool names", code="ERR_CONFIG")
-    names = tuple(value)
-    if not all(isinstance(n, str) and n for n in names):
-        raise ConfigError(f"tool binding: {what} must hold non-empty strings", code="ERR_CONFIG")
-    return names
-
-
-@dataclass(frozen=True)
-class ToolBinding:
-    """How one tool provider is offered to the model.
-
-    Attributes:
-        provider: the `ToolProvider`.
-        prefix: prepended to each bare name to form the model-facing name.
-        include: if given, only these bare names are offered.
-        exclude: bare names never offered (applied after `include`).
-        effects: `none`, `read`, `write` or `host` for the runtime; `None` = undeclared.
-        capabilities: capability names the runtime requires for these tools.
-        cost_micros: cost of one call of these tools, for the runtime's budget (`None` = 0).
-        timeout_ms: per-call deadline under the runtime (`None` = the runtime's default).
-
-    Raises:
-        ConfigError: `ERR_CONFIG` when a field has the wrong type or value.
-    """
-
-    provider: Any
-    prefix: str = ""
-    include: tuple[str, ...] | None = None
-    exclude: tuple[str, ...] = ()
-    effects: str | None = None
-    capabilities: tuple[str, ...] = ()
-    cost_micros: int | None = None
-    timeout_ms: int | None = None
-
-    def __post_init__(self) -> None:
-        provider = self.provider
-        if not callable(getattr(provider, "list_tools", None)) or not callable(
-            getattr(provider, "call_tool", None)
-        ):
-            raise ConfigError(
-                f"tool binding: {provider!r} is not a ToolProvider (needs list_tools and call_tool)",
-                code="ERR_CONFIG",
-            )
-        if not isinstance(self.prefix, str):
-            raise ConfigError("tool binding: prefix must be a string", code="ERR_CONFIG")
-        if self.include is not None:
-            object.__setattr__(self, "include", _names(self.include, "include"))
-        object.__setattr__(self, "exclude", _names(self.exclude, "exclude"))
-        object.__setattr__(self, "capabilities", _names(self.capabilities, "capabilities"))
-        if self.effects is not None and self.effects not in EFFECTS:
-            raise ConfigError(
-                f"tool binding: effects must be one of {sorted(EFFECTS)} or None, not {self.effects!r}",
-                code="ERR_CONFIG",
-            )
-
-        for key in ("cost_micros", "timeout_ms"):
-            value = getattr(self, key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise ConfigError(f"tool binding: {key} must be an integer >= 0 or None", code="ERR_CONFIG")
-
-    def allows(self, bare_name: str) -> bool:
-        """Whether the provider's tool `bare_name` is offered."""
-        if self.include is not None and bare_name not in self.include:
-            return False
-        return bare_name not in self.exclude
-
-    @classmethod
-    def coerce(cls, value: Any) -> ToolBinding:
-        """A binding from a `ToolBinding`, a mapping with binding keys, or a bare provider.
-
-        Raises:
-            ConfigError: `ERR_CONFIG` for unknown keys, a missing provider or bad values.
-        """
-        if isinstance(value, ToolBinding):
-            return value
-        if isinstance(value, Mapping):
-            unknown = set(value) - _BINDING_KEYS
-            if unknown:
-                raise ConfigError(f"tool binding: unknown keys {sorted(unknown)}", code="ERR_CONFIG")
-            if "provider" not in value:
-                raise ConfigError("tool binding: 'provider' is required", code="ERR_CONFIG")
-            return cls(
-                provider=value["provider"],
-                prefix=value.get("prefix") or "",
-                include=value.get("include"),
-                exclude=value.get("exclude") or (),
-                effects=value.get("effects"),
-                capabilities=value.get("capabilities") or (),
-                cost_micros=value.get("cost_micros"),
-                timeout_ms=value.get("timeout_ms"),
-            )
-        return cls(provider=value)
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from ..errors import ConfigError
+from ..runtime import PostgresJournal
 from ..runtime._journal import JournalBackend, Writer, process_alive
-from ..runtime._journal_postgres import PostgresJournal
 from ..runtime._journal_sql import (
     BATCH_ITEMS_TABLE,
     BATCHES_TABLE,

@@ -23,9 +23,8 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime._journal import JournalBackend, RunRecord
+from ..runtime import Journal, JournalBackend, RunRecord
 from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
-from ..runtime._journal_sqlite import Journal
 from ..sanitize import visible_text
 from ._output import camel_keys, emit
 from ._parsing import add_action_help

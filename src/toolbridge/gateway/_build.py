@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ..agent._types import ToolBinding
+from ..calls import ToolBinding
 from ..errors import ConfigError
 from ..manifest import Manifest, load_manifest
 from ..manifest._kinds import Limits as LimitsDoc
@@ -174,9 +174,7 @@ class OpenGateway:
 
 
 def _identity_runtime(base: Any, permissions: PermissionsDoc | None, limits: LimitsDoc | None) -> Any:
-    from ..runtime._limits import Limits
-    from ..runtime._permissions import Permissions
-    from ..runtime._runtime import Runtime
+    from ..runtime import Limits, Permissions, Runtime
 
     perms = Permissions(list(permissions.allow)) if permissions is not None else base.permissions
     lim = base.limits

@@ -28,15 +28,13 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN
 
-from ..agent._catalog import Catalog, ToolCatalog
-from ..agent._hooks import ToolTarget
-from ..agent._types import ToolBinding
+from ..calls import ToolBinding, ToolTarget
+from ..catalog import Catalog, ToolCatalog
 from ..content import to_json_text
 from ..errors import JsonRpcError, PolicyError, ToolbridgeError, bounded
 from ..redact import redact, redact_value
-from ..runtime import CODES
+from ..runtime import CODES, GovernedSession
 from ..runtime._permissions import ToolGrantNeeds, effective_effects
-from ..runtime._session import GovernedSession
 from ..sanitize import clean_schema, clean_text
 from ..tools import ToolResult, ToolSpec
 from ._events_parts import clean_data

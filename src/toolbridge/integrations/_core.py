@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 from .._bounded import MAX_ARGUMENT_DEPTH
 from ..agent._agent import error_feedback, result_to_model
-from ..agent._catalog import ToolCatalog, check_declared
-from ..agent._types import ToolBinding
+from ..calls import ToolBinding
+from ..catalog import ToolCatalog, check_declared
 from ..content import Part
 from ..errors import AgentError, ConfigError, PolicyError, ToolbridgeError, ToolError, bounded
-from ..runtime._session import GovernedSession
+from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
 
 __all__ = [

@@ -54,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
 from ..content import AudioPart, ImagePart, Part, TextPart, parts_from_mcp, to_json_text
 from ..errors import ConfigError, ToolError, bounded
-from ..runtime._session import GovernedSession
+from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
 from ._core import ToolSource, as_source, classify, log, model_parts, refuse_deep, usable
 

@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 from .._bounded import MAX_ARGUMENT_DEPTH, InputLimitError, loads_json
 from ..content import ImagePart, TextPart, media_placeholder
 from ..errors import ConfigError, PolicyError, bounded
-from ..runtime._session import GovernedSession
+from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
 from ._core import ToolSource, as_source, classify, copy_schema, log, model_parts, refuse_deep, usable
 

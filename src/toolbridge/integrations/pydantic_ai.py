@@ -47,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError
-from ..runtime._session import GovernedSession
+from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
 from ._core import Converter, ToolSource, as_source, classify, model_parts
 

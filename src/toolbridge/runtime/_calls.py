@@ -44,8 +44,7 @@ import anyio
 from .. import telemetry
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
 from .._deadlines import deadline_watch
-from ..agent._hooks import PlannedToolCall
-from ..agent._types import ToolBinding
+from ..calls import PlannedToolCall, ToolBinding
 from ..errors import ConfigError, JsonRpcError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
 from ._answers import answered_code

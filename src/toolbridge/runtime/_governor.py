@@ -1,7 +1,7 @@
 """The `Agent`'s governor: agent hooks that hand every decision to a `GovernedSession`.
 
 `Runtime.run` and `Runtime.stream` open one session per run and give the agent a `Governor`
-(an `AgentHooks`, see `toolbridge.agent._hooks`). The governor only translates: the agent's
+(an `AgentHooks`, see `toolbridge.calls`). The governor only translates: the agent's
 steps become `step.*` events and the `max_steps` check; a model call is measured (context bytes,
 remembered per run for the frozen messages and specs: `ContextMeter`) and passed to the session's
 `before_model_call` / `after_model_call`; a turn's tool calls go to the session's batch check,
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from .. import telemetry
-from ..agent._hooks import AgentHooks, PlannedToolCall, RunContext
+from ..calls import AgentHooks, PlannedToolCall, RunContext
 from ..tools import ToolResult
 from ._calls import ms
 from ._limits import ContextMeter, model_cost

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import telemetry
-from ..agent._hooks import PlannedToolCall
+from ..calls import PlannedToolCall
 from ..errors import PolicyError
 from ..sanitize import visible_text
 from ._canonical import canonical_json

@@ -27,9 +27,9 @@ from typing import Any, ClassVar, Final, Literal
 import anyio
 
 from .._deadlines import deadline_watch
+from ..agent import RunErrorEvent, RunFinishedEvent
 from ..agent._agent import _stop
-from ..agent._catalog import ToolCatalog
-from ..agent._types import RunErrorEvent, RunFinishedEvent
+from ..catalog import ToolCatalog
 from ..errors import ConfigError, PolicyError
 from ._events import Event, EventBus
 from ._governor import Governor

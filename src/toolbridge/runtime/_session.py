@@ -46,9 +46,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._deadlines import takes_deadline
-from ..agent._catalog import Catalog, ToolCatalog, check_declared
-from ..agent._hooks import PlannedToolCall, ToolTarget
-from ..agent._types import ToolBinding
+from ..calls import PlannedToolCall, ToolBinding, ToolTarget
+from ..catalog import Catalog, ToolCatalog, check_declared
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
 from ..tools import ToolResult, ToolSpec
 from ._calls import CallRules, TakesDeadline, ms

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..agent._hooks import PlannedToolCall
+from ..calls import PlannedToolCall
 from ._declared import DeclaredTool
 from ._guards import EmitFn
 from ._journal import CallEnd, JournalBackend
