@@ -202,3 +202,11 @@ def postgres_url(postgres_server_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(postgres_server_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal's spec, once a SQLite file and once a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.sqlite")
+    return str(request.getfixturevalue("postgres_url"))

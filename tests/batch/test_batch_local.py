@@ -28,13 +28,6 @@ from toolbridge.errors import ConfigError
 from toolbridge.runtime._journal import Writer
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def journal_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.sqlite")
-    return str(request.getfixturevalue("postgres_url"))
-
-
 async def test_every_item_runs_once_and_has_one_output_line(tmp_path: Path, journal_spec: str) -> None:
     manifest, tally = write_manifest(tmp_path)
     inputs = write_inputs(tmp_path / "in.jsonl", 6)

@@ -32,13 +32,6 @@ from toolbridge.errors import ConfigError
 from toolbridge.runtime._journal import Writer
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def journal_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.sqlite")
-    return str(request.getfixturevalue("postgres_url"))
-
-
 def _setup(tmp_path: Path, journal_spec: str, n: int) -> tuple[Path, dict[str, object]]:
     """A manifest, `n` inputs, and the arguments every `run_batch` of a test shares; the tally."""
     manifest, tally = write_manifest(tmp_path)

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import anyio
-import pytest
 
 from toolbridge.batch._driver import open_journal
 from toolbridge.batch._store import Item, open_store
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def journal_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.sqlite")
-    return str(request.getfixturevalue("postgres_url"))
 
 
 async def test_concurrent_claims_never_spend_the_batch_budget_twice(journal_spec: str) -> None:

@@ -28,13 +28,6 @@ from toolbridge.runtime._journal import JournalBackend
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def journal_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.sqlite")
-    return str(request.getfixturevalue("postgres_url"))
-
-
 def reader(spec: str) -> JournalBackend:
     if spec.startswith("postgresql://"):
         return PostgresJournal.open_existing(spec)
