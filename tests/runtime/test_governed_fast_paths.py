@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolbridge import create_runtime, define_tool
+from toolbridge._canonical import canonical_json
 from toolbridge._deadlines import deadline_watch
 from toolbridge.agent._types import ToolBinding
 from toolbridge.catalog import ToolCatalog
 from toolbridge.content import json_text, to_json_text
 from toolbridge.errors import PolicyError
-from toolbridge.runtime._canonical import canonical_json
 from toolbridge.runtime._permissions import EFFECTS, Permissions, ToolGrantNeeds
 from toolbridge.tools import ToolSpec
 

@@ -10,6 +10,7 @@ from mcp import Client
 from rt_helpers import CraftedClient, Empty, Message
 from rt_server import server
 
+from toolbridge._canonical import canonical_json, sha256_hex
 from toolbridge.errors import ConfigError, PolicyError, ToolError
 from toolbridge.runtime import (
     CODES,
@@ -21,7 +22,6 @@ from toolbridge.runtime import (
     define_tool,
     effective_effects,
 )
-from toolbridge.runtime._canonical import canonical_json, sha256_hex
 
 
 def make(**over: Any) -> Any:

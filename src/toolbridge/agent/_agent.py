@@ -50,6 +50,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ValidationError
 
 from .. import telemetry
+from .._owned_tasks import stop_task
 from ..calls import AgentHooks, PlannedToolCall, RunContext, ToolTarget
 from ..catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
@@ -135,19 +136,6 @@ def error_feedback(exc: BaseException) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return f"Error: {text}"
-
-
-async def _stop(task: asyncio.Task[Any]) -> None:
-    """Cancel `task` if it still runs and wait until it has finished (shielded)."""
-    if task.done():  # the common case: nothing to cancel or wait for (no event-loop round trip)
-        if not task.cancelled():
-            task.exception()
-        return
-    task.cancel()
-    with anyio.CancelScope(shield=True):
-        await asyncio.wait([task])
-    if not task.cancelled():
-        task.exception()  # retrieved: the caller re-raises it through `await task` when it matters
 
 
 def _with_ids(step: int, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
@@ -582,7 +570,7 @@ class Agent:
                 by_id = await runner
             finally:
                 finished.close()
-                await _stop(runner)
+                await stop_task(runner)
             by_id.update(final_records)
             results = tuple(by_id[c.id] for c in calls)
             messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)

@@ -23,9 +23,8 @@ from typing import Any
 import anyio
 
 from ..errors import ConfigError
-from ..runtime import Journal
+from ..runtime import Journal, PostgresJournal, is_postgres_url
 from ..runtime._journal import JournalBackend, read_back
-from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
 from ._files import OutFile, check_out_path, same_file
 from ._inputs import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_LINES, InputError, read_inputs
 from ._lease import hold, unknown_batch, with_heartbeat

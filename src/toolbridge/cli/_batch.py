@@ -188,7 +188,7 @@ def resume_command(args: argparse.Namespace, batch_id: str) -> str:
     Secret values (`--secret NAME=VALUE`) and a journal URL's password are not repeated: they
     show as `NAME=...` and `:...@`, to be given again.
     """
-    from ..runtime._journal_postgres import is_postgres_url
+    from ..runtime import is_postgres_url
 
     parts = ["toolbridge", "batch", args.target[0], "--inputs", args.inputs, "--out", args.out]
     parts += ["--batch-id", batch_id]

@@ -23,8 +23,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..runtime import Journal, JournalBackend, RunRecord
-from ..runtime._journal_postgres import PostgresJournal, is_postgres_url
+from ..runtime import Journal, JournalBackend, PostgresJournal, RunRecord, is_postgres_url
 from ..sanitize import visible_text
 from ._output import camel_keys, emit
 from ._parsing import add_action_help

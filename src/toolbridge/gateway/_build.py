@@ -415,7 +415,7 @@ def _servers_of(path: Path) -> set[str]:
 
 def _pins_url(manifest: Manifest, doc: GatewayDoc) -> str | None:
     """The PostgreSQL URL of the gateway runtime's journal (pins are shared there), else None."""
-    from ..runtime._journal_postgres import is_postgres_url
+    from ..runtime import is_postgres_url
 
     if doc.runtime is None:
         return None

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._canonical import canonical_json
 from ..content import to_json_text
-from ..runtime._canonical import canonical_json
 from ..sanitize import clean_text, visible_text
 
 __all__ = [

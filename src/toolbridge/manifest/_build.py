@@ -502,8 +502,7 @@ class LiveManifest:
         return Agent(await self.build(model.model.name), name=mdoc.name, **kwargs)
 
     async def _make_runtime(self, doc: RuntimeDoc) -> Any:
-        from ..runtime import create_runtime
-        from ..runtime._journal_postgres import is_postgres_url
+        from ..runtime import create_runtime, is_postgres_url
 
         journal: str | None = None
         if doc.journal is not None:

@@ -15,7 +15,7 @@ from ._events import Event
 from ._guards import GuardContext, Guards, Verdict
 from ._journal import CallRecord, JournalBackend, RunRecord
 from ._journal_memory import MemoryJournal
-from ._journal_postgres import PostgresJournal
+from ._journal_postgres import PostgresJournal, is_postgres_url
 from ._journal_sqlite import Journal, SqliteJournal
 from ._limits import Budget, Limits
 from ._operations import Operation
@@ -54,4 +54,5 @@ __all__ = [
     "define_mcp_tool",
     "define_tool",
     "effective_effects",
+    "is_postgres_url",
 ]

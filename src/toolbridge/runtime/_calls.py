@@ -43,12 +43,12 @@ import anyio
 
 from .. import telemetry
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
+from .._canonical import canonical_json
 from .._deadlines import deadline_watch
 from ..calls import PlannedToolCall, ToolBinding
 from ..errors import ConfigError, JsonRpcError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
 from ._answers import answered_code
-from ._canonical import canonical_json
 from ._declared import DeclaredTool, ToolContext
 from ._guards import Guard, GuardContext, run_guards
 from ._journal import CallEnd, JournalWriteError

@@ -45,11 +45,11 @@ import anyio.to_thread
 import jsonschema  # type: ignore[import-untyped]
 import pydantic
 
+from .._canonical import canonical_json
 from .._deadlines import takes_deadline
 from .._schema_loops import schema_hazard
 from ..errors import ConfigError, PolicyError, ToolError
 from ..tools import ToolResult, ToolSpec
-from ._canonical import canonical_json
 from ._guards import Guard, GuardContext, check_guards, run_guards
 from ._permissions import EFFECTS, ToolGrantNeeds
 from ._schema_fast import Prover, compile_prover

@@ -36,11 +36,11 @@ from typing import Any, Final
 
 import pydantic
 
+from .._canonical import canonical_json
 from ..agent.models._base import Message
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError
 from ..tools import ToolSpec
-from ._canonical import canonical_json
 
 __all__ = [
     "DEFAULT_LIMITS",

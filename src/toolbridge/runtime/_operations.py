@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._canonical import canonical_json
 from ..errors import ConfigError, PolicyError, bounded
-from ._canonical import canonical_json
 from ._journal import CallEnd, JournalWriteError
 from ._outcomes import CODES, policy_error
 from ._state import new_run_id

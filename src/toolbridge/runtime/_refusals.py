@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import telemetry
+from .._canonical import canonical_json
 from ..calls import PlannedToolCall
 from ..errors import PolicyError
 from ..sanitize import visible_text
-from ._canonical import canonical_json
 from ._declared import DeclaredTool
 from ._permissions import ToolGrantNeeds
 from ._state import SessionCore

@@ -27,8 +27,8 @@ from typing import Any, ClassVar, Final, Literal
 import anyio
 
 from .._deadlines import deadline_watch
+from .._owned_tasks import stop_task
 from ..agent import RunErrorEvent, RunFinishedEvent
-from ..agent._agent import _stop
 from ..catalog import ToolCatalog
 from ..errors import ConfigError, PolicyError
 from ._events import Event, EventBus
@@ -263,7 +263,7 @@ class Runtime:
                     yield event
             await task
         finally:
-            await _stop(task)
+            await stop_task(task)
 
     async def _execute(
         self,
