@@ -609,9 +609,9 @@ class GatewayCore:
         call still gets its journal row (`not_started`, the code, the tool's name) under the
         identity's runtime, and the client gets `code` with `message`.
 
-        Rows of refusals are written a few at a time (a client flooding the gateway with calls
-        it may not make waits for its own refusals; nothing else does); a journal that cannot
-        be written does not change the answer.
+        Rows of refusals are written a few at a time, for all identities together: a flood of
+        refused calls waits on these rows, calls that are not refused never do. A journal that
+        cannot be written does not change the answer.
         """
         if self._refusal_rows is None:
             self._refusal_rows = anyio.CapacityLimiter(REFUSAL_ROWS_AT_ONCE)
