@@ -3,9 +3,10 @@
     python scripts/check_tinyagent_upstream.py DIR
 
 DIR holds copies of
-TinyAgent's `mcp-tool.json` files, never committed here. Every file must either load (the demo
-files: TinyAgent's current format) or fail with one `ERR_TASK_LEGACY` message naming the retired
-TinyAgent features it uses. Then the newest demo file (tool `addUserByUI`) is served by
+TinyAgent's `mcp-tool.json` files, never committed here. Every file must load (the demo files:
+TinyAgent's current format; the early mock-server files: rewritten, with one `ERR_TASK_LEGACY`
+deprecation warning naming the retired features) or fail because a tool has no task (an app-side
+function, `ERR_TASK_INVALID`). Then the newest demo file (tool `addUserByUI`) is served by
 `toolbridge serve-tasks`, unchanged, against `tests/tasks/site/users.html` (a form of our own made
 like TinyAgent's demo, date picker included), called with the official MCP client, and the
 page's submission is checked. Exit status 0 when everything holds.
@@ -52,7 +53,11 @@ def check_loading(folder: Path) -> tuple[bool, list[Path]]:
         try:
             tools = TaskToolSet.from_file(path)
         except ConfigError as exc:
-            good = exc.code == "ERR_TASK_LEGACY" and "\n" not in exc.message
+            good = (
+                exc.code == "ERR_TASK_INVALID"
+                and "app-side function" in exc.message
+                and "\n" not in exc.message
+            )
             ok &= good
             print(f"{'ok  ' if good else 'FAIL'} {path.name}: refused: {exc.code}: {exc.message[:300]}")
             continue

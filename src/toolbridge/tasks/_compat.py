@@ -8,14 +8,19 @@ that means something (`catchInstrution`, `selectr`) is an error either way: it i
 effect would otherwise silently disappear.
 
 Files written for TinyAgent's early mock server (April and May 2025) used formats TinyAgent itself
-no longer reads. They fail with one `ERR_TASK_LEGACY` error that names each such feature and what
-replaced it, instead of a pile of structural errors:
+no longer reads. Each such feature has a mechanical, lossless rewrite, so those files load, with one
+deprecation warning (a `TaskWarning` of code `ERR_TASK_LEGACY`) naming every feature rewritten and
+what replaced it; with `strict=True` the same message is an `ERR_TASK_LEGACY` error:
 
 - a top-level JSON array of tools, or tools keyed by name (now `{"tools": [...]}`);
 - the instructions under `inputSchema` (now under `task`);
 - arguments as a list of `{name, type}` (in `params` or `inputSchema`), or `inputSchema` as a bare
   map of properties (now a JSON Schema `{"type": "object", "properties": {...}}`);
-- the action `vue_push` (now `vueRouterPush`).
+- the action `vue_push` (now `vueRouterPush`, same params upstream).
+
+A tool of such a file with no instructions at all (TinyAgent's `type: "operation"` tools, functions
+the page itself registered) has nothing a task tool file can run: it is refused with
+`ERR_TASK_INVALID`, the message saying it is an app-side function.
 
 An `inputSchema` that has `properties` (or nothing) but no `type` is read as an object schema,
 as TinyAgent does.
@@ -32,9 +37,10 @@ from pydantic import BaseModel
 
 from ..errors import ConfigError
 
-__all__ = ["IGNORED_KEY", "TaskWarning", "check_legacy", "normalize_tools"]
+__all__ = ["IGNORED_KEY", "LEGACY", "TaskWarning", "check_legacy", "normalize_tools", "rewrite_legacy"]
 
 IGNORED_KEY = "ERR_TASK_IGNORED_KEY"
+LEGACY = "ERR_TASK_LEGACY"
 
 _FILE_KEYS = ("tools",)
 _TOOL_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta", "task")
@@ -58,7 +64,7 @@ class TaskWarning:
     code: str = IGNORED_KEY
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.path}: {self.message}" if self.path else self.message
 
 
 # --- retired formats --------------------------------------------------------------------------
@@ -141,6 +147,14 @@ def _is_bare_properties(schema: Mapping[str, Any]) -> bool:
     return all(isinstance(v, dict) and ("type" in v or "description" in v) for v in schema.values())
 
 
+def _legacy_message(found: list[tuple[str, str]]) -> str:
+    seen: dict[str, str] = {}
+    for path, feature in found:
+        key = feature.split(" (")[0] if "action" not in feature else feature
+        seen.setdefault(key, f"{feature}, at {path or 'the top level'}")
+    return "; ".join(seen.values())
+
+
 def check_legacy(data: Any) -> None:
     """Refuse a tool file in one of TinyAgent's retired formats, naming every such feature.
 
@@ -151,16 +165,128 @@ def check_legacy(data: Any) -> None:
     found = _legacy_features(data)
     if not found:
         return
-    seen: dict[str, str] = {}
-    for path, feature in found:
-        key = feature.split(" (")[0] if "action" not in feature else feature
-        seen.setdefault(key, f"{feature}, at {path or 'the top level'}")
     raise ConfigError(
         "this tool file uses TinyAgent's early mock-server format, which TinyAgent itself no longer "
-        "reads: " + "; ".join(seen.values()),
-        code="ERR_TASK_LEGACY",
-        details={"problems": [{"code": "ERR_TASK_LEGACY", "path": p, "message": f} for p, f in found]},
+        "reads: " + _legacy_message(found) + " (--strict: retired formats are errors)",
+        code=LEGACY,
+        details={"problems": [{"code": LEGACY, "path": p, "message": f} for p, f in found]},
     )
+
+
+def rewrite_legacy(data: Any, *, strict: bool = False) -> tuple[Any, TaskWarning | None]:
+    """Rewrite a tool file in one of TinyAgent's retired formats into the current one.
+
+    The rewrite is mechanical and loses nothing: the tools are put under `tools`, instructions
+    under `inputSchema` move to `task`, `{name, type}` argument lists and bare property maps
+    become object schemas (each property keeps every key but `name`), `vue_push` becomes
+    `vueRouterPush`. Keys the rewrite does not touch (`task.id`, a tool's `type`) are left for
+    the ignored-key warnings.
+
+    Returns:
+        The data in the current format (a new object; `data` is not changed; `data` itself
+        when nothing is retired), and one deprecation warning naming what was rewritten.
+
+    Raises:
+        ConfigError: `ERR_TASK_LEGACY` under `strict` (the same message as the warning);
+            `ERR_TASK_INVALID` for a tool with no instructions anywhere (an app-side function).
+    """
+    found = _legacy_features(data)
+    if not found:
+        return data, None
+    if strict:
+        check_legacy(data)
+    if isinstance(data, list):
+        tools: list[Any] = list(data)
+        names: list[str] = [f"[{i}]" for i in range(len(tools))]
+    elif "tools" in data:
+        tools = list(data["tools"])
+        names = [f"tools[{i}]" for i in range(len(tools))]
+    else:
+        tools = list(data.values())
+        names = [f"[{k!r}]" for k in data]
+    functions = [
+        (where, tool.get("name"), tool.get("type"))
+        for where, tool in zip(names, tools, strict=True)
+        if isinstance(tool, dict) and _instructions_of(tool) is None
+    ]
+    if functions:
+        shown = "; ".join(
+            f"{where}: tool {name!r} has no task (no instructions anywhere): it is an app-side function"
+            + (f" (TinyAgent type {kind!r})" if isinstance(kind, str) else "")
+            + " that TinyAgent's page registered itself, which a task tool file cannot run; serve it "
+            "as an MCP tool of your own, or give it task.instructions"
+            for where, name, kind in functions
+        )
+        raise ConfigError(
+            shown,
+            code="ERR_TASK_INVALID",
+            details={
+                "problems": [
+                    {"code": "ERR_TASK_INVALID", "path": w, "message": f"tool {n!r} is an app-side function"}
+                    for w, n, _ in functions
+                ]
+            },
+        )
+    out = {"tools": [_rewrite_tool(t) if isinstance(t, dict) else t for t in tools]}
+    warning = TaskWarning(
+        "",
+        "deprecated: TinyAgent's early mock-server format (which TinyAgent itself no longer reads) "
+        "was rewritten on load: " + _legacy_message(found),
+        code=LEGACY,
+    )
+    return out, warning
+
+
+def _instructions_of(tool: Mapping[str, Any]) -> Any:
+    task, schema = tool.get("task"), tool.get("inputSchema")
+    if isinstance(task, dict):
+        return task.get("instructions")
+    if isinstance(schema, dict):
+        return schema.get("instructions")
+    return None
+
+
+def _object_schema(args: Any) -> Any:
+    """`[{name, type, ...}]` or `{name: {type, ...}}` as a JSON Schema object; else unchanged."""
+    if isinstance(args, list) and all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in args):
+        props = {a["name"]: {k: v for k, v in a.items() if k != "name"} for a in args}
+        return {"type": "object", "properties": props}
+    if isinstance(args, dict) and _is_bare_properties(args):
+        return {"type": "object", "properties": dict(args)}
+    return args
+
+
+def _rewrite_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    out = dict(tool)
+    schema = out.get("inputSchema")
+    if isinstance(schema, dict) and "instructions" in schema and "task" not in out:
+        out["task"] = {k: v for k, v in schema.items() if k in ("id", "instructions")}
+        rest = {k: v for k, v in schema.items() if k not in ("id", "instructions")}
+        if rest:
+            out["inputSchema"] = rest
+        else:
+            del out["inputSchema"]
+    params = out.pop("params", None) if isinstance(out.get("params"), list) else None
+    if params is not None and "inputSchema" not in out:
+        out["inputSchema"] = params
+    if "inputSchema" in out:
+        out["inputSchema"] = _object_schema(out["inputSchema"])
+    task = out.get("task")
+    if isinstance(task, dict) and isinstance(task.get("instructions"), list):
+        out["task"] = {**task, "instructions": [_rename_actions(i) for i in task["instructions"]]}
+    return out
+
+
+def _rename_actions(instruction: Any) -> Any:
+    if not isinstance(instruction, dict):
+        return instruction
+    out = dict(instruction)
+    action = out.get("action")
+    if isinstance(action, str) and action in _RENAMED_ACTIONS:
+        out["action"] = _RENAMED_ACTIONS[action]
+    if "catchInstruction" in out:
+        out["catchInstruction"] = _rename_actions(out["catchInstruction"])
+    return out
 
 
 # --- ignored keys -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ problem with the tool's name and the path of the field:
 | `ERR_TASK_PARAMS` | params do not fit the action's declared parameters |
 | `ERR_TASK_PLACEHOLDER` | a placeholder names no `inputSchema` property and no earlier instruction id |
 | `ERR_TASK_DUPLICATE` | two tools with one name, or two instructions with one id |
-| `ERR_TASK_LEGACY` | the file uses a format of TinyAgent's that TinyAgent itself no longer reads |
+| `ERR_TASK_LEGACY` | (with `strict`) a retired TinyAgent format; otherwise rewritten, one `TaskWarning` |
 | `ERR_TASK_IGNORED_KEY` | (with `strict`) a key TinyAgent ignores; otherwise a `TaskWarning` |
 
 A param whose value holds a placeholder is checked for its key only (its type is known once
@@ -37,7 +37,7 @@ from pydantic.fields import FieldInfo
 from .._schema_loops import schema_hazard
 from ..errors import ConfigError, bounded
 from ..tools import ToolSpec
-from ._compat import TaskWarning, check_legacy, normalize_tools
+from ._compat import TaskWarning, normalize_tools, rewrite_legacy
 from ._format import InstructionModel, ToolModel, format_loc, parse_tool, parse_tools_file
 from ._substitute import (
     DEFAULT_SYNTAX,
@@ -537,13 +537,14 @@ def compile_tools(
 
     Raises:
         ConfigError: `ERR_TASK_*` naming every problem (see the module docstring);
-            `ERR_TASK_LEGACY` for a file in one of TinyAgent's retired formats.
+            `ERR_TASK_LEGACY` (with `strict`) for a file in one of TinyAgent's retired formats,
+            which is otherwise rewritten with one warning (see `rewrite_legacy`).
     """
     reg = registry if registry is not None else default_registry()
-    check_legacy(data)
+    data, rewritten = rewrite_legacy(data, strict=strict)
     data, found = normalize_tools(data, _params_of(reg), strict=strict)
     if warnings is not None:
-        warnings.extend(found)
+        warnings.extend([rewritten, *found] if rewritten is not None else found)
     file = parse_tools_file(data)
     tools: list[TaskTool] = []
     problems: list[_Problem] = []
