@@ -89,6 +89,10 @@ class OpenGateway:
     """The PostgreSQL pin store (`_pins_pg.PgPinStore`) when pins are shared, else None."""
     _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
     _listing: dict[int, str] = field(default_factory=dict, repr=False)
+    operators: dict[str, str] = field(default_factory=dict, repr=False)
+    """The console's operators: sign-in token -> name (HTTP; empty: no console)."""
+    journal_location: str | None = field(default=None, repr=False)
+    """The journal's SQLite path or PostgreSQL URL (what the console reads), None in memory."""
 
     async def refresh(self) -> None:
         """Re-read changed lock files (with PostgreSQL pins: store them, and adopt what another
@@ -367,6 +371,14 @@ async def open_gateway(
             page_size=doc.page_size,
             approval_timeout_s=timeout,
         )
+        location = _journal_location(manifest, doc, base)
+        operators: dict[str, str] = {}
+        if doc.console is not None:
+            core.operators = await _operator_approvals(live, location, core.name)
+            if http:
+                operators = {
+                    o.token.reveal(): o.name for o in doc.console.operators if isinstance(o.token, Secret)
+                }
         gateway = OpenGateway(
             name=core.name,
             core=core,
@@ -380,6 +392,8 @@ async def open_gateway(
             events=events,
             _pins=pins,
             _upstreams=upstreams,
+            operators=operators,
+            journal_location=location,
         )
         if pin_url is not None and pins:
             await _share_pins(gateway, pin_url, live)
@@ -423,6 +437,26 @@ def _pins_url(manifest: Manifest, doc: GatewayDoc) -> str | None:
     journal = getattr(rdoc, "journal", None)
     value = journal.reveal() if isinstance(journal, Secret) else journal
     return value if isinstance(value, str) and is_postgres_url(value) else None
+
+
+def _journal_location(manifest: Manifest, doc: GatewayDoc, base: Any) -> str | None:
+    """The runtime journal's PostgreSQL URL or SQLite path, or None (a journal in memory)."""
+    url = _pins_url(manifest, doc)
+    if url is not None:
+        return url
+    path = getattr(base, "journal_path", None)
+    return path if isinstance(path, str) and path != ":memory:" else None
+
+
+async def _operator_approvals(live: Any, location: str | None, name: str) -> Any:
+    """The console's approval route over the journal's database (`_operator_approval`)."""
+    from ..console import ApprovalStore
+    from ._operator_approval import OperatorApprovals
+
+    store = ApprovalStore(location or ":memory:")
+    live._stack.callback(store.close)
+    await store.setup()
+    return OperatorApprovals(store, name)
 
 
 def _bulkheads_of(doc: GatewayDoc) -> Bulkheads:

@@ -38,6 +38,7 @@ from ..runtime._permissions import ToolGrantNeeds, effective_effects
 from ..sanitize import clean_schema, clean_text
 from ..tools import ToolResult, ToolSpec
 from ._events_parts import clean_data
+from ._operator_approval import NOT_DECIDED, can_elicit
 from ._rounds import (
     APPROVAL_KEY,
     APPROVAL_SCHEMA,
@@ -316,6 +317,9 @@ class GatewayCore:
     identities: Mapping[str, Identity] = field(default_factory=dict)
     page_size: int = 100
     approval_timeout_s: float = 120.0
+    operators: Any = None
+    """The console's approval route (`_operator_approval.OperatorApprovals`), or None: a client
+    that cannot be asked is then refused at once."""
     catalog: ToolCatalog = field(init=False)
     _approval: dict[int, Approval] = field(init=False, default_factory=dict)
     _rounds: RoundStates = field(init=False, repr=False, default_factory=RoundStates)
@@ -486,7 +490,15 @@ class GatewayCore:
                     if not ask:
                         raise MCPError(types.INVALID_PARAMS, f"request_state not honoured ({not_honoured})")
         if ask:
-            if not context.modern:
+            if self.operators is not None and not can_elicit(context):  # an operator decides
+                why = (
+                    TOO_LARGE
+                    if too_large_to_show(args)
+                    else await self.operators.wait(
+                        context, name, self._server_of(target), needs.effects, args, self.approval_timeout_s
+                    )
+                )
+            elif not context.modern:
                 why = await self._ask(context, target, needs.effects, name, args)
             elif resumed is None:
                 asked = self._approval_round(context, target, needs.effects, name, args, digest)
@@ -583,7 +595,8 @@ class GatewayCore:
                 catalog=routed,
             ) as session:
                 if why is not None:
-                    raise await session.refuse(name, args, "PERMISSION_DENIED", why)
+                    code = "APPROVAL_TIMEOUT" if why == NOT_DECIDED else "PERMISSION_DENIED"
+                    raise await session.refuse(name, args, code, why)
                 result = await session.call_tool(name, args, context=context)
         except PolicyError as exc:
             missing_error(context)

@@ -44,7 +44,7 @@ TOKEN_VARIABLE = "TOOLBRIDGE_GATEWAY_TOKEN"
 def _http_only(path: tuple[Any, ...]) -> bool:
     if not path:
         return False
-    if path[0] == "oauth":
+    if path[0] in ("oauth", "console"):  # the console is served over HTTP only
         return True
     return len(path) >= 3 and path[0] == "clients" and path[2] in ("token", "oauth")
 
@@ -53,7 +53,7 @@ def http_only_secret(analysis: AnalyzedManifest, diagnostic: Diagnostic) -> bool
     """Whether `diagnostic` is an unresolved secret that only the gateway's HTTP clients need.
 
     For `load_manifest(tolerate=...)`: a `${{ secrets.NAME }}` without a value under a `Gateway`
-    document's `clients[].token`, `clients[].oauth` or `oauth`.
+    document's `clients[].token`, `clients[].oauth`, `oauth` or `console`.
     """
     if diagnostic.code != "ERR_MANIFEST_SECRET_UNRESOLVED":
         return False

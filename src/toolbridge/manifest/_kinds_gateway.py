@@ -234,6 +234,37 @@ class GatewayClient(_Closed):
         return self
 
 
+class ConsoleOperator(_Closed):
+    """One person who may use the gateway's console (`/console/`)."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """Who decides: recorded with every approval they decide."""
+    token: SecretText
+    """Their sign-in token, normally `"${{ secrets.aliceConsoleToken }}"` (never written inline)."""
+
+    @model_validator(mode="after")
+    def _secret(self) -> ConsoleOperator:
+        if isinstance(self.token, str):
+            raise PydanticCustomError(
+                "token_inline", 'write the token as a secret: `token: "${{ secrets.NAME }}"`'
+            )
+        return self
+
+
+class GatewayConsole(_Closed):
+    """The operator's console of an HTTP gateway (see docs/console.md)."""
+
+    operators: Annotated[list[ConsoleOperator], Field(min_length=1)]
+    """Who may sign in; nobody else sees the console."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> GatewayConsole:
+        names = [o.name for o in self.operators]
+        if len(set(names)) != len(names):
+            raise PydanticCustomError("operator_names", "two console operators have the same `name`")
+        return self
+
+
 class GatewayDoc(KindDoc):
     """`Gateway`: MCP servers, declared tools and task tools served as one governed MCP server."""
 
@@ -261,6 +292,9 @@ class GatewayDoc(KindDoc):
     """Items per page of `tools/list`, `resources/list` and `prompts/list`."""
     approval_timeout_ms: PositiveInt = 120_000
     """How long a person has to answer an approval; no answer in time blocks the call."""
+    console: GatewayConsole | None = None
+    """The operator's console at `/console/` over HTTP; with it, a call that needs approval from a
+    client that cannot be asked waits for an operator's decision (`approvalTimeoutMs` at most)."""
     max_sessions: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = 10_000
     """Open HTTP sessions, all identities together; past it a new session is answered 503."""
     max_sessions_per_identity: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] | None = None

@@ -11,7 +11,8 @@ attacker-controlled or secret, so it stops at the runtime boundary (the "no leak
 | `failed` | `INVALID_INPUT`, `INVALID_OUTPUT`, `MODEL_FAILED`, `TOOL_FAILED`, `TOOL_ERROR`, |
 | | `TOOL_REFUSED`, `INPUT_REQUIRED`, `LIMIT_EXCEEDED`, `TIMEOUT`, `NOT_FOUND`, `INTERRUPTED`, |
 | | `JOURNAL_UNAVAILABLE`, `TOOL_COLLISION`, `TOOLS_UNAVAILABLE`, `UPSTREAM_UNAVAILABLE`, `ABORTED` |
-| `blocked` | `PERMISSION_DENIED`, `BUDGET_EXCEEDED`, `GUARD_BLOCKED`, `GUARD_UNAVAILABLE` |
+| `blocked` | `PERMISSION_DENIED`, `BUDGET_EXCEEDED`, `GUARD_BLOCKED`, `GUARD_UNAVAILABLE`, |
+| | `APPROVAL_TIMEOUT` |
 | `cancelled` | `CANCELLED` |
 | `outcome_unknown` | `OUTCOME_UNKNOWN` |
 
@@ -67,6 +68,7 @@ CODES: Final[dict[str, str]] = {
     "BUDGET_EXCEEDED": "blocked",
     "GUARD_BLOCKED": "blocked",
     "GUARD_UNAVAILABLE": "blocked",
+    "APPROVAL_TIMEOUT": "blocked",
     "CANCELLED": "cancelled",
     "OUTCOME_UNKNOWN": "outcome_unknown",
 }
@@ -93,6 +95,7 @@ GENERIC_MESSAGES: Final[dict[str, str]] = {
     "BUDGET_EXCEEDED": "the cost budget does not allow this call",
     "GUARD_BLOCKED": "a guard blocked the value",
     "GUARD_UNAVAILABLE": "a guard failed or timed out, so the value was blocked",
+    "APPROVAL_TIMEOUT": "the call needed approval and no operator decided in time",
     "CANCELLED": "the run was cancelled",
     "OUTCOME_UNKNOWN": (
         "a call with effects failed after its request was sent; the remote side may have acted"
