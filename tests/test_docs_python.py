@@ -25,6 +25,7 @@ RUN_BY = {
     "declare.md": "tests/runtime/test_runtime_docs.py",
     "describe.md": "tests/tasks/test_tasks_docs.py",
     "discover.md": "tests/test_bridge.py",
+    "discovery.md": "tests/test_discovery_index.py",
     "errors.md": "tests/test_docs_errors.py",
     "gateway.md": "tests/gateway/test_gateway_oauth_manifest.py",
     "limits.md": "tests/faults/test_faults_docs.py",

@@ -35,6 +35,7 @@ from ..manifest._secrets import Secret
 from ._breaker import Breaker, Watched, why_failed
 from ._bulkhead import Bulkheads
 from ._core import GatewayCore, Identity, Source
+from ._discovery import Discovery, DiscoverySettings
 from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
 from ._oauth_gate import ClientRule
@@ -93,6 +94,8 @@ class OpenGateway:
     """The console's operators: sign-in token -> name (HTTP; empty: no console)."""
     journal_location: str | None = field(default=None, repr=False)
     """The journal's SQLite path or PostgreSQL URL (what the console reads), None in memory."""
+    discovery: Discovery | None = field(default=None, repr=False)
+    """Governed tool discovery (`_discovery`), when the document has `discovery:`."""
 
     async def refresh(self) -> None:
         """Re-read changed lock files (with PostgreSQL pins: store them, and adopt what another
@@ -395,6 +398,11 @@ async def open_gateway(
             operators=operators,
             journal_location=location,
         )
+        if doc.discovery is not None:
+            d = doc.discovery
+            gateway.discovery = Discovery(
+                core, DiscoverySettings(d.threshold, tuple(d.pinned), d.max_results, d.max_working_set)
+            )
         if pin_url is not None and pins:
             await _share_pins(gateway, pin_url, live)
         yield gateway

@@ -34,6 +34,7 @@ from ..errors import bounded
 from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead
 from ._core import GatewayCore, Identity, page_of
+from ._discovery import META_TOOLS
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
 from ._scrub import ScrubbingServer
@@ -121,6 +122,8 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         identity = identity_of(ctx)
         tools = await core.tools(identity)
+        if gateway.discovery is not None:  # past its threshold: meta tools and a working set
+            tools = await gateway.discovery.listed(identity, ctx.session, tools)
         if gateway.stale():
             tools = _marked(tools, _stale_names(gateway))
         page, nxt = page_of(tools, params.cursor if params else None, core.page_size)
@@ -131,6 +134,11 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         session = ctx.session
+        if gateway.discovery is not None and params.name in META_TOOLS:
+            meta = await gateway.discovery.handle(identity, session, ctx.request_id, params)
+            if isinstance(meta, types.CallToolResult):
+                return meta
+            params = meta or params  # `call_tool`: the call it stands for, governed as any
         upstream = _upstream_of(core, params.name)
         if upstream is not None and upstream.breaker.opened_at is not None and not upstream.breaker.allow():
             return await core.refused(identity, params.name, params.arguments, UNAVAILABLE, UPSTREAM_DOWN)

@@ -33,6 +33,7 @@ __all__ = [
     "GatewayBinding",
     "GatewayClient",
     "GatewayClientOAuth",
+    "GatewayDiscovery",
     "GatewayDoc",
     "GatewayIntrospection",
     "GatewayOAuth",
@@ -265,6 +266,21 @@ class GatewayConsole(_Closed):
         return self
 
 
+class GatewayDiscovery(_Closed):
+    """`discovery:` of a `Gateway`: past `threshold` granted tools, a client lists the meta tools
+    `find_tools`, `use_tools` and `call_tool`, the `pinned` tools and its session's working set
+    instead of everything (see docs/discovery.md)."""
+
+    threshold: Annotated[int, Field(ge=0, le=1_000_000, strict=True)]
+    """Discovery is on for an identity whose granted tools are more than this many."""
+    pinned: list[Annotated[str, Field(min_length=1, max_length=256)]] = []
+    """Tools (served names) always listed, when the identity is granted them."""
+    max_results: Annotated[int, Field(ge=1, le=50, strict=True)] = 10
+    """The most matches `find_tools` returns (its `limit` is capped there)."""
+    max_working_set: Annotated[int, Field(ge=1, le=1_000, strict=True)] = 32
+    """Tools one session's working set holds; `use_tools` past it drops the least recently added."""
+
+
 class GatewayDoc(KindDoc):
     """`Gateway`: MCP servers, declared tools and task tools served as one governed MCP server."""
 
@@ -315,6 +331,8 @@ class GatewayDoc(KindDoc):
     breaker_cooldown_ms: Annotated[int, Field(ge=100, le=3_600_000, strict=True)] = 30_000
     """How long an open breaker fails that upstream's calls fast (`UPSTREAM_UNAVAILABLE`)
     before one probe."""
+    discovery: GatewayDiscovery | None = None
+    """Governed tool discovery for large unions (default off: every granted tool is listed)."""
 
     @model_validator(mode="after")
     def _distinct_clients(self) -> GatewayDoc:
