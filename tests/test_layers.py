@@ -1,4 +1,4 @@
-"""Arrows point down: no module of the package imports a name from the package face.
+"""Arrows point down: no name from the package face, no private module of another package, no layer above.
 
 `toolbridge/__init__.py` re-exports the public names lazily; a module below it that imported one
 of them (`from .. import __version__`) would tie its layer to the top of the package. Submodules
@@ -39,3 +39,84 @@ def test_no_module_imports_a_name_from_the_package_face() -> None:
                 if not is_module:
                     found.append(f"{path.relative_to(ROOT)}: {alias.name}")
     assert not found, f"names imported from the package face: {found}"
+
+
+# The packages and floors from the bottom up. A module may import from its own layer or one below,
+# never one above; the top-level modules not named here (content, errors, redact, tools,
+# sanitize, calls, catalog and the private `_x` helpers) are the floor, below everything.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"telemetry", "functions"}),
+    frozenset({"clients"}),
+    frozenset({"bridge", "pinning"}),
+    frozenset({"agent"}),
+    frozenset({"runtime", "tasks"}),
+    frozenset({"manifest", "integrations"}),
+    frozenset({"batch"}),
+    frozenset({"gateway"}),
+    frozenset({"cli"}),
+)
+
+
+def _layer(unit: str) -> int:
+    for number, units in enumerate(LAYERS, start=1):
+        if unit in units:
+            return number
+    return 0  # the floor
+
+
+def _imports() -> list[tuple[str, int, str, list[str], str]]:
+    """Every relative import below the face: (importing module, line, its unit, the target
+    module's path parts, the name imported from it; "" when that name is the module itself)."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path == ROOT / "__init__.py":
+            continue
+        rel = path.relative_to(ROOT).with_suffix("").parts
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            base = list(rel[:-1])
+            for _ in range(node.level - 1):
+                base = base[:-1]
+            target = base + (node.module.split(".") if node.module else [])
+            for alias in node.names:
+                full = [*target, alias.name]
+                where = ROOT.joinpath(*full)
+                is_module = where.with_suffix(".py").exists() or where.is_dir()
+                name = "" if is_module else alias.name
+                found.append(("/".join(rel), node.lineno, rel[0], full if is_module else target, name))
+    return found
+
+
+def _unit(parts: list[str]) -> str:
+    return parts[0] if parts else ""
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    """A package uses what another package exports (its `__init__` or a public submodule such as
+    `runtime.journal`, `manifest.documents`, `tasks.server`), never its private modules or names:
+    the owner can then change its insides without breaking a neighbour."""
+    found = []
+    for module, line, unit, target, name in _imports():
+        if not target or not (ROOT / target[0]).is_dir() or target[0] == unit:
+            continue
+        if any(part.startswith("_") for part in [*target[1:], name]):
+            found.append(f"{module}:{line}: {'.'.join(target)} {name}".rstrip())
+    assert not found, f"imports of another package's private module: {found}"
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    """Arrows point down (or across one layer): no module imports from a package above its own,
+    not even inside a function, so no two packages import each other."""
+    found = []
+    for module, line, unit, target, _ in _imports():
+        if target and _layer(_unit(target)) > _layer(unit):
+            found.append(f"{module}:{line}: {'.'.join(target)}")
+    assert not found, f"imports that run up the layers: {found}"
+
+
+def test_no_two_packages_import_each_other() -> None:
+    edges = {(unit, _unit(target)) for _, _, unit, target, _ in _imports() if target}
+    loops = sorted(f"{a} <-> {b}" for a, b in edges if a < b and (b, a) in edges and _layer(a) > 0)
+    assert not loops, f"packages importing each other: {loops}"

@@ -24,7 +24,7 @@ import anyio
 
 from ..errors import ConfigError
 from ..runtime import Journal, PostgresJournal, is_postgres_url
-from ..runtime._journal import JournalBackend, read_back
+from ..runtime.journal import JournalBackend, read_back
 from ._files import OutFile, check_out_path, same_file
 from ._inputs import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_LINES, InputError, read_inputs
 from ._lease import hold, unknown_batch, with_heartbeat
@@ -156,10 +156,7 @@ def _journal_spec(manifest: Any, journal: str | os.PathLike[str] | None, out: Pa
         return str(journal)
     doc = manifest.runtime_doc
     if doc is not None and doc.profile == "durable" and doc.journal is not None:
-        from ..manifest._build import _reveal
-
-        given = str(_reveal(doc.journal))
-        return given if is_postgres_url(given) else str(manifest.analysis.base_dir / given)
+        return str(manifest.runtime_journal())
     return str(out) + ".journal.sqlite"
 
 

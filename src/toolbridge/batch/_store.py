@@ -38,16 +38,18 @@ from typing import Any, TypeVar, cast
 
 from ..errors import ConfigError
 from ..runtime import PostgresJournal
-from ..runtime._journal import JournalBackend, Writer, process_alive
-from ..runtime._journal_sql import (
+from ..runtime.journal import (
     BATCH_ITEMS_TABLE,
     BATCHES_TABLE,
     BUDGETS_TABLE,
     POSTGRES,
     SQLITE,
     Dialect,
+    JournalBackend,
     Statements,
+    Writer,
     budget_dict,
+    process_alive,
 )
 
 __all__ = ["BatchRow", "BatchStore", "Item", "Lease", "StoredItem", "open_store"]

@@ -44,8 +44,8 @@ class _GatedClient:
 def secrets_needed(manifest: Any, given: Mapping[str, str] | None = None) -> dict[str, str]:
     """The values of the secrets `manifest` uses (and only those), for a worker that must not
     read the driver's environment."""
-    from ..manifest._kinds import SecretsDoc
-    from ..manifest._secrets import Secret, SecretSources
+    from ..manifest import Secret, SecretSources
+    from ..manifest.documents import SecretsDoc
 
     names: set[str] = set()
     mapping: dict[str, str] = {}

@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
 
 
 def _handle_journal(args: argparse.Namespace) -> int:
-    from ..runtime._journal_postgres import is_postgres_url, migrate, redact_url
+    from ..runtime.journal import is_postgres_url, migrate, redact_url
 
     if not is_postgres_url(args.url):
         raise ConfigError("journal migrate takes a postgresql:// URL (SQLite journals need no migration)")

@@ -103,7 +103,7 @@ def _secret_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _given_secrets(args: argparse.Namespace) -> dict[str, str]:
-    from ..manifest._secrets import parse_secret_arg, read_secrets_file
+    from ..manifest import parse_secret_arg, read_secrets_file
 
     given: dict[str, str] = {}
     if args.secrets_file:
@@ -150,7 +150,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _unneeded_secrets(manifest: Any, args: argparse.Namespace) -> list[Any]:
     """Unresolved secrets of documents the chosen target does not reach (not asked for)."""
-    from ..manifest._reach import unneeded_secrets
+    from ..manifest import unneeded_secrets
 
     try:
         target = manifest.pick_target(args.target, agent=args.agent)
@@ -160,8 +160,7 @@ def _unneeded_secrets(manifest: Any, args: argparse.Namespace) -> list[Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..manifest._analyzer import analyze_file
-    from ..manifest._build import Manifest
+    from ..manifest import Manifest, analyze_file
 
     analysis = analyze_file(args.file, secrets=_given_secrets(args))
     manifest = Manifest(analysis=analysis)
@@ -173,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     if errors:
         warn(f"toolbridge: {visible_text(args.file)}: {errors} error(s); nothing was started")
         return 1
-    from ..manifest._targets import model_inputs
+    from ..manifest import model_inputs
     from ._run_target import merged_inputs, run_sequence, run_target
 
     given_inputs = args.input is not None or args.input_file is not None or args.inputs is not None
@@ -406,7 +405,7 @@ def _runtime_listener(view: _LiveView) -> Any:
 
 def _result_json(result: Any) -> dict[str, Any]:
     """The documented JSON form of a run result (camelCase keys, also inside parts and usage)."""
-    from ..manifest._targets import camel_json
+    from ..manifest import camel_json
 
     steps = []
     for step in getattr(result, "steps", ()) or ():
@@ -444,12 +443,12 @@ def _result_json(result: Any) -> dict[str, Any]:
 
 
 def _json_default(value: Any) -> Any:
-    from ..manifest._secrets import Secret
+    from ..manifest import Secret
 
     if isinstance(value, Secret):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        from ..manifest._targets import camel_json
+        from ..manifest import camel_json
 
         out = {"type": getattr(value, "type", type(value).__name__)}
         out.update(camel_json(value))

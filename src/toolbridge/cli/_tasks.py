@@ -90,8 +90,8 @@ def _load_mcp_config(path: str) -> Any:
 
 def _serve_tasks(args: argparse.Namespace) -> int:
     from ..tasks import TaskToolSet, load_mcp_servers
-    from ..tasks._server import serve_http, serve_stdio
-    from ..tasks.actions._registry import registry_with
+    from ..tasks.actions import registry_with
+    from ..tasks.server import serve_http, serve_stdio
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port} is not a TCP port", code="ERR_CONFIG")

@@ -26,12 +26,10 @@ import anyio
 
 from ..calls import ToolBinding
 from ..errors import ConfigError
-from ..manifest import Manifest, load_manifest
-from ..manifest._kinds import Limits as LimitsDoc
-from ..manifest._kinds import Permissions as PermissionsDoc
-from ..manifest._kinds import ToolProviderDoc
-from ..manifest._kinds_gateway import GatewayDoc
-from ..manifest._secrets import Secret
+from ..manifest import Manifest, Secret, load_manifest
+from ..manifest.documents import GatewayDoc, ToolProviderDoc
+from ..manifest.documents import Limits as LimitsDoc
+from ..manifest.documents import Permissions as PermissionsDoc
 from ._breaker import Breaker, Watched, why_failed
 from ._bulkhead import Bulkheads
 from ._core import GatewayCore, Identity, Source

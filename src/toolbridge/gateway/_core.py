@@ -33,8 +33,7 @@ from ..catalog import Catalog, ToolCatalog
 from ..content import to_json_text
 from ..errors import JsonRpcError, PolicyError, ToolbridgeError, bounded
 from ..redact import redact, redact_value
-from ..runtime import CODES, GovernedSession
-from ..runtime._permissions import ToolGrantNeeds, effective_effects
+from ..runtime import CODES, GovernedSession, ToolGrantNeeds, effective_effects
 from ..sanitize import clean_schema, clean_text
 from ..tools import ToolResult, ToolSpec
 from ._events_parts import clean_data

@@ -57,7 +57,7 @@ import anyio
 
 from .._extras import require
 from ..errors import ConfigError, ToolbridgeError
-from ..manifest._kinds_gateway import endpoint_problem
+from ..manifest.documents import endpoint_problem
 
 if TYPE_CHECKING:
     import httpx2

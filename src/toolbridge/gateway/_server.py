@@ -1,7 +1,7 @@
 """The gateway as an MCP server, on the official SDK's low-level server API (both protocol eras).
 
 `create_server(gateway)` builds the SDK `Server` whose handlers ask the `GatewayCore`;
-`serve_stdio` / `serve_http` run it (the serving plumbing is `toolbridge.tasks._server`'s, shared
+`serve_stdio` / `serve_http` run it (the serving plumbing is `toolbridge._serving`'s, shared
 with `serve-tasks`), together with the watcher that notices when the union changes and tells
 every client (`_events.EventHub`: handshake-era connections get `notifications/tools/list_changed`,
 2026-07-28 clients hear it on their `subscriptions/listen` streams, which `create_server` serves).
@@ -260,9 +260,9 @@ async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) ->
     """Serve over stdin/stdout until the client closes the connection.
 
     On pipes (what an MCP client gives), the event loop reads and writes them itself (`_stdio`);
-    otherwise `tasks._server.run_stdio` does (bounded lines, read by a thread).
+    otherwise `toolbridge._serving.run_stdio` does (bounded lines, read by a thread).
     """
-    from ..tasks._server import run_stdio
+    from .._serving import run_stdio
     from ._stdio import pipe_stdio, pipes_usable
 
     server = create_server(gateway)
@@ -336,7 +336,7 @@ async def serve_http(
 ) -> None:
     """Serve Streamable HTTP at `http://host:port/mcp` until interrupted (`on_listening(host,
     port)` is told the bound port, the real one for port 0, before serving starts)."""
-    from ..tasks._server import run_http
+    from .._serving import run_http
 
     limits = gateway.bulkheads
     server = create_server(gateway)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from ..manifest._analyzer import AnalyzedManifest, Diagnostic
+from ..manifest import AnalyzedManifest, Diagnostic
 
 __all__ = [
     "CLIENTS",
@@ -200,9 +200,7 @@ def config_hint(
 def stdio_secrets(manifest: str | os.PathLike[str]) -> list[str]:
     """The names of the secrets a stdio gateway of `manifest` reads (not those only HTTP clients
     need), as environment variable names (`openaiKey` -> `OPENAI_KEY`), in file order."""
-    from ..manifest import Secret
-    from ..manifest._analyzer import analyze_file
-    from ..manifest._secrets import upper_snake
+    from ..manifest import Secret, analyze_file, upper_snake
 
     analysis = analyze_file(manifest, env={})
     names: list[str] = []

@@ -12,7 +12,7 @@ of a handler or a child never reaches the wire; both are restored on exit. Lines
 SDK's transport.
 
 When stdin or stdout is not a pipe, socket or terminal the event loop can watch (a regular file,
-`/dev/zero`), `pipe_stdio` is not usable and `serve_stdio` falls back to `tasks._server.run_stdio`
+`/dev/zero`), `pipe_stdio` is not usable and `serve_stdio` falls back to `toolbridge._serving.run_stdio`
 (`toolbridge._stdio_wire`: bounded lines, read by a thread).
 """
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._bounded import MAX_ARGUMENT_DEPTH
-from ..agent._agent import error_feedback, result_to_model
+from ..agent import error_feedback, result_to_model
 from ..calls import ToolBinding
 from ..catalog import ToolCatalog, check_declared
 from ..content import Part

@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
-from ._analyzer import AnalyzedManifest, CheckReport, Diagnostic, check_manifest
+from ._analyzer import AnalyzedManifest, CheckReport, Diagnostic, analyze_file, check_manifest
 from ._build import LiveManifest, Manifest, load_manifest
+from ._reach import unneeded_secrets
 from ._schema import manifest_json_schema
-from ._secrets import Secret
+from ._secrets import Secret, SecretSources, parse_secret_arg, read_secrets_file, upper_snake
+from ._targets import camel_json, model_inputs
 
 __all__ = [
     "AnalyzedManifest",
@@ -22,7 +24,15 @@ __all__ = [
     "LiveManifest",
     "Manifest",
     "Secret",
+    "SecretSources",
+    "analyze_file",
+    "camel_json",
     "check_manifest",
     "load_manifest",
     "manifest_json_schema",
+    "model_inputs",
+    "parse_secret_arg",
+    "read_secrets_file",
+    "unneeded_secrets",
+    "upper_snake",
 ]

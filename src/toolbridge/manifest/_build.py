@@ -75,7 +75,7 @@ def _remote_model(model: OpenaiModelDoc | AnthropicModelDoc | GeminiModelDoc) ->
         "max_retries": model.max_retries,
     }
     if model.prices is not None:
-        from ..agent.models._base import ModelPrices
+        from ..agent.models import ModelPrices
 
         kwargs["prices"] = ModelPrices(
             input_per_million_micros=model.prices.input_per_million_micros,
@@ -130,6 +130,18 @@ class Manifest:
         """The manifest's `Runtime` document, if it has one."""
         docs = self.analysis.of_kind("Runtime")
         return docs[0].model if docs and isinstance(docs[0].model, RuntimeDoc) else None
+
+    def runtime_journal(self) -> str | None:
+        """The `Runtime` document's journal: a PostgreSQL URL as given, a file path resolved
+        against the manifest's directory; None without one (secrets in it revealed: the caller
+        opens the journal with it and never shows it)."""
+        doc = self.runtime_doc
+        if doc is None or doc.journal is None:
+            return None
+        from ..runtime import is_postgres_url
+
+        given = str(_reveal(doc.journal))
+        return given if is_postgres_url(given) else str(self.analysis.base_dir / given)
 
     def pick_agent(self, name: str | None = None) -> str:
         """The agent to run: `name`, or the only agent of the manifest.
@@ -456,7 +468,7 @@ class LiveManifest:
                 )
             elif isinstance(target, HttpClientDoc):
                 servers[alias] = McpServerConfig(url=_reveal(target.url))
-        from ..tasks.actions._registry import registry_with
+        from ..tasks.actions import registry_with
 
         tool_set = TaskToolSet(
             task_tools_json(model, base),
@@ -502,12 +514,9 @@ class LiveManifest:
         return Agent(await self.build(model.model.name), name=mdoc.name, **kwargs)
 
     async def _make_runtime(self, doc: RuntimeDoc) -> Any:
-        from ..runtime import create_runtime, is_postgres_url
+        from ..runtime import create_runtime
 
-        journal: str | None = None
-        if doc.journal is not None:
-            given = str(_reveal(doc.journal))
-            journal = given if is_postgres_url(given) else str(self.manifest.analysis.base_dir / given)
+        journal = self.manifest.runtime_journal()
         limits = doc.limits.model_dump(exclude_none=True) if doc.limits is not None else None
         runtime = create_runtime(
             profile=doc.profile,

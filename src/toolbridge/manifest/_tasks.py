@@ -87,7 +87,7 @@ def load_task_tool_names(doc: TaskToolSetDoc, base_dir: Path) -> list[str]:
 def _validate_with_tasks(data: dict[str, Any], doc: TaskToolSetDoc, base_dir: Path) -> list[str]:
     from ..errors import ConfigError
     from ..tasks import compile_tools
-    from ..tasks.actions._registry import registry_with
+    from ..tasks.actions import registry_with
 
     try:
         registry = registry_with(doc.actions, base_dir) if doc.actions else None

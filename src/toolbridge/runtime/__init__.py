@@ -20,7 +20,7 @@ from ._journal_sqlite import Journal, SqliteJournal
 from ._limits import Budget, Limits
 from ._operations import Operation
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
-from ._permissions import Permissions, effective_effects
+from ._permissions import Permissions, ToolGrantNeeds, effective_effects
 from ._runtime import RunOutcomeEvent, Runtime, create_runtime
 from ._session import GovernedSession
 
@@ -49,6 +49,7 @@ __all__ = [
     "RuntimeResult",
     "SqliteJournal",
     "ToolContext",
+    "ToolGrantNeeds",
     "Verdict",
     "create_runtime",
     "define_mcp_tool",

@@ -37,7 +37,7 @@ from typing import Any, Final
 import pydantic
 
 from .._canonical import canonical_json
-from ..agent.models._base import Message
+from ..agent.models import Message
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError
 from ..tools import ToolSpec

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from .. import telemetry
-from ..agent.models._base import Usage
+from ..agent.models import Usage
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
 from ._calls import ms, rt_settle
 from ._journal import CallEnd, JournalWriteError
