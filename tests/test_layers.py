@@ -51,7 +51,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"agent"}),
     frozenset({"runtime", "tasks"}),
     frozenset({"manifest", "integrations"}),
-    frozenset({"batch"}),
+    frozenset({"batch", "console"}),
     frozenset({"gateway"}),
     frozenset({"cli"}),
 )
@@ -61,6 +61,7 @@ def _layer(unit: str) -> int:
     for number, units in enumerate(LAYERS, start=1):
         if unit in units:
             return number
+    assert not (ROOT / unit).is_dir(), f"package {unit} has no layer: add it to LAYERS"
     return 0  # the floor
 
 
