@@ -30,6 +30,7 @@ from ..manifest import Manifest, Secret, load_manifest
 from ..manifest.documents import GatewayDoc, ToolProviderDoc
 from ..manifest.documents import Limits as LimitsDoc
 from ..manifest.documents import Permissions as PermissionsDoc
+from ..runtime import Quota
 from ._breaker import Breaker, Watched, why_failed
 from ._bulkhead import Bulkheads
 from ._core import GatewayCore, Identity, Source
@@ -349,7 +350,8 @@ async def open_gateway(
         tokens: dict[str, str] = {}
         local: Identity | None = None
         for c in doc.clients:
-            identity = Identity(c.name, _identity_runtime(base, c.permissions, c.limits))
+            quota = None if c.quota is None else Quota.from_config(c.quota.model_dump())
+            identity = Identity(c.name, _identity_runtime(base, c.permissions, c.limits), quota)
             identities[c.name] = identity
             if http and isinstance(c.token, Secret):
                 tokens[c.token.reveal()] = c.name

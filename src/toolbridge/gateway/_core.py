@@ -33,7 +33,7 @@ from ..catalog import Catalog, ToolCatalog
 from ..content import to_json_text
 from ..errors import JsonRpcError, PolicyError, ToolbridgeError, bounded
 from ..redact import redact, redact_value
-from ..runtime import CODES, GovernedSession, ToolGrantNeeds, effective_effects
+from ..runtime import CODES, GovernedSession, Quota, ToolGrantNeeds, effective_effects
 from ..sanitize import clean_schema, clean_text
 from ..tools import ToolResult, ToolSpec
 from ._events_parts import clean_data
@@ -74,6 +74,8 @@ class Identity:
 
     name: str
     runtime: Any
+    quota: Quota | None = None
+    """Its cumulative cap per period, counted in the shared journal (`runtime.Quota`)."""
 
 
 @dataclass
@@ -596,7 +598,10 @@ class GatewayCore:
                 if why is not None:
                     code = "APPROVAL_TIMEOUT" if why == NOT_DECIDED else "PERMISSION_DENIED"
                     raise await session.refuse(name, args, code, why)
-                result = await session.call_tool(name, args, context=context)
+                if identity.quota is None:
+                    result = await session.call_tool(name, args, context=context)
+                else:
+                    result = await identity.quota.call(session, name, args, context=context)
         except PolicyError as exc:
             missing_error(context)
             if exc.code == "INPUT_REQUIRED" and context.input_required is not None:
@@ -740,6 +745,7 @@ class GatewayCore:
 
 
 TOO_LARGE = "approval needed, but the arguments are too large to show in full"
+
 
 
 def missing_error(context: CallContext) -> None:

@@ -20,6 +20,7 @@ from ._kinds import (
     Effects,
     KindDoc,
     Limits,
+    NonNegativeInt,
     Permissions,
     PositiveInt,
     RefTo,
@@ -37,6 +38,7 @@ __all__ = [
     "GatewayDoc",
     "GatewayIntrospection",
     "GatewayOAuth",
+    "GatewayQuota",
     "endpoint_problem",
 ]
 
@@ -208,6 +210,19 @@ class GatewayClientOAuth(_Closed):
         return self
 
 
+class GatewayQuota(_Closed):
+    """A client's cumulative cap per period, held in the shared journal (every replica writing
+    the same journal enforces one cap; `docs/gateway.md`, "Quotas per identity")."""
+
+    period: Literal["hour", "day", "month", "total"] = "day"
+    """The window the counters cover: a fixed UTC `hour`, `day` or `month`, or `total` (never reset)."""
+    max_calls: NonNegativeInt | None = None
+    """Calls admitted per window (past it: `LIMIT_EXCEEDED`, journaled, nothing sent)."""
+    max_cost_micros: NonNegativeInt | None = None
+    """Spend per window in millionths of a USD, each call reserving its binding's `costMicros`
+    (past it: `BUDGET_EXCEEDED`, journaled, nothing sent)."""
+
+
 class GatewayClient(_Closed):
     """One identity that may use the gateway, with its own permissions and limits."""
 
@@ -222,7 +237,9 @@ class GatewayClient(_Closed):
     permissions: Permissions | None = None
     """Its grants (default: the runtime's)."""
     limits: Limits | None = None
-    """Its per-call limits (default: the runtime's)."""
+    """Its limits of **one call** (each forwarded call is one run; default: the runtime's)."""
+    quota: GatewayQuota | None = None
+    """Its cumulative cap per period across every call and every replica (default: none)."""
 
     @model_validator(mode="after")
     def _how_known(self) -> GatewayClient:

@@ -10,6 +10,7 @@
 See `docs/declare.md`.
 """
 
+from ._budgets import Quota
 from ._declared import DeclaredTool, McpTool, PythonTool, ToolContext, define_mcp_tool, define_tool
 from ._events import Event
 from ._guards import GuardContext, Guards, Verdict
@@ -43,6 +44,7 @@ __all__ = [
     "Permissions",
     "PostgresJournal",
     "PythonTool",
+    "Quota",
     "RunOutcomeEvent",
     "RunRecord",
     "Runtime",

@@ -69,9 +69,12 @@ import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import PolicyError
+
+if TYPE_CHECKING:
+    from ._budgets import QuotaUsage
 
 __all__ = [
     "CallEnd",
@@ -373,6 +376,34 @@ class JournalBackend:
 
     async def aend_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
         self.end_call(row, outcome=outcome, error_code=error_code, cost_micros=cost_micros)
+
+    # -- quotas per principal (`_budgets`): one atomic statement each ----------------------------
+
+    def reserve_quota(self, principal: str, key: str, ceiling: int, max_calls: int, max_micros: int) -> bool:
+        """Count one call and reserve `ceiling` in `principal`'s window `key` when both still fit
+        under `max_calls` and `max_micros`; False (nothing changed) otherwise."""
+        raise NotImplementedError
+
+    def settle_quota(self, principal: str, key: str, reserved: int, actual: int, calls_back: int) -> None:
+        """Charge `actual`, release `reserved`, give `calls_back` calls back."""
+        raise NotImplementedError
+
+    def quota_usage(self, principal: str, key: str) -> QuotaUsage | None:
+        """`principal`'s counters in window `key`, or None."""
+        raise NotImplementedError
+
+    async def areserve_quota(
+        self, principal: str, key: str, ceiling: int, max_calls: int, max_micros: int
+    ) -> bool:
+        return self.reserve_quota(principal, key, ceiling, max_calls, max_micros)
+
+    async def asettle_quota(
+        self, principal: str, key: str, reserved: int, actual: int, calls_back: int
+    ) -> None:
+        self.settle_quota(principal, key, reserved, actual, calls_back)
+
+    async def aquota_usage(self, principal: str, key: str) -> QuotaUsage | None:
+        return self.quota_usage(principal, key)
 
 
 def read_back(record: RunRecord, *, alive: bool) -> RunRecord:

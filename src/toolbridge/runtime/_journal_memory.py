@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from ..redact import redact_value
+from ._budgets import MemoryQuotas, QuotaUsage
 from ._journal import CallEnd, CallRecord, JournalBackend, RunRecord, Writer, read_back
 
 __all__ = ["MemoryJournal"]
@@ -27,6 +28,7 @@ class MemoryJournal(JournalBackend):
         self.writer = Writer.current()
         self._runs: dict[str, RunRecord] = {}
         self._calls: list[CallRecord] = []
+        self._quotas = MemoryQuotas()
 
     def close(self) -> None:
         """Nothing to release."""
@@ -136,3 +138,14 @@ class MemoryJournal(JournalBackend):
             record.usage = dict(run.usage)
             out.append(record)
         return out
+
+    # -- quotas (`_budgets`): this process only -----------------------------------------------
+
+    def reserve_quota(self, principal: str, key: str, ceiling: int, max_calls: int, max_micros: int) -> bool:
+        return self._quotas.reserve(principal, key, ceiling, max_calls, max_micros)
+
+    def settle_quota(self, principal: str, key: str, reserved: int, actual: int, calls_back: int) -> None:
+        self._quotas.settle(principal, key, reserved, actual, calls_back)
+
+    def quota_usage(self, principal: str, key: str) -> QuotaUsage | None:
+        return self._quotas.usage(principal, key)

@@ -25,10 +25,11 @@ reads such runs back itself).
 
 **Schema and migrations.** The SQL is written once for both databases (`_journal_sql`). The
 tables are `toolbridge_schema` (one row per applied version), `toolbridge_runs`,
-`toolbridge_calls`, `toolbridge_budgets` (shared budgets) and, from version 2,
-`toolbridge_batch_items` (resumable batches). `migrate(url)` applies what is missing, under a
-transaction-level advisory lock so that writers starting together migrate once; a writer
-(`PostgresJournal(url)`) runs it on first use unless `migrate=False`. A reader
+`toolbridge_calls`, `toolbridge_budgets` (shared budgets), from version 2
+`toolbridge_batch_items` (resumable batches), from version 3 `toolbridge_batches`, and from
+version 4 `toolbridge_quotas` (cumulative quotas per principal, `_budgets`). `migrate(url)`
+applies what is missing, under a transaction-level advisory lock so that writers starting
+together migrate once; a writer (`PostgresJournal(url)`) runs it on first use unless `migrate=False`. A reader
 (`PostgresJournal.open_existing(url)`, `toolbridge runs --journal postgresql://...`) never
 writes: its sessions are `default_transaction_read_only`, it never migrates, and it refuses a
 database without the journal's tables. A database migrated by a newer toolbridge is refused.
@@ -55,6 +56,7 @@ import anyio
 from .._extras import require
 from .._pgpool import AsyncPgPool, PoolUnavailable
 from ..errors import ConfigError
+from ._budgets import QuotaStatements, QuotaUsage, reserve_params, settle_params, usage_of
 from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
 from ._journal_sql import MIGRATIONS as _TEMPLATES
 from ._journal_sql import (
@@ -77,6 +79,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = tuple((v, POSTGRES.sql(t)) for v, t in
 """Schema versions in order: (version, SQL), from `_journal_sql.MIGRATIONS`. Never edit one that
 shipped; append a new one."""
 _SQL = Statements.of(POSTGRES)
+_QUOTAS = QuotaStatements.of(POSTGRES)
 
 LATEST = MIGRATIONS[-1][0]
 
@@ -545,6 +548,33 @@ class PostgresJournal(JournalBackend):
         """`{"max_micros", "spent_micros", "reserved_micros"}` of a shared budget, or None."""
         with self._conn(write=False) as conn:
             return budget_dict(conn.execute(_SQL.get_budget, (budget_id,)).fetchone())
+
+    # -- quotas per principal (`_budgets`) -------------------------------------------------------
+
+    def reserve_quota(self, principal: str, key: str, ceiling: int, max_calls: int, max_micros: int) -> bool:
+        params = reserve_params(principal, key, ceiling, max_calls, max_micros)
+        return self._write(_QUOTAS.reserve, params) is not None
+
+    def settle_quota(self, principal: str, key: str, reserved: int, actual: int, calls_back: int) -> None:
+        self._write(_QUOTAS.settle, settle_params(principal, key, reserved, actual, calls_back))
+
+    def quota_usage(self, principal: str, key: str) -> QuotaUsage | None:
+        with self._conn(write=False) as conn:
+            return usage_of(conn.execute(_QUOTAS.usage, (principal, key)).fetchone())
+
+    async def areserve_quota(
+        self, principal: str, key: str, ceiling: int, max_calls: int, max_micros: int
+    ) -> bool:
+        params = reserve_params(principal, key, ceiling, max_calls, max_micros)
+        return await self._awrite(_QUOTAS.reserve, params) is not None
+
+    async def asettle_quota(
+        self, principal: str, key: str, reserved: int, actual: int, calls_back: int
+    ) -> None:
+        await self._awrite(_QUOTAS.settle, settle_params(principal, key, reserved, actual, calls_back))
+
+    async def aquota_usage(self, principal: str, key: str) -> QuotaUsage | None:
+        return usage_of(await self._awrite(_QUOTAS.usage, (principal, key)))
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ._budgets import QUOTAS_TABLE, QuotaStatements, QuotaUsage, reserve_params, settle_params, usage_of
 from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
 from ._journal_sql import (
     JOURNAL_TABLES,
@@ -41,6 +42,7 @@ _RUN_COLUMNS = frozenset({"run_id", "profile", "status", "started_at", "pid", "h
 _CALL_COLUMNS = frozenset({"id", "run_id", "call_id", "tool_id", "effects", "request_sent", "outcome"})
 _MAGIC = b"SQLite format 3\x00"
 _SQL = Statements.of(SQLITE)
+_QUOTAS = QuotaStatements.of(SQLITE)
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -98,7 +100,7 @@ class SqliteJournal(JournalBackend):
             if not memory:
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
-            self._db.executescript(SQLITE.sql(JOURNAL_TABLES))
+            self._db.executescript(SQLITE.sql(JOURNAL_TABLES + QUOTAS_TABLE))
             if "principal" not in _columns(self._db, "runs"):  # a journal written before principals
                 self._db.execute("ALTER TABLE runs ADD COLUMN principal TEXT")
             self._principal = True
@@ -241,6 +243,22 @@ class SqliteJournal(JournalBackend):
     def end_call(self, row: int, *, outcome: str, error_code: str | None, cost_micros: int) -> None:
         """Record a call's end."""
         self._write(_SQL.end_call, (outcome, error_code, time.time(), cost_micros, row))
+
+    # -- quotas (`_budgets`): one atomic statement each ---------------------------------------
+
+    def reserve_quota(self, principal: str, key: str, ceiling: int, max_calls: int, max_micros: int) -> bool:
+        params = reserve_params(principal, key, ceiling, max_calls, max_micros)
+        try:
+            return self._db.execute(_QUOTAS.reserve, params).fetchone() is not None
+        except sqlite3.Error:
+            raise JournalWriteError(self.path) from None
+
+    def settle_quota(self, principal: str, key: str, reserved: int, actual: int, calls_back: int) -> None:
+        self._write(_QUOTAS.settle, settle_params(principal, key, reserved, actual, calls_back))
+
+    def quota_usage(self, principal: str, key: str) -> QuotaUsage | None:
+        rows = self._read(_QUOTAS.usage, (principal, key))
+        return usage_of(rows[0] if rows else None)
 
     # -- reading -------------------------------------------------------------------------------
 
