@@ -747,7 +747,6 @@ class GatewayCore:
 TOO_LARGE = "approval needed, but the arguments are too large to show in full"
 
 
-
 def missing_error(context: CallContext) -> None:
     """Fail the call with -32021 when the upstream needed a capability the client lacks.
 
