@@ -37,6 +37,7 @@ from ._core import GatewayCore, Identity, page_of
 from ._discovery import META_TOOLS
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough
+from ._resume import RETRY_MS, ResumeScopes, SessionEventStore
 from ._scrub import ScrubbingServer
 from ._upstream import CallContext
 
@@ -345,8 +346,11 @@ async def serve_http(
         stateless_http=stateless,
         max_sessions=limits.max_sessions,
         session_idle_timeout=limits.session_idle_timeout_s,
+        event_store=None if stateless else SessionEventStore(),
+        retry_interval=None if stateless else RETRY_MS,
     )
-    if not stateless:  # sessions bound to their identity, at most its share each
+    if not stateless:  # resumable streams, each session's own; sessions bound to their identity
+        app = ResumeScopes(app)
         app = SessionBulkhead(app, IDENTITY_KEY, limits.sessions_per_identity, limits.session_idle_timeout_s)
     wrapped: Any = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
     if gateway.oauth is not None:  # OAuth resource-server mode (`_oauth_gate`)
