@@ -38,6 +38,7 @@ _RIGHT = (
     ("ERR_MANIFEST_INVALID_VALUE", "`metadata.name` must be a name"),  # `<Name>` placeholders
     ("ERR_MANIFEST_REF_FORM", "must be a reference to"),  # `client: <ClientName>` placeholders
     ("ERR_MANIFEST_YAML", "invalid YAML"),  # `{ … documentId, page … }` placeholders
+    ("ERR_MANIFEST_UNDEFINED_KIND", "Telo refuses the kind as UNDEFINED_KIND"),  # as Telo does
 )
 
 

@@ -275,6 +275,9 @@ def test_pinned_provider_from_a_lock(
     [reading] = result["steps"][1]["toolResults"]
     assert reading["error"] is True  # not offered: the model's call finds no such tool
     assert "Meeting notes" not in json.dumps(reading)
+    # Telo's reading of the same run: the agent answered, so the run succeeded.
+    assert main(["run", str(path), "--input", "notes?", "--json", "--telo"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"][1]["toolResults"][0]["error"] is True
 
 
 def test_lock_problems_are_found_statically(tmp_path: Path) -> None:

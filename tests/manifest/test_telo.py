@@ -253,6 +253,7 @@ kind: Telo.Application
 metadata: {{ name: assistant }}
 imports:
   Ai: oci://ghcr.io/telorun/ai@0.16.3
+  AiMcp: oci://ghcr.io/telorun/ai-mcp@0.3.0
   McpClient: oci://ghcr.io/telorun/mcp-client@0.14.3
 targets:
   - name: ask
@@ -351,6 +352,15 @@ def test_agent_stream_with_telo_tools(
     assert finish["type"] == "finish" and finish["text"] == "It is 42."
     assert finish["usage"] == {**USAGE0, "requests": 2}
     assert "image/png" in [p.get("mediaType") for p in finish["steps"][0]["toolResults"][3]["content"]]
+    # --telo: as Telo runs it, the one target is a sequence of one ({steps: ...}), and the agent's
+    # answer is the run's outcome though one of its tool calls failed (exit 0, not 3).
+    assert main(["run", str(path), "--json", "--telo"]) == 0
+    telo = json.loads(capsys.readouterr().out)
+    assert list(telo) == ["steps"] and list(telo["steps"]) == ["ask"]
+    assert telo["steps"]["ask"]["result"]["text"] == "It is 42."
+    assert main(["run", str(path), "--telo"]) == 0
+    captured = capsys.readouterr()
+    assert "It is 42." in captured.out and "target ask" in captured.err
 
 
 def test_run_json_is_camel_case_everywhere(
@@ -443,7 +453,7 @@ system: !include-text ./system.txt
     report = check_manifest(path)
     assert [(d.code, d.line) for d in report.diagnostics] == [
         ("ERR_MANIFEST_UNSUPPORTED", 14),
-        ("ERR_MANIFEST_UNSUPPORTED", 18),
+        ("ERR_MANIFEST_UNDEFINED_KIND", 18),
         ("ERR_MANIFEST_UNSUPPORTED", 22),
         ("ERR_MANIFEST_UNSUPPORTED", 25),
         ("ERR_MANIFEST_UNSUPPORTED", 28),
@@ -451,7 +461,9 @@ system: !include-text ./system.txt
     ]
     messages = [d.message for d in report.diagnostics]
     assert "Http.Api belongs to Telo's module http-server" in messages[0]
-    assert "Run.Sequence belongs to Telo's module Run" in messages[1]
+    # Run is not imported: Telo refuses the kind as UNDEFINED_KIND (this once passed as "module Run")
+    assert "Run.Sequence: the application imports no module as Run" in messages[1]
+    assert "add `Run: oci://ghcr.io/telorun/run@VERSION`" in messages[1]
     assert "Mcp.Tools belongs to Telo's module mcp-server" in messages[2]  # Mcp is the server here
     assert "the library ./__fixtures__/ai-echo.yaml (imported as AiEcho)" in messages[3]
     assert "Ai.Image (image generation) is a Telo kind toolbridge does not implement" in messages[4]

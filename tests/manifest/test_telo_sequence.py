@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from toolbridge.cli import main
 from toolbridge.manifest import check_manifest, load_manifest
+from toolbridge.manifest._kinds_run import telo_truthy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 from agent_fake_openai import FakeOpenAI, Reply, chunk, completion
@@ -203,9 +204,11 @@ def test_one_target_alone(
     assert [t.reads_steps for t in manifest.target_sequence()] == [False, True, True, True, True, False]
 
 
-def test_a_when_that_is_not_a_boolean_fails_its_target(
+def test_a_when_that_is_not_a_boolean_is_read_as_telo_reads_it(
     tmp_path: Path, everything_js: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Telo skips a target whose `when` is false-y and runs it when true-y (this once failed the
+    target with "`when` must give true or false")."""
     path = tmp_path / "app.yaml"
     path.write_text(
         f"""\
@@ -219,6 +222,10 @@ targets:
     when: !cel "steps.a.result.content[0].text"
     invoke: !ref Call
     inputs: {{ name: echo, arguments: {{ message: y }} }}
+  - name: z
+    when: !cel "size(steps.a.result.content) - 1"
+    invoke: !ref Call
+    inputs: {{ name: echo, arguments: {{ message: never }} }}
   - name: c
     invoke: !ref Call
     inputs: {{ name: echo, arguments: {{ message: !cel "steps.a.result.nothing" }} }}
@@ -235,16 +242,20 @@ client: !ref Everything
     )
     assert main(["run", str(path), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert out["failed"] == {
-        "target": "b",
-        "errorCode": "ERR_MANIFEST_EXPRESSION",
-        "error": "`when` must give true or false",
-    }
-    path.write_text(path.read_text().replace('when: !cel "steps.a.result.content[0].text"', "when: true"))
-    assert main(["run", str(path), "--json"]) == 1
-    out = json.loads(capsys.readouterr().out)
-    assert list(out["steps"]) == ["a", "b"]
+    assert list(out["steps"]) == ["a", "b"]  # a non-empty string: true-y
+    assert out["skipped"] == ["z"]  # 0: false-y
     assert out["failed"]["target"] == "c" and out["failed"]["errorCode"] == "ERR_MANIFEST_EXPRESSION"
+
+
+@pytest.mark.parametrize(
+    ("value", "runs"),
+    [
+        *[(False, False), (None, False), (0, False), (0.0, False), (float("nan"), False), ("", False)],
+        *[(True, True), (1, True), (-2.5, True), ("false", True), ([], True), ({}, True)],
+    ],
+)
+def test_telo_truthiness(value: object, runs: bool) -> None:
+    assert telo_truthy(value) is runs
 
 
 def test_steps_are_checked_statically(tmp_path: Path) -> None:
@@ -298,10 +309,9 @@ system: !cel "steps.first.result.text"
     assert "`secrets` is not available here" in messages[15] and "when its target runs" in messages[15]
     assert "variable missing has no value" in messages[18]
     assert "in a `Telo.Application` target's `inputs` and `when`" in messages[27]
+    # A `when` that is not a boolean is read as Telo reads it (3 is true-y), not refused.
     path.write_text(path.read_text().replace("  - name: fourth\n", "  - when: 3\n    name: fourth\n"))
-    [wrong] = [d for d in check_manifest(path, env=env).diagnostics if d.line == 16]
-    assert (wrong.code, wrong.line) == ("ERR_MANIFEST_WRONG_TYPE", 16)
-    assert "`targets[3].when` must be true or false" in wrong.message
+    assert not [d for d in check_manifest(path, env=env).diagnostics if d.line == 16]
 
 
 def test_bare_name_targets_and_mcp_server_kinds(

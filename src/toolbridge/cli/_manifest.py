@@ -72,6 +72,13 @@ def register(subparsers: Any) -> None:
     )
     run.add_argument("--json", action="store_true", help="print the run result as JSON")
     run.add_argument(
+        "--telo",
+        action="store_true",
+        help="run as Telo runs the application: its targets in order even when there is one "
+        "(--json prints {steps, skipped?, failed?}), and exit 0 when an agent answered though one "
+        "of its tool calls failed (otherwise 3)",
+    )
+    run.add_argument(
         "--trace",
         action="store_true",
         help="print the run's span tree on stderr when it ends (needs toolbridge[otel-sdk])",
@@ -177,6 +184,14 @@ def _run(args: argparse.Namespace) -> int:
 
     given_inputs = args.input is not None or args.input_file is not None or args.inputs is not None
     sequence = manifest.target_sequence()
+    one = args.target is None and args.agent is None and len(sequence) == 1
+    if args.telo and one and manifest.runtime_doc is None:
+        # Telo's way: the one target runs as a sequence of one (`{steps: ...}` with --json).
+        if given_inputs:
+            typed = args.input is not None or args.input_file is not None
+            inputs = merged_inputs(sequence[0], _read_input(args) if typed else None, args.inputs)
+            sequence = [dataclasses.replace(sequence[0], inputs=inputs)]
+        return run_sequence(manifest, sequence, args.json, _LiveView(sys.stderr))
     if args.target is None and args.agent is None and len(sequence) > 1 and manifest.runtime_doc is None:
         if given_inputs:
             raise ConfigError(
@@ -201,7 +216,8 @@ def _run(args: argparse.Namespace) -> int:
                 f"{manifest.runtime_doc.name}: under a Runtime only Ai.Agent targets run (governed)",
                 code="ERR_MANIFEST_TARGET",
             )
-        return run_target(manifest, target, inputs, args.json, _LiveView(sys.stderr))
+        code = run_target(manifest, target, inputs, args.json, _LiveView(sys.stderr))
+        return 0 if code == EXIT_TOOL_FAILED and args.telo else code
     given, system, options = model_inputs(f"Ai.Agent {target.document}", inputs)
     view = None if args.json else _LiveView(sys.stderr)
     try:
@@ -228,7 +244,7 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     if outcome.get("outcome", "succeeded") != "succeeded" or outcome.get("error"):
         return 1
-    return EXIT_TOOL_FAILED if failed_calls else 0
+    return EXIT_TOOL_FAILED if failed_calls and not args.telo else 0
 
 
 def _failed_calls(outcome: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:

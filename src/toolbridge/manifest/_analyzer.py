@@ -72,6 +72,10 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 Severity = Literal["error", "warning"]
 
 
+# Kind resolutions reported once for the whole document (its fields are not checked).
+_WHOLE_DOCUMENT = frozenset({"ERR_MANIFEST_UNSUPPORTED", "ERR_MANIFEST_UNDEFINED_KIND"})
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One finding of the analyzer.
@@ -285,8 +289,10 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             imports = apps[0].data.get("imports")
             if isinstance(imports, dict):
                 imports = {k: v for k, v in imports.items() if isinstance(k, str) and isinstance(v, str)}
+            # Without an `imports` mapping the canonical prefixes stand for themselves; with one,
+            # a Telo module's alias must be imported (Telo's UNDEFINED_KIND otherwise).
             self.resolver = KindResolver(
-                ALL_KINDS, imports if isinstance(imports, dict) else {}, str(self.result.base_dir)
+                ALL_KINDS, imports if isinstance(imports, dict) else None, str(self.result.base_dir)
             )
         for extra in apps[1:]:
             self.add(
@@ -374,19 +380,20 @@ class _FileAnalysis(TeloPasses, ToolPasses):
             return None
         resolution = self.resolver.resolve(kind)
         if resolution.kind is None:
-            if resolution.code != "ERR_MANIFEST_UNSUPPORTED":
+            if resolution.code not in _WHOLE_DOCUMENT:
                 self.add(doc.value_pos(("kind",)), resolution.code, resolution.message)
             return None
         doc.data["kind"] = resolution.kind
         return resolution.kind
 
     def _unsupported(self, doc: Document, seen: dict[str, tuple[str, Document]]) -> bool:
-        """Report a document of a kind toolbridge does not run, once; keep its name for `!ref`s."""
+        """Report a document of a kind toolbridge does not run (or whose module the application
+        does not import), once; keep its name for `!ref`s."""
         if not isinstance(doc.data, dict) or not isinstance(doc.data.get("kind"), str):
             return False
         kind = doc.data["kind"]
         resolution = self.resolver.resolve(kind)
-        if resolution.code != "ERR_MANIFEST_UNSUPPORTED":
+        if resolution.code not in _WHOLE_DOCUMENT:
             return False
         self.add(doc.value_pos(("kind",)), resolution.code, resolution.message)
         meta = doc.data.get("metadata")

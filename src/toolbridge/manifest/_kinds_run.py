@@ -17,7 +17,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, PlainValidator, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
-from pydantic_core import PydanticCustomError
 
 from ._kinds import (
     CLIENT_KINDS,
@@ -127,14 +126,25 @@ class ValueDecl(_Closed):
         return {"type": self.type, **self.keywords}
 
 
+def telo_truthy(value: Any) -> bool:
+    """Telo's reading of a `when` (JavaScript's): false, null, 0, NaN and "" are false; anything
+    else (a non-empty string, a list or map, even an empty one) is true."""
+    if value is None or value is False or value == "":
+        return False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return bool(value) and value == value  # 0 and NaN are false
+    return True
+
+
 def _bool_or_cel(value: Any) -> Any:
     if value is None or isinstance(value, bool | Cel):
         return value
-    raise PydanticCustomError("bool_type", "must be true, false or a `!cel` expression")
+    return telo_truthy(value)  # a `!cel` evaluated at load time gave a value that is not a boolean
 
 
 BoolOrCel = Annotated[Any, PlainValidator(_bool_or_cel, json_schema_input_type=bool)]
-"""A target's `when`: a boolean, or a `!cel` kept for run time (it reads `steps`)."""
+"""A target's `when`: a boolean, or a `!cel` kept for run time (it reads `steps`). Any other value
+(a `!cel` that gives a number, a string, a list) is read as Telo reads it (see `telo_truthy`)."""
 
 
 class TargetEntry(_Closed):

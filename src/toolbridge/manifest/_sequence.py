@@ -1,7 +1,8 @@
 """A `Telo.Application`'s targets run in order, as Telo boots an application.
 
 Each target in turn: its `when` (a `!cel` over `steps` and `variables`, when it reads an earlier
-target's result) is evaluated and the target is skipped when it is false; its `inputs` are
+target's result) is evaluated and the target is skipped when it is false-y, as Telo reads it
+(false, null, 0, NaN or ""; see `telo_truthy`); its `inputs` are
 filled in (`!cel` values over the same scope); its document runs; its result is recorded as
 `steps.NAME.result` for the targets after it. The first target that fails ends the sequence,
 as a failed boot target ends a Telo application: an error raised by the runnable, a stream that
@@ -20,6 +21,7 @@ from typing import Any
 from ..errors import ToolbridgeError
 from ._cel import CelError
 from ._cel import evaluate as cel_evaluate
+from ._kinds_run import telo_truthy
 from ._yaml import Cel
 
 __all__ = ["STREAMED_KINDS", "SequenceResult", "run_targets"]
@@ -122,13 +124,9 @@ async def run_targets(
     for target in targets:
         scope = {"steps": out.steps, "variables": variables}
         try:
-            if isinstance(target.when, Cel):
-                gate = _fill(target.when, scope)
-                if not isinstance(gate, bool):
-                    raise _Failed("ERR_MANIFEST_EXPRESSION", "`when` must give true or false")
-                if not gate:
-                    out.skipped.append(target.name)
-                    continue
+            if isinstance(target.when, Cel) and not telo_truthy(_fill(target.when, scope)):
+                out.skipped.append(target.name)
+                continue
             inputs = _fill(dict(target.inputs), scope)
             if on_start is not None:
                 on_start(target)

@@ -32,6 +32,29 @@ __all__ = ["TELO_NAMESPACES", "KindResolution", "KindResolver", "module_of_sourc
 
 _MODULE_PREFIX = {"ai": "Ai", "ai-openai": "AiOpenai", "ai-mcp": "AiMcp", "mcp-client": "Mcp"}
 
+# The aliases Telo's documentation writes for its modules: alias -> module. A kind under one of
+# them in a Telo.Application that does not import it is Telo's UNDEFINED_KIND; a finding about a
+# module toolbridge does not provide names the module, not the alias.
+_TELO_PREFIXES = {
+    "Ai": "ai",
+    "AiOpenai": "ai-openai",
+    "AiMcp": "ai-mcp",
+    "Mcp": "mcp-client",
+    "McpClient": "mcp-client",
+    "McpServer": "mcp-server",
+    "JS": "javascript",
+    "JavaScript": "javascript",
+    "Javascript": "javascript",
+    "Http": "http-server",
+    "HttpServer": "http-server",
+    "HttpClient": "http-client",
+    "Run": "run",
+    "Pdf": "pdf",
+    "Sql": "sql",
+    "Config": "config",
+}
+_TELO_REGISTRY = "oci://ghcr.io/telorun/"
+
 # Telo kinds of the provided modules that toolbridge does not implement, with what they are.
 _NOT_IMPLEMENTED = {
     "Ai.Image": "image generation",
@@ -144,6 +167,11 @@ class KindResolver:
         self.aliases["McpClient"] = "Mcp"
         self.sources: dict[str, str] = {}
         self.modules: dict[str, str | None] = {}
+        # In a Telo.Application, a Telo module's kind needs its alias imported (Telo refuses the
+        # kind as UNDEFINED_KIND otherwise); toolbridge's own modules need no import.
+        self.undefined: frozenset[str] = (
+            frozenset(_TELO_PREFIXES) - set(imports) if imports is not None else frozenset()
+        )
         for alias, source in (imports or {}).items():
             module = module_of_source(source, base_dir)
             self.sources[alias] = source
@@ -167,6 +195,15 @@ class KindResolver:
         alias, dot, name = written.partition(".")
         if not dot or not name:
             return self._unknown(written)
+        if alias in self.undefined:
+            module = _TELO_PREFIXES[alias]
+            return KindResolution(
+                None,
+                "ERR_MANIFEST_UNDEFINED_KIND",
+                f"kind {written[:80]}: the application imports no module as {alias} (Telo refuses the "
+                f"kind as UNDEFINED_KIND); add `{alias}: {_TELO_REGISTRY}{module}@VERSION` to the "
+                "Telo.Application's imports",
+            )
         if alias in self.aliases:
             prefix = self.aliases[alias]
             if prefix is None:
@@ -205,7 +242,7 @@ class KindResolver:
             return f"Telo's module {module}" + (f" (imported from {text[:80]})" if named_by_path else "")
         if source:
             return f"the library {source[:80]} (imported as {alias})"
-        return f"Telo's module {alias}"
+        return f"Telo's module {_TELO_PREFIXES.get(alias, alias)}"
 
     def provides(self, alias: str) -> bool:
         """Whether `alias` names a module toolbridge provides."""
