@@ -364,12 +364,19 @@ async def serve_http(
             identity_key=IDENTITY_KEY,
             resource_name=gateway.name,
         )
+    served, close_console = wrapped, None
+    if getattr(gateway, "operators", None):  # the operator's console at /console/ (docs/console.md)
+        from ..console import console_for
+
+        served, close_console = console_for(gateway, wrapped, host=host)
     try:
         async with gateway.events.running(), anyio.create_task_group() as tg:
             tg.start_soon(_watch, gateway, watch_interval_s)
-            await run_http(wrapped, host=host, port=port, on_listening=on_listening)
+            await run_http(served, host=host, port=port, on_listening=on_listening)
             tg.cancel_scope.cancel()
     finally:
+        if close_console is not None:
+            close_console()
         closing = getattr(getattr(wrapped, "verifier", None), "aclose", None)
         if closing is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):

@@ -1,0 +1,137 @@
+"""Who may see the console: operators signed in with their token, requests from the right place.
+
+- **Operators** sign in once with their token (`POST /console/login`), compared with every
+  operator's token in constant time (`hmac.compare_digest`); the token is never logged, never put
+  in a page or a URL. A signed-in browser holds a random session cookie (`HttpOnly`,
+  `SameSite=Strict`, `Path=/console/`, `Secure` over HTTPS) for `SESSION_S` at most. Scripts may
+  send `Authorization: Bearer TOKEN` instead, for reading.
+- **Forms** (approve, deny, sign out) carry the session's own CSRF token, compared in constant
+  time, and must come from the console's own origin (an `Origin` naming another site is 403).
+- **Host and Origin** follow `/mcp`'s rules: a gateway bound to a loopback address accepts only
+  loopback `Host` headers (421 otherwise) and loopback `Origin`s (403 otherwise), which stops
+  DNS-rebinding pages from reaching it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "COOKIE",
+    "MAX_SESSIONS",
+    "SESSION_S",
+    "Operators",
+    "Session",
+    "loopback_host",
+    "place_problem",
+    "same_origin",
+]
+
+COOKIE = "toolbridge_console"
+SESSION_S = 12 * 3600.0
+"""How long a sign-in lasts."""
+MAX_SESSIONS = 1000
+"""Signed-in sessions kept at once (one more ends the oldest)."""
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+@dataclass(frozen=True)
+class Session:
+    """A signed-in browser: its operator and its CSRF token."""
+
+    operator: str
+    csrf: str
+    expires: float
+
+
+class Operators:
+    """The operators (token -> name) and their signed-in sessions."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = [(token.encode("utf-8"), name) for token, name in tokens.items()]
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+
+    def who(self, token: str | bytes | None) -> str | None:
+        """The operator whose token this is (every token compared, each in constant time)."""
+        if not token:
+            return None
+        given = token.encode("utf-8", "replace") if isinstance(token, str) else token
+        found: str | None = None
+        for known, name in self._tokens:
+            if hmac.compare_digest(given, known):
+                found = name
+        return found
+
+    def sign_in(self, operator: str) -> str:
+        """A new session of `operator`; its id (the cookie's value)."""
+        sid = secrets.token_urlsafe(32)
+        self._sessions[sid] = Session(operator, secrets.token_urlsafe(32), time.monotonic() + SESSION_S)
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+        return sid
+
+    def session(self, sid: str | None) -> Session | None:
+        if not sid or len(sid) > 100:
+            return None
+        found = self._sessions.get(sid)
+        if found is None:
+            return None
+        if found.expires <= time.monotonic():
+            self._sessions.pop(sid, None)
+            return None
+        return found
+
+    def sign_out(self, sid: str | None) -> None:
+        if sid:
+            self._sessions.pop(sid, None)
+
+    @staticmethod
+    def csrf_ok(session: Session, given: str | None) -> bool:
+        return bool(given) and hmac.compare_digest(
+            session.csrf.encode(), (given or "").encode("utf-8", "replace")
+        )
+
+
+def loopback_host(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def _name_of(hostport: str) -> str:
+    if hostport.startswith("["):
+        return hostport[: hostport.find("]") + 1]
+    return hostport.rsplit(":", 1)[0] if hostport.count(":") == 1 else hostport
+
+
+def place_problem(
+    host_header: str | None, origin: str | None, *, loopback_only: bool
+) -> tuple[int, str] | None:
+    """Why a request is refused for where it comes from (status, text), or None.
+
+    `loopback_only` (the gateway listens on a loopback address): `Host` must name a loopback
+    host, else 421; an `Origin`, when present, must be `http://` or `https://` a loopback host,
+    else 403. Otherwise an `Origin` must name the `Host` the request was sent to (same origin).
+    """
+    host = host_header or ""
+    if loopback_only and _name_of(host) not in _LOOPBACK:
+        return 421, "Invalid Host header"
+    if origin is None:
+        return None
+    scheme, _, rest = origin.partition("://")
+    if scheme not in ("http", "https") or not rest:
+        return 403, "Invalid Origin header"
+    if loopback_only:
+        return None if _name_of(rest) in _LOOPBACK else (403, "Invalid Origin header")
+    return None if rest == host else (403, "Invalid Origin header")
+
+
+def same_origin(host_header: str | None, origin: str | None) -> bool:
+    """Whether a form comes from the console's own origin (no `Origin`: the CSRF token decides)."""
+    if origin is None:
+        return True
+    _, _, rest = origin.partition("://")
+    return bool(host_header) and rest == host_header
