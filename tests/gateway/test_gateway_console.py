@@ -107,7 +107,7 @@ async def test_an_operator_approves_in_the_console_and_the_waiting_call_complete
 
             tg.start_soon(call, HOSTILE)
             with anyio.fail_after(30):
-                while "approval-" not in (page := (await http.get("/console/approvals")).text):
+                while "approval-" not in (page := (await http.get("/console/approvals")).text):  # noqa: ASYNC110
                     await anyio.sleep(0.1)
             assert "<script>alert" not in page and "<img" not in page
             assert "&lt;/pre&gt;&lt;script&gt;alert(\\&quot;x\\&quot;)&lt;/script&gt;&lt;img" in page

@@ -52,7 +52,7 @@ _HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -131,9 +131,7 @@ def console_app(settings: ConsoleSettings) -> Starlette:
                 page = pages.layout("Sign in", pages.login_form(), where=settings.where)
                 return _html(page, 401, {"WWW-Authenticate": 'Bearer realm="toolbridge console"'})
             if form:
-                if session is None or not same_origin(
-                    request.headers.get("host"), request.headers.get("origin")
-                ):
+                if session is None or not _same_origin(request):
                     return _plain("forbidden: this form must come from the console's own page", 403)
                 fields = await _form(request)
                 if fields is None:
@@ -159,7 +157,7 @@ def console_app(settings: ConsoleSettings) -> Starlette:
             return _plain(problem[1], problem[0])
         if request.method == "GET":
             return _html(pages.layout("Sign in", pages.login_form(), where=settings.where))
-        if not same_origin(request.headers.get("host"), request.headers.get("origin")):
+        if not _same_origin(request):
             return _plain("forbidden: sign in from the console's own page", 403)
         fields = await _form(request)
         operator = ops.who((fields or {}).get("token"))
@@ -329,6 +327,11 @@ def pages_keep() -> int:
     from ._live import KEEP
 
     return KEEP
+
+
+def _same_origin(request: Request) -> bool:
+    headers = request.headers
+    return same_origin(headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"))
 
 
 def _call_row(run: RunRecord, call: Any) -> dict[str, Any]:

@@ -129,8 +129,12 @@ def place_problem(
     return None if rest == host else (403, "Invalid Origin header")
 
 
-def same_origin(host_header: str | None, origin: str | None) -> bool:
-    """Whether a form comes from the console's own origin (no `Origin`: the CSRF token decides)."""
+def same_origin(host_header: str | None, origin: str | None, fetch_site: str | None = None) -> bool:
+    """Whether a form comes from the console's own origin: its `Origin` names the `Host` it was
+    sent to, and a browser's `Sec-Fetch-Site`, when sent, says `same-origin` (no `Origin`, as
+    from a script: the CSRF token decides)."""
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        return False
     if origin is None:
         return True
     _, _, rest = origin.partition("://")
