@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "identity_assertion_auth": "toolbridge.clients",
     "id_jag_from_idp": "toolbridge.clients",
     "client_credentials_auth": "toolbridge.clients",
+    "workload_identity_auth": "toolbridge.clients",
     "FileTokenStorage": "toolbridge.clients",
     "MemoryTokenStorage": "toolbridge.clients",
     "TokenStorage": "toolbridge.clients",
@@ -185,6 +186,7 @@ __all__ = [
     "oauth_auth",
     "read_lock",
     "register_secret",
+    "workload_identity_auth",
     "write_lock",
 ]
 
@@ -298,6 +300,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .clients import (
         oauth_auth as oauth_auth,
+    )
+    from .clients import (
+        workload_identity_auth as workload_identity_auth,
     )
     from .content import (
         AudioPart as AudioPart,

@@ -24,6 +24,7 @@ from toolbridge.clients._oauth import (
     identity_assertion_auth,
     oauth_auth,
 )
+from toolbridge.clients._workload import workload_identity_auth
 
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
@@ -54,7 +55,7 @@ async def authorization_server_of(url: str) -> str:
 async def make_auth(scenario: str, url: str, context: dict[str, Any]) -> httpx2.Auth | None:
     if not scenario.startswith("auth/"):
         return None
-    if scenario == "auth/cross-app-access-complete-flow":
+    if scenario in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
         return identity_assertion_auth(
             url,
             client_id=context["client_id"],
@@ -64,6 +65,13 @@ async def make_auth(scenario: str, url: str, context: dict[str, Any]) -> httpx2.
                 context["idp_token_endpoint"], context["idp_id_token"], client_id=context.get("idp_client_id")
             ),
         )
+    if scenario == "auth/wif-jwt-bearer":
+        jwt = context["valid_jwt"]
+
+        async def platform_token(audience: str) -> str:
+            return str(jwt)
+
+        return workload_identity_auth(url, client_id=context.get("client_id"), assertion=platform_token)
     if scenario == "auth/client-credentials-basic":
         return client_credentials_auth(
             url, client_id=context["client_id"], client_secret=context["client_secret"]
@@ -100,9 +108,36 @@ async def main() -> int:
             if tools:
                 await client.call_tool(tools[0].name, {})
         else:
-            print(f"unknown scenario {scenario!r}", file=sys.stderr)
-            return 2
+            # The 2026-07-28 scenarios without a handler of their own: list the tools and call
+            # each one, with arguments made from its schema (an error fails that call only).
+            for tool in await client.list_tools():
+                arguments = sample_arguments(tool.input_schema)
+                if scenario == "json-schema-2020-12-preservation" and "schema" in arguments:
+                    arguments["schema"] = tool.input_schema  # the scenario: echo the schema as listed
+                try:
+                    await client.call_tool(tool.name, arguments)
+                except Exception as exc:
+                    print(f"{tool.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 0
+
+
+def sample_arguments(schema: Any) -> dict[str, Any]:
+    """Arguments for a tool: each property's default, else a value of its type."""
+    if hasattr(schema, "model_dump"):
+        schema = schema.model_dump(by_alias=True, exclude_none=True)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    samples = {"string": "x", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    arguments: dict[str, Any] = {}
+    for name, spec in (properties or {}).items():
+        if not isinstance(spec, dict):
+            continue
+        if "default" in spec:
+            arguments[name] = spec["default"]
+        elif isinstance(spec.get("enum"), list) and spec["enum"]:
+            arguments[name] = spec["enum"][0]
+        elif isinstance(spec.get("type"), str):
+            arguments[name] = samples.get(spec["type"], "x")
+    return arguments
 
 
 if __name__ == "__main__":

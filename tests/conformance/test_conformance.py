@@ -98,7 +98,9 @@ def _baseline() -> dict[str, str]:
     return {str(k): str(v) for k, v in client.items()}
 
 
-def _run(scenario: str, out: Path) -> Outcome:
+def _run(
+    scenario: str, out: Path, runner: Path = CONFORMANCE_JS, timeout_ms: int = CLIENT_TIMEOUT_MS
+) -> Outcome:
     """Run one scenario; return the runner's exit code, the checks, and its console output."""
     command = f"{sys.executable} {CLIENT}"
     # The runner splits --command on single spaces.
@@ -106,14 +108,14 @@ def _run(scenario: str, out: Path) -> Outcome:
     proc = subprocess.run(
         [
             str(NODE),
-            str(CONFORMANCE_JS),
+            str(runner),
             "client",
             "--command",
             command,
             "--scenario",
             scenario,
             "--timeout",
-            str(CLIENT_TIMEOUT_MS),
+            str(timeout_ms),
             "-o",
             str(out),
         ],
@@ -121,7 +123,7 @@ def _run(scenario: str, out: Path) -> Outcome:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=CLIENT_TIMEOUT_MS / 1000 + 30,
+        timeout=timeout_ms / 1000 + 30,
         check=False,
     )
     files = sorted(out.rglob("checks.json"))

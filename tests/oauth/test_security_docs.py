@@ -24,8 +24,8 @@ def _blocks() -> list[str]:
 
 def test_the_documented_examples_run(tmp_path: Path) -> None:
     blocks = _blocks()
-    assert len(blocks) == 2
-    redaction, oauth = blocks
+    assert len(blocks) == 3
+    redaction, oauth, dpop = blocks
     proc = _run(redaction, tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
@@ -35,6 +35,9 @@ def test_the_documented_examples_run(tmp_path: Path) -> None:
     proc = _run(oauth, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "HttpClient HttpClient"
+    proc = _run(dpop, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "HttpClient DPoPAuth"
 
 
 def test_no_doc_imports_from_a_private_module() -> None:

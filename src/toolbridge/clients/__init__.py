@@ -28,6 +28,7 @@ from ._base import (
     call_result_to_dict,
 )
 from ._call_requests import CallRequestKind, CallRequests, RootsHandler
+from ._dpop import DPoPAuth, DPoPKey, DPoPKeyStore, DPoPMode, MemoryDPoPKeyStore
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler, decline_elicitation
 from ._http import HttpClient
 from ._inprocess import InProcessClient
@@ -43,6 +44,7 @@ from ._oauth import (
 )
 from ._outbound import MAX_ARGUMENT_DEPTH
 from ._stdio import StdioClient
+from ._workload import AssertionSource, assertion_from_env, assertion_from_file, workload_identity_auth
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -51,13 +53,19 @@ __all__ = [
     "DEFAULT_TOOLS_TTL",
     "MAX_ARGUMENT_DEPTH",
     "TOOLS_LIST_PAGE_CAP",
+    "AssertionSource",
     "CallRequestKind",
     "CallRequests",
+    "DPoPAuth",
+    "DPoPKey",
+    "DPoPKeyStore",
+    "DPoPMode",
     "ElicitationHandler",
     "FileTokenStorage",
     "HttpClient",
     "InProcessClient",
     "McpClient",
+    "MemoryDPoPKeyStore",
     "MemoryTokenStorage",
     "ProgressHandler",
     "RootsHandler",
@@ -65,6 +73,8 @@ __all__ = [
     "SamplingHandler",
     "StdioClient",
     "TokenStorage",
+    "assertion_from_env",
+    "assertion_from_file",
     "call_result_to_dict",
     "client_credentials_auth",
     "decline_elicitation",
@@ -72,4 +82,5 @@ __all__ = [
     "id_jag_from_idp",
     "identity_assertion_auth",
     "oauth_auth",
+    "workload_identity_auth",
 ]

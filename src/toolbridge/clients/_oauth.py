@@ -77,6 +77,7 @@ from pydantic import AnyUrl
 
 from ..errors import ConfigError, ToolbridgeError, TransportError
 from ..redact import register_secret
+from ._dpop import DPoPAuth, DPoPKeyStore, DPoPMode
 from ._errors import AUTH_ERROR_CODE
 
 __all__ = [
@@ -274,6 +275,8 @@ def oauth_auth(
     token_endpoint_auth_method: Literal["none", "client_secret_post", "client_secret_basic"] | None = None,
     client_metadata_url: str | None = None,
     client_metadata: OAuthClientMetadata | None = None,
+    dpop: DPoPMode = "auto",
+    dpop_key_store: DPoPKeyStore | None = None,
 ) -> httpx2.Auth:
     """OAuth 2.1 authorization-code grant with PKCE, ready to pass as `HttpClient(auth=...)`.
 
@@ -295,6 +298,9 @@ def oauth_auth(
             id when the authorization server supports it (SEP-991), instead of registering.
         client_metadata: full registration metadata, overriding `client_name`, `redirect_uri`
             and `scope`.
+        dpop: DPoP-bound tokens (RFC 9449): `auto` (when the authorization server advertises
+            ES256 for DPoP), `always` or `off` (see `toolbridge.clients.DPoPAuth`).
+        dpop_key_store: where the DPoP key lives (default: in memory).
 
     Returns:
         An `httpx2.Auth`.
@@ -340,7 +346,7 @@ def oauth_auth(
         return pending.pop()
 
     try:
-        return OAuthClientProvider(
+        provider = OAuthClientProvider(
             server_url=server_url,
             client_metadata=metadata,
             storage=store,
@@ -350,6 +356,17 @@ def oauth_auth(
         )
     except ValueError as exc:
         raise ConfigError(f"oauth_auth: {exc}", code="ERR_INVALID_INPUT") from exc
+    return with_dpop(provider, dpop, dpop_key_store, "oauth_auth")
+
+
+def with_dpop(provider: httpx2.Auth, mode: DPoPMode, key_store: DPoPKeyStore | None, who: str) -> httpx2.Auth:
+    """`provider` with DPoP added (`DPoPAuth`), or as it is when `mode` is `off`."""
+    if mode == "off":
+        return provider
+    try:
+        return DPoPAuth(provider, mode=mode, key_store=key_store)
+    except ValueError as exc:
+        raise ConfigError(f"{who}: {exc}", code="ERR_INVALID_INPUT") from exc
 
 
 def _register_tokens(tokens: OAuthToken | None) -> None:
@@ -390,8 +407,12 @@ class _Registering:
         await self._inner.set_client_info(client_info)
 
 
-def _registering(storage: TokenStorage | None) -> TokenStorage:
+def registering_storage(storage: TokenStorage | None) -> TokenStorage:
+    """`storage` (default: in memory) with every token and client secret registered for redaction."""
     return _Registering(storage if storage is not None else MemoryTokenStorage())
+
+
+_registering = registering_storage
 
 
 class _PreRegistered:
@@ -426,6 +447,8 @@ def client_credentials_auth(
     scope: str | None = None,
     issuer: str | None = None,
     storage: TokenStorage | None = None,
+    dpop: DPoPMode = "auto",
+    dpop_key_store: DPoPKeyStore | None = None,
 ) -> httpx2.Auth:
     """OAuth 2.1 client-credentials grant (machine to machine), for `HttpClient(auth=...)`.
 
@@ -444,6 +467,8 @@ def client_credentials_auth(
         issuer: the authorization server's issuer URL; when given, credentials are only sent to
             the authorization server that proves to be this issuer.
         storage: where tokens live (default: in memory).
+        dpop: DPoP-bound tokens: `auto`, `always` or `off` (as for `oauth_auth`).
+        dpop_key_store: where the DPoP key lives (default: in memory).
 
     Returns:
         An `httpx2.Auth`.
@@ -467,8 +492,9 @@ def client_credentials_auth(
         with warnings.catch_warnings():
             # The SDK warns when no issuer is pinned; the caller chose that, and it is documented above.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
+            provider: httpx2.Auth
             if client_secret is not None:
-                return ClientCredentialsOAuthProvider(
+                provider = ClientCredentialsOAuthProvider(
                     server_url=server_url,
                     storage=store,
                     client_id=client_id,
@@ -477,6 +503,7 @@ def client_credentials_auth(
                     scope=scope,
                     issuer=issuer,
                 )
+                return with_dpop(provider, dpop, dpop_key_store, "client_credentials_auth")
             assert private_key_pem is not None
             assertion = SignedJWTParameters(
                 issuer=client_id,
@@ -484,7 +511,7 @@ def client_credentials_auth(
                 signing_key=private_key_pem,
                 signing_algorithm=signing_algorithm,
             ).create_assertion_provider()
-            return PrivateKeyJWTOAuthProvider(
+            provider = PrivateKeyJWTOAuthProvider(
                 server_url=server_url,
                 storage=store,
                 client_id=client_id,
@@ -492,6 +519,7 @@ def client_credentials_auth(
                 scope=scope,
                 issuer=issuer,
             )
+            return with_dpop(provider, dpop, dpop_key_store, "client_credentials_auth")
     except ValueError as exc:
         raise ConfigError(f"client_credentials_auth: {exc}", code="ERR_INVALID_INPUT") from exc
 
