@@ -2,8 +2,15 @@
 
 ```
 toolbridge runs --journal FILE|URL [--json] [--limit N]   # the most recent runs, newest first
+        [--outcome OUTCOME] [--status STATUS]             # only runs with this outcome / stored status
 toolbridge runs show RUN_ID --journal FILE [--json]       # one run and the evidence of its calls
+toolbridge runs reap --journal FILE|URL [--json]          # settle runs whose writer's lease expired
 ```
+
+`--outcome` filters on the outcome as read back (`outcome_unknown` includes runs read back so);
+`--status` on what the journal stores (`running` lists runs still open, interrupted or not).
+Filters look at the newest `FILTER_WINDOW` runs. `reap` is the one action that writes: it settles
+the runs of writers whose lease expired (`toolbridge.runtime._leases`), as every gateway does.
 
 `--json` keys are camelCase, as in every JSON output of the command line (`runId`, `costMicros`,
 `usage.inputTokens`, `calls[].argsSha256`); the list gives each run with its calls, as `show`.
@@ -38,13 +45,17 @@ def register(subparsers: Any) -> None:
         help="list the runs in a durable runtime's journal, or show one run's evidence",
         description="`runs --journal FILE` lists runs; `runs show RUN_ID --journal FILE` shows one.",
     )
-    runs.add_argument("action", nargs="?", choices=["show"], help="show one run")
+    runs.add_argument("action", nargs="?", choices=["show", "reap"], help="show one run, or reap")
     runs.add_argument("run_id", nargs="?", help="the run to show")
     runs.add_argument(
         "--journal", required=True, help="the SQLite journal file, or a PostgreSQL URL (postgresql://...)"
     )
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.add_argument("--limit", type=int, default=50, help="how many runs to list (default 50)")
+    runs.add_argument("--outcome", choices=OUTCOME_CHOICES, help="only runs with this outcome (read back)")
+    runs.add_argument(
+        "--status", choices=STATUS_CHOICES, help="only runs the journal stores with this status"
+    )
     runs.set_defaults(handler=_handle)
     show = add_action_help(
         runs,
@@ -59,7 +70,36 @@ def register(subparsers: Any) -> None:
     show.add_argument("--json", action="store_true", help="print JSON (camelCase keys)")
 
 
+FILTER_WINDOW = 10_000
+"""Runs `--outcome` / `--status` look at, newest first."""
+OUTCOME_CHOICES = ["succeeded", "failed", "blocked", "cancelled", "outcome_unknown", "not_started"]
+STATUS_CHOICES = ["running", *OUTCOME_CHOICES]
+
+
+def _reap(args: argparse.Namespace) -> int:
+    journal: JournalBackend = (
+        PostgresJournal(args.journal) if is_postgres_url(args.journal) else Journal(args.journal)
+    )
+    try:
+        settled = journal.reap_expired(time.time())
+    finally:
+        journal.close()
+    emit(json.dumps({"settled": settled}) if args.json else f"settled {len(settled)} run(s)")
+    return 0
+
+
+def _wanted(record: RunRecord, args: argparse.Namespace) -> bool:
+    status = "running" if record.interrupted else record.outcome
+    return (args.outcome is None or record.outcome == args.outcome) and (
+        args.status is None or status == args.status
+    )
+
+
 def _handle(args: argparse.Namespace) -> int:
+    if args.action == "reap":
+        if args.run_id:
+            raise ConfigError("runs reap takes no RUN_ID")
+        return _reap(args)
     journal: JournalBackend = (
         PostgresJournal.open_existing(args.journal)
         if is_postgres_url(args.journal)
@@ -80,7 +120,10 @@ def _handle(args: argparse.Namespace) -> int:
             )
         if args.limit < 1:
             raise ConfigError("--limit must be at least 1")
-        records = journal.list_runs(args.limit)
+        if args.outcome is None and args.status is None:
+            records = journal.list_runs(args.limit)
+        else:
+            records = [r for r in journal.list_runs(FILTER_WINDOW) if _wanted(r, args)][: args.limit]
         if args.json:  # with the evidence of their calls, as `runs show --json` gives it
             records = [journal.get_run(r.run_id) or r for r in records]
         _print_runs(records, as_json=args.json)

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from .._version import __version__
 from ..errors import bounded
+from ..runtime import keep_leases
 from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead
 from ._core import GatewayCore, Identity, page_of
@@ -269,6 +270,7 @@ async def serve_stdio(gateway: OpenGateway, *, watch_interval_s: float = 1.0) ->
     server = create_server(gateway)
     async with gateway.events.running(), anyio.create_task_group() as tg:
         tg.start_soon(_watch, gateway, watch_interval_s)
+        tg.start_soon(keep_leases, gateway.local_identity.runtime)
         if pipes_usable():
             async with pipe_stdio() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -372,6 +374,7 @@ async def serve_http(
     try:
         async with gateway.events.running(), anyio.create_task_group() as tg:
             tg.start_soon(_watch, gateway, watch_interval_s)
+            tg.start_soon(keep_leases, gateway.local_identity.runtime)
             await run_http(served, host=host, port=port, on_listening=on_listening)
             tg.cancel_scope.cancel()
     finally:

@@ -18,6 +18,7 @@ from ._journal import CallRecord, JournalBackend, RunRecord
 from ._journal_memory import MemoryJournal
 from ._journal_postgres import PostgresJournal, is_postgres_url
 from ._journal_sqlite import Journal, SqliteJournal
+from ._leases import keep_leases
 from ._limits import Budget, Limits
 from ._operations import Operation
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
@@ -58,4 +59,5 @@ __all__ = [
     "define_tool",
     "effective_effects",
     "is_postgres_url",
+    "keep_leases",
 ]

@@ -405,6 +405,23 @@ class JournalBackend:
     async def aquota_usage(self, principal: str, key: str) -> QuotaUsage | None:
         return self.quota_usage(principal, key)
 
+    # -- leases (`_leases`) -----------------------------------------------------------------------
+
+    def hold_lease(self, writer: str, until: float) -> None:
+        """Take or renew the lease of `writer` (a `_leases.writer_key`) until `until`."""
+        raise NotImplementedError
+
+    def reap_expired(self, now: float, limit: int = 100) -> list[str]:
+        """Settle the runs still running under a lease expired at `now` (each in one
+        transaction); return their ids."""
+        raise NotImplementedError
+
+    async def ahold_lease(self, writer: str, until: float) -> None:
+        self.hold_lease(writer, until)
+
+    async def areap_expired(self, now: float, limit: int = 100) -> list[str]:
+        return self.reap_expired(now, limit)
+
 
 def read_back(record: RunRecord, *, alive: bool) -> RunRecord:
     """`record` as it must be read: derived from its calls when its writer died mid-run."""

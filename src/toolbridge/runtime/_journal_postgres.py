@@ -27,7 +27,8 @@ reads such runs back itself).
 tables are `toolbridge_schema` (one row per applied version), `toolbridge_runs`,
 `toolbridge_calls`, `toolbridge_budgets` (shared budgets), from version 2
 `toolbridge_batch_items` (resumable batches), from version 3 `toolbridge_batches`, and from
-version 4 `toolbridge_quotas` (cumulative quotas per principal, `_budgets`). `migrate(url)`
+version 4 `toolbridge_quotas` (cumulative quotas per principal, `_budgets`), from version 5
+`toolbridge_leases` (writers' leases, `_leases`). `migrate(url)`
 applies what is missing, under a transaction-level advisory lock so that writers starting
 together migrate once; a writer (`PostgresJournal(url)`) runs it on first use unless `migrate=False`. A reader
 (`PostgresJournal.open_existing(url)`, `toolbridge runs --journal postgresql://...`) never
@@ -69,6 +70,8 @@ from ._journal_sql import (
     run_record,
     start_run_params,
 )
+from ._leases import LeaseStatements
+from ._leases import settle_params as lease_settle_params
 
 __all__ = ["MIGRATIONS", "PostgresJournal", "is_postgres_url", "migrate", "redact_url"]
 
@@ -80,6 +83,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = tuple((v, POSTGRES.sql(t)) for v, t in
 shipped; append a new one."""
 _SQL = Statements.of(POSTGRES)
 _QUOTAS = QuotaStatements.of(POSTGRES)
+_LEASES = LeaseStatements.of(POSTGRES)
 
 LATEST = MIGRATIONS[-1][0]
 
@@ -575,6 +579,40 @@ class PostgresJournal(JournalBackend):
 
     async def aquota_usage(self, principal: str, key: str) -> QuotaUsage | None:
         return usage_of(await self._awrite(_QUOTAS.usage, (principal, key)))
+
+    # -- leases (`_leases`) -----------------------------------------------------------------------
+
+    def hold_lease(self, writer: str, until: float) -> None:
+        self._write(_LEASES.hold, (writer, until, time.time()))
+
+    def reap_expired(self, now: float, limit: int = 100) -> list[str]:
+        if self.readonly:
+            raise JournalWriteError(self.path)
+        settled: list[str] = []
+        with self._conn(write=True) as conn:
+            for (run_id,) in conn.execute(_LEASES.expired_runs, (now, limit)).fetchall():
+                calls, run = lease_settle_params(run_id, time.time())
+                with conn.transaction():
+                    conn.execute(_LEASES.settle_calls, calls)
+                    if conn.execute(_LEASES.settle_run, run).fetchone() is not None:
+                        settled.append(run_id)
+        return settled
+
+    async def ahold_lease(self, writer: str, until: float) -> None:
+        await self._awrite(_LEASES.hold, (writer, until, time.time()))
+
+    async def areap_expired(self, now: float, limit: int = 100) -> list[str]:
+        settled: list[str] = []
+        async with self._aconn() as conn:
+            cur = await conn.execute(_LEASES.expired_runs, (now, limit))
+            for (run_id,) in await cur.fetchall():
+                calls, run = lease_settle_params(run_id, time.time())
+                async with conn.transaction():
+                    await conn.execute(_LEASES.settle_calls, calls)
+                    done = await conn.execute(_LEASES.settle_run, run)
+                    if await done.fetchone() is not None:
+                        settled.append(run_id)
+        return settled
 
     # -- reading ---------------------------------------------------------------------------------
 

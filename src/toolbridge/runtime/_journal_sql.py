@@ -1,12 +1,12 @@
 """The journal's SQL, written once for SQLite and PostgreSQL: tables, statements, records.
 
 Every table and statement is a template: `{runs}`, `{calls}`, `{budgets}`, `{batch_items}`,
-`{batches}`, `{quotas}` (`_budgets`) are the dialect's table names (PostgreSQL prefixes them
-`toolbridge_`, as its tables share a database with others), `{REAL}`, `{BIGINT}`, `{BOOL}`,
-`{ID}`, `{TRUE}`, `{FALSE}`, `{RETURNING_ID}` the dialect's types and idioms, and `?` the
-parameter placeholder. `Dialect.sql` fills them in. The SQLite journal and batch store create
-what is missing (`IF NOT EXISTS`) each time they open a file; PostgreSQL applies `MIGRATIONS`
-in order, once each, recorded in `toolbridge_schema`.
+`{batches}`, `{quotas}` (`_budgets`), `{leases}` (`_leases`) are the dialect's table names
+(PostgreSQL prefixes them `toolbridge_`, as its tables share a database with others), `{REAL}`,
+`{BIGINT}`, `{BOOL}`, `{ID}`, `{TRUE}`, `{FALSE}`, `{RETURNING_ID}` the dialect's types and
+idioms, and `?` the parameter placeholder. `Dialect.sql` fills them in. The SQLite journal and
+batch store create what is missing (`IF NOT EXISTS`) each time they open a file; PostgreSQL
+applies `MIGRATIONS` in order, once each, recorded in `toolbridge_schema`.
 
 **Changing the schema.** A shipped migration is never edited (databases already hold it): a
 change appends a template to `MIGRATIONS` (for example `ALTER TABLE {runs} ADD COLUMN ...`),
@@ -25,6 +25,7 @@ from typing import Any
 from ..redact import redact_value
 from ._budgets import QUOTAS_TABLE
 from ._journal import CallEnd, CallRecord, RunRecord, Writer, process_alive, read_back
+from ._leases import LEASES_TABLE
 
 __all__ = [
     "MIGRATIONS",
@@ -49,7 +50,10 @@ class Dialect:
 
     def sql(self, template: str) -> str:
         """`template` with this dialect's names, types and placeholders filled in."""
-        names = {t: self.prefix + t for t in ("runs", "calls", "budgets", "batch_items", "batches", "quotas")}
+        names = {
+            t: self.prefix + t
+            for t in ("runs", "calls", "budgets", "batch_items", "batches", "quotas", "leases")
+        }
         text = template.format_map({**names, **self.types})
         return text.replace("?", self.placeholder) if self.placeholder != "?" else text
 
@@ -177,6 +181,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (2, BATCH_ITEMS_TABLE),
     (3, BATCHES_TABLE),
     (4, QUOTAS_TABLE),
+    (5, LEASES_TABLE),
 )
 """Schema versions in order: (version, template). Never edit one that shipped; append."""
 

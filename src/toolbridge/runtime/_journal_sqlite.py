@@ -35,6 +35,8 @@ from ._journal_sql import (
     run_record,
     start_run_params,
 )
+from ._leases import LEASES_TABLE, LeaseStatements
+from ._leases import settle_params as lease_settle_params
 
 __all__ = ["Journal", "SqliteJournal"]
 
@@ -43,6 +45,7 @@ _CALL_COLUMNS = frozenset({"id", "run_id", "call_id", "tool_id", "effects", "req
 _MAGIC = b"SQLite format 3\x00"
 _SQL = Statements.of(SQLITE)
 _QUOTAS = QuotaStatements.of(SQLITE)
+_LEASES = LeaseStatements.of(SQLITE)
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -100,7 +103,7 @@ class SqliteJournal(JournalBackend):
             if not memory:
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
-            self._db.executescript(SQLITE.sql(JOURNAL_TABLES + QUOTAS_TABLE))
+            self._db.executescript(SQLITE.sql(JOURNAL_TABLES + QUOTAS_TABLE + LEASES_TABLE))
             if "principal" not in _columns(self._db, "runs"):  # a journal written before principals
                 self._db.execute("ALTER TABLE runs ADD COLUMN principal TEXT")
             self._principal = True
@@ -259,6 +262,30 @@ class SqliteJournal(JournalBackend):
     def quota_usage(self, principal: str, key: str) -> QuotaUsage | None:
         rows = self._read(_QUOTAS.usage, (principal, key))
         return usage_of(rows[0] if rows else None)
+
+    # -- leases (`_leases`) ---------------------------------------------------------------------
+
+    def hold_lease(self, writer: str, until: float) -> None:
+        self._write(_LEASES.hold, (writer, until, time.time()))
+
+    def reap_expired(self, now: float, limit: int = 100) -> list[str]:
+        settled: list[str] = []
+        for (run_id,) in self._read(_LEASES.expired_runs, (now, limit)):
+            calls, run = lease_settle_params(run_id, time.time())
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute(_LEASES.settle_calls, calls)
+                    if self._db.execute(_LEASES.settle_run, run).fetchone() is not None:
+                        settled.append(run_id)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error:
+                raise JournalWriteError(self.path) from None
+        return settled
 
     # -- reading -------------------------------------------------------------------------------
 
