@@ -86,6 +86,7 @@ POSITIONALS: dict[str, list[list[str]]] = {
     "gateway": [["m.yaml"]],
     "batch": [["m.yaml"], ["status", "b_1"]],
     "journal": [["migrate", "postgresql://u@h/db"]],
+    "console": [["journal.db"]],
 }
 
 VALUES = {

@@ -56,6 +56,7 @@ _COMMAND_MODULES = (
     "toolbridge.cli._batch",  # batch
     "toolbridge.cli._journal",  # journal
     "toolbridge.cli._gateway",  # gateway
+    "toolbridge.cli._console",  # console
 )
 
 
