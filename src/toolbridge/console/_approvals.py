@@ -280,6 +280,7 @@ class ApprovalStore:
     async def _settle(self, approval_id: str, status: Status, by: str, reason: str | None) -> bool:
         if self.readonly:
             raise ConfigError("approvals: this console only reads")
+        await self.setup()
         text = (reason or "").strip()[:MAX_REASON] or None
         changed = await self._execute(
             f"UPDATE {APPROVALS_TABLE} SET status = ?, decided_by = ?, decided_at = ?, reason = ?, "
