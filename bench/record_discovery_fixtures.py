@@ -1,7 +1,7 @@
 """Record the `tools/list` of real MCP servers as JSON fixtures for bench/bench_discovery.py.
 
-Usage: `python bench/record_discovery_fixtures.py NODE_MODULES_DIR` after installing the servers
-named in `SERVERS` from the npm registry into one folder, for example:
+Usage: `python bench/record_discovery_fixtures.py NODE_MODULES_DIR... [--only=a,b]` after
+installing the servers named in `SERVERS` from the npm registry, for example:
 
     mkdir -p /tmp/servers && cd /tmp/servers && npm install --ignore-scripts \\
         @modelcontextprotocol/server-github @notionhq/notion-mcp-server ...   # the SERVERS keys
@@ -70,14 +70,35 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
     "kubernetes": ("mcp-server-kubernetes", []),
     "desktop-commander": ("@wonderwhy-er/desktop-commander", []),
 }
+TWILIO_SERVICES = (
+    "taskrouter_v1",
+    "conversations_v1",
+    "verify_v2",
+    "serverless_v1",
+    "messaging_v1",
+    "studio_v2",
+    "sync_v1",
+    "video_v1",
+    "voice_v1",
+    "trusthub_v1",
+    "numbers_v2",
+    "flex_v1",
+)
+"""Twilio's server loads one API per `--services`: each is recorded as a server of its own."""
+for _service in TWILIO_SERVICES:
+    SERVERS[f"twilio-{_service.split('_')[0]}"] = (
+        "@twilio-alpha/mcp",
+        [*SERVERS["twilio"][1], "--services", f"twilio_{_service}"],
+    )
 
 
-def _entry(modules: Path, package: str) -> tuple[Path, str] | None:
-    """The package's bin script and version (from its package.json)."""
-    folder = modules / package
-    meta_path = folder / "package.json"
-    if not meta_path.exists():
+def _entry(modules: list[Path], package: str) -> tuple[Path, str] | None:
+    """The package's bin script and version (from its package.json), in the first folder that has it."""
+    found = [m / package for m in modules if (m / package / "package.json").exists()]
+    if not found:
         return None
+    folder = found[0]
+    meta_path = folder / "package.json"
     meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
     binary = meta.get("bin")
     script = next(iter(binary.values())) if isinstance(binary, dict) else binary
@@ -86,7 +107,7 @@ def _entry(modules: Path, package: str) -> tuple[Path, str] | None:
     return folder / script, str(meta.get("version", "?"))
 
 
-async def _record(name: str, modules: Path) -> str:
+async def _record(name: str, modules: list[Path]) -> str:
     package, args = SERVERS[name]
     found = _entry(modules, package)
     if found is None:
@@ -113,10 +134,13 @@ async def _record(name: str, modules: Path) -> str:
     return f"{name}: {len(tools)} tools ({package}@{version})"
 
 
-async def main(modules: Path) -> None:
+async def main(modules: list[Path], only: set[str]) -> None:
     for name in SERVERS:
-        print(await _record(name, modules), flush=True)
+        if not only or name in only:
+            print(await _record(name, modules), flush=True)
 
 
 if __name__ == "__main__":
-    anyio.run(main, Path(sys.argv[1]))
+    folders = [Path(a) for a in sys.argv[1:] if not a.startswith("--only=")]
+    picked = {n for a in sys.argv[1:] if a.startswith("--only=") for n in a[7:].split(",")}
+    anyio.run(main, folders, picked)

@@ -36,6 +36,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from .errors import ToolbridgeError, bounded
@@ -44,13 +45,16 @@ from .tools import ToolSpec
 __all__ = [
     "FIELD_WEIGHTS",
     "MAX_LIMIT",
+    "MAX_NAMES",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TERMS",
     "MAX_TEXT",
+    "USE_TOOLS_SCHEMA",
     "IndexedTool",
     "Match",
     "Reranker",
     "ToolIndex",
+    "find_tools_schema",
     "indexed_tool",
     "one_line",
 ]
@@ -72,6 +76,71 @@ RRF_K = 60
 FIELD_WEIGHTS: Mapping[str, int] = {"name": 3, "title": 2, "server": 1, "description": 1, "parameters": 1}
 """How many times each field's terms count towards a term's frequency (BM25F, simplified)."""
 
+SYNONYM_WEIGHT = 0.4
+"""How much a synonym of a query's word counts, against 1 for the word itself."""
+_CREATE = ("create",)
+SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "add": _CREATE,
+    "new": _CREATE,
+    "open": _CREATE,
+    "start": _CREATE,
+    "make": _CREATE,
+    "register": _CREATE,
+    "place": _CREATE,
+    "compose": _CREATE,
+    "insert": _CREATE,
+    "write": ("create", "update"),
+    "change": ("update",),
+    "edit": ("update",),
+    "modify": ("update",),
+    "set": ("update",),
+    "remove": ("delete",),
+    "erase": ("delete",),
+    "drop": ("delete",),
+    "show": ("get", "list", "fetch"),
+    "see": ("get", "list", "fetch"),
+    "read": ("get", "fetch"),
+    "get": ("fetch",),
+    "fetch": ("get",),
+    "find": ("search", "list"),
+    "look": ("search",),
+    "bug": ("issue",),
+    "ticket": ("issue",),
+    "phone": ("call",),
+    "dial": ("call",),
+    "text": ("message",),
+    "sms": ("message",),
+}
+"""Query words (stemmed) and the words of tool names they also look for, at `SYNONYM_WEIGHT`:
+the common verbs (`add`, `new`, `open` -> `create`, `remove` -> `delete`, ...) and a few nouns.
+No model, no download: a small fixed table, in the index's own terms."""
+
+MAX_NAMES = 50
+"""Names one `use_tools` may give (the gateway's and the agent's)."""
+
+
+def find_tools_schema(max_results: int) -> dict[str, Any]:
+    """The input schema of `find_tools` (the gateway's and the agent's meta tool)."""
+    limit = {"type": "integer", "minimum": 1, "maximum": max_results, "default": min(5, max_results)}
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "the task, in plain words"},
+            "limit": limit,
+        },
+        "required": ["query"],
+    }
+
+
+USE_TOOLS_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"names": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_NAMES}},
+    "required": ["names"],
+}
+"""The input schema of `use_tools`."""
+
+_PRUNE_DEPTH = 8
+"""Candidates (times the results wanted) past which a common term only rescores candidates."""
 _MAX_CACHED_TERMS = 4096
 """Terms whose BM25 weights are kept between searches (bounded memory)."""
 _K1 = 1.2
@@ -169,6 +238,15 @@ def one_line(text: str, limit: int = 160) -> str:
     if 0 < cut < limit:
         first = first[: cut + 1]
     return bounded(first, limit)
+
+
+def _plenty(scores: Mapping[str, float], allowed: Callable[[str], bool] | None, enough: int) -> bool:
+    """Whether `scores` has at least `enough` candidates (`allowed` ones, when given)."""
+    if len(scores) < enough:
+        return False
+    if allowed is None:
+        return True
+    return sum(1 for name in scores if allowed(name)) >= enough
 
 
 @dataclass(frozen=True)
@@ -376,26 +454,42 @@ class ToolIndex:
         wanted = list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
         if not wanted or not self._docs:
             return []
+        weighted = {term: 1.0 for term in wanted}
+        for term in wanted:  # the usual verbs of tool names, for the words people use instead
+            for other in SYNONYMS.get(term, ()):
+                weighted.setdefault(other, SYNONYM_WEIGHT)
+        if not weighted:
+            return []
         count = len(self._docs)
         if self._weights_at != self.changes:  # the corpus changed: every length norm did
             self._weights.clear()
             self._weights_at = self.changes
+        depth = max(limit, self.rerank_depth if self.rerank is not None else limit)
         scores: dict[str, float] = {}
         get = scores.get
-        for term in wanted:
+        postings = self._postings
+        # Rarest terms first; a term far more common than the candidates found so far (when
+        # they are plenty) only adds to those candidates: an entry that has none of the rarer
+        # terms could not reach the top anyway, and a common term's long list is not walked.
+        for term, boost in sorted(weighted.items(), key=lambda item: len(postings.get(item[0], ()))):
             weights = self._weights.get(term)
             if weights is None:
                 weights = self._term_weights(term)
             if not weights:
                 continue
-            idf = math.log(1.0 + (count - len(weights) + 0.5) / (len(weights) + 0.5))
+            idf = boost * math.log(1.0 + (count - len(weights) + 0.5) / (len(weights) + 0.5))
+            if len(weights) > 2 * len(scores) and _plenty(scores, allowed, _PRUNE_DEPTH * depth):
+                for name, score in scores.items():
+                    weight = weights.get(name)
+                    if weight is not None:
+                        scores[name] = score + idf * weight
+                continue
             for name, weight in weights.items():
                 scores[name] = get(name, 0.0) + idf * weight
         items: Iterable[tuple[str, float]] = scores.items()
         if allowed is not None:
             items = ((n, s) for n, s in items if allowed(n))
-        depth = max(limit, self.rerank_depth if self.rerank is not None else limit)
-        best = heapq.nlargest(depth, items, key=lambda item: (item[1], item[0]))
+        best = heapq.nlargest(depth, items, key=itemgetter(1))
         if self.rerank is not None and best:
             best = self._fused(query, best)
         return [self._match(name, score, wanted) for name, score in best[:limit]]

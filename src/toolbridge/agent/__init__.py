@@ -15,6 +15,7 @@ from .._naming import model_legal
 from ..calls import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, ToolTarget
 from ._agent import FINAL_RESULT_TOOL, Agent, build_messages, error_feedback, result_to_model
 from ._sampling import ModelSamplingHandler
+from ._tool_search import ToolSearch
 from ._types import (
     AgentEvent,
     RunErrorEvent,
@@ -81,6 +82,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallStartedEvent",
     "ToolResultRecord",
+    "ToolSearch",
     "ToolTarget",
     "Usage",
     "build_messages",

@@ -59,6 +59,7 @@ from ..tools import ToolResult
 from ._hook_chain import HookChain, hooks_of
 from ._input import build_messages as build_messages
 from ._input import message_of as _message
+from ._tool_search import ToolSearch, tool_search_of
 from ._types import (
     AgentEvent,
     RunErrorEvent,
@@ -173,6 +174,9 @@ class Agent:
             `ERR_AGENT_OUTPUT_INVALID`.
         hooks: `AgentHooks` (or a list) applied to every run.
         name: a label for logs and the runtime.
+        tool_search: past a number of tools, the model is shown `find_tools` / `use_tools` and
+            the tools it asked for instead of all (`ToolSearch`, a threshold, or True; see
+            docs/discovery.md).
 
     Raises:
         ConfigError: `ERR_CONFIG` for invalid settings or bindings.
@@ -194,6 +198,7 @@ class Agent:
         output_retries: int = 2,
         hooks: AgentHooks | Sequence[AgentHooks] | None = None,
         name: str | None = None,
+        tool_search: ToolSearch | int | bool | None = None,
     ) -> None:
         model = model_from_string(model) if isinstance(model, str) else model  # "provider:model"
         if not callable(getattr(model, "request", None)) or not isinstance(getattr(model, "id", None), str):
@@ -216,6 +221,9 @@ class Agent:
             tool_providers = [tool_providers]
         self.model = model
         self.bindings: tuple[ToolBinding, ...] = tuple(ToolBinding.coerce(b) for b in tool_providers)
+        self.tool_search = tool_search_of(tool_search)  # past its threshold: find/use (`_tool_search`)
+        if self.tool_search is not None:
+            self.bindings += (self.tool_search.binding,)
         self.tools: tuple[Any, ...] = check_declared(tools, "Agent")
         self.system = system
         self.max_steps = max_steps
@@ -403,7 +411,8 @@ class Agent:
                     with span.attach():
                         current = await self._catalog.resolve()  # a provider's tools changed during the run
                 catalog = current
-            request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
+            shown = catalog.specs if self.tool_search is None else self.tool_search.shown(catalog, messages)
+            request = ModelRequest(messages=tuple(messages), tools=shown, options=request_options)
             chat = telemetry.start_chat(self.model, span, request)
             response: ModelResponse | None = None
             try:

@@ -40,7 +40,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..discovery import MAX_LIMIT, ToolIndex, indexed_tool
+from ..discovery import MAX_LIMIT, MAX_NAMES, USE_TOOLS_SCHEMA, ToolIndex, find_tools_schema, indexed_tool
 from ..errors import ToolbridgeError, bounded
 from ._core import GatewayCore, Identity, error_result
 
@@ -54,8 +54,6 @@ CALL_TOOL = "call_tool"
 META_TOOLS = frozenset({FIND_TOOLS, USE_TOOLS, CALL_TOOL})
 MAX_SESSIONS = 10_000
 """Working sets kept at once (one per connection; the least recently used is dropped)."""
-MAX_NAMES = 50
-"""Names one `use_tools` may give."""
 NOTIFY_TIMEOUT_S = 5.0
 
 
@@ -70,7 +68,6 @@ class DiscoverySettings:
 
 
 def _meta_tools(max_results: int) -> list[types.Tool]:
-    limit = {"type": "integer", "minimum": 1, "maximum": max_results, "default": min(5, max_results)}
     return [
         types.Tool(
             name=FIND_TOOLS,
@@ -79,26 +76,13 @@ def _meta_tools(max_results: int) -> list[types.Tool]:
                 "best matching tools (name, server, what it does, why it matched). Then call "
                 "use_tools with the names you need, or call_tool to call one directly."
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "the task, in plain words"},
-                    "limit": limit,
-                },
-                "required": ["query"],
-            },
+            input_schema=find_tools_schema(max_results),
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
         types.Tool(
             name=USE_TOOLS,
             description=("Add tools (names from find_tools) to your tool list; the list is then sent again."),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "names": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_NAMES}
-                },
-                "required": ["names"],
-            },
+            input_schema=dict(USE_TOOLS_SCHEMA),
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
         types.Tool(
