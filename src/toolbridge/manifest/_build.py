@@ -44,6 +44,7 @@ from typing import Any
 from .._extras import extra_of, missing
 from ..errors import ConfigError
 from ._analyzer import MAX_MANIFEST_BYTES, AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
+from ._build_http_auth import http_auth
 from ._build_telo import Target, http_mode, make_invocable_tools, make_runnable, make_telo_kind, targets_of
 from ._kinds import (
     AgentDoc,
@@ -376,13 +377,15 @@ class LiveManifest:
                         client_info=client_info,
                     )
                 )
+            url = _reveal(model.url)
             return await self._own(
                 HttpClient(
-                    _reveal(model.url),
+                    url,
                     headers=headers,
                     client_info=client_info,
                     logger_name=f"toolbridge.server.{mdoc.name}",
                     mode=http_mode(model),
+                    auth=http_auth(model.auth, url, base, _reveal) if model.auth is not None else None,
                 )
             )
         if isinstance(model, ToolProviderDoc):

@@ -35,6 +35,7 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -53,6 +54,7 @@ __all__ = [
     "AgentDoc",
     "AnthropicModelDoc",
     "GeminiModelDoc",
+    "HttpClientAuth",
     "HttpClientDoc",
     "KindDoc",
     "McpToolDoc",
@@ -303,6 +305,65 @@ class StdioClientDoc(KindDoc):
     (`initialize` only: no probe, for servers that log an error for it), `modern` (2026-07-28 only)."""
 
 
+class HttpClientAuth(_Closed):
+    """`auth:` of `Mcp.HttpClient`: OAuth 2.1 tokens the client obtains itself (when the server answers 401).
+
+    `grant` is `authorizationCode` (a user; the headless authorizer, for servers that approve at
+    once), `clientCredentials` (`clientId` + `clientSecret`) or `jwtBearer` (workload identity,
+    RFC 7523: the platform's token from `assertionFile` or `assertionEnv`, no registration). DPoP
+    (RFC 9449) is used as `dpop` says: `auto` (when the authorization server offers ES256),
+    `always` or `off`.
+    """
+
+    grant: Literal["authorizationCode", "clientCredentials", "jwtBearer"] = "authorizationCode"
+    """How tokens are obtained."""
+    client_id: SecretText | None = None
+    """A client id registered beforehand (needed by `clientCredentials`)."""
+    client_secret: SecretText | None = None
+    """Its secret (`clientCredentials`, or a confidential `authorizationCode` client)."""
+    scope: str | None = None
+    """Scopes to ask for (default: what the server asks for)."""
+    issuer: str | None = None
+    """The authorization server's issuer: credentials and assertions are only sent to it."""
+    assertion_file: str | None = None
+    """`jwtBearer`: the file the platform keeps the workload's JWT in (relative to the manifest),
+    read afresh for every token request, at most 64 KiB."""
+    assertion_env: str | None = None
+    """`jwtBearer`: the environment variable holding the workload's JWT."""
+    dpop: Literal["auto", "always", "off"] = "auto"
+    """DPoP-bound tokens: `auto`, `always` or `off` (YAML reads a bare `off` as false: both work)."""
+
+    @field_validator("dpop", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, value: Any) -> Any:
+        if value is False:
+            return "off"
+        if value is True:
+            return "always"
+        return value
+
+    @model_validator(mode="after")
+    def _grant_needs(self) -> HttpClientAuth:
+        assertions = [a for a in (self.assertion_file, self.assertion_env) if a is not None]
+        if self.grant == "jwtBearer" and len(assertions) != 1:
+            raise PydanticCustomError(
+                "auth_assertion", "`jwtBearer` needs one of `assertionFile` and `assertionEnv`"
+            )
+        if self.grant != "jwtBearer" and assertions:
+            raise PydanticCustomError(
+                "auth_assertion", "`assertionFile`/`assertionEnv` go with `grant: jwtBearer`"
+            )
+        if self.grant == "clientCredentials" and (self.client_id is None or self.client_secret is None):
+            raise PydanticCustomError(
+                "auth_client", "`clientCredentials` needs `clientId` and `clientSecret`"
+            )
+        if self.client_secret is not None and self.client_id is None:
+            raise PydanticCustomError("auth_client", "`clientSecret` needs `clientId`")
+        if self.issuer is not None and not self.issuer.startswith(("https://", "http://")):
+            raise PydanticCustomError("auth_issuer", "`issuer` must be an http(s) URL")
+        return self
+
+
 class HttpClientDoc(KindDoc):
     """`Mcp.HttpClient`: an MCP server over Streamable HTTP."""
 
@@ -324,6 +385,8 @@ class HttpClientDoc(KindDoc):
     session_provider: Annotated[Ref, RefTo("Mcp.SessionProvider")] | None = None
     """External session mode: every request carries the session id this provider returns, and
     the client never opens, renews or closes a session itself."""
+    auth: HttpClientAuth | None = None
+    """OAuth 2.1 tokens obtained by the client itself (grants, workload identity, DPoP)."""
 
     @model_validator(mode="after")
     def _one_way_to_negotiate(self) -> HttpClientDoc:
