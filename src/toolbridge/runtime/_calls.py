@@ -37,9 +37,8 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
-
-import anyio
 
 from .. import telemetry
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
@@ -51,7 +50,7 @@ from ..tools import ToolResult
 from ._answers import answered_code
 from ._declared import DeclaredTool, ToolContext
 from ._guards import Guard, GuardContext, run_guards
-from ._journal import CallEnd, JournalWriteError
+from ._journal import CallEnd, CallPlan, JournalWriteError
 from ._limits import Budget, Reservation, parts_bytes
 from ._outcomes import CODES, policy_error
 from ._permissions import ToolGrantNeeds, effective_effects
@@ -130,16 +129,22 @@ def _now() -> float:
     return asyncio.get_running_loop().time()
 
 
-_Batch = tuple[
-    list[tuple[PlannedToolCall, ToolGrantNeeds, str, str | None, DeclaredTool | None]],
-    list[tuple[str, int]],
-    list[Any],
-    list[int],
-    list[int],
-    PolicyError | None,
-]
-"""A checked batch: (resolved calls, (digest, size)s, validated arguments, costs, timeouts,
-the permission error when it was denied)."""
+_Resolved = tuple[PlannedToolCall, ToolGrantNeeds, str, str | None, DeclaredTool | None]
+"""A call with what it needs: (call, grant needs, kind, version, the declared tool or None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A checked batch, one entry per call in each list (none of the last three when denied)."""
+
+    resolved: list[_Resolved]
+    hashed: list[tuple[str, int]]
+    """The SHA-256 and size of each call's canonical arguments."""
+    denied: PolicyError | None = None
+    """The permission error when the batch was denied (its calls are journaled `not_started`)."""
+    validated: list[Any] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)
+    timeouts: list[int] = field(default_factory=list)
 
 
 class CallRules(RefusedCalls):
@@ -172,7 +177,7 @@ class CallRules(RefusedCalls):
         value = _binding_value(binding, name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
-    def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
+    async def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
         """Check a whole batch (the turn rule) and plan each call; raises on the first refusal.
 
         A batch refused by a check gets a row per call (ended `not_started` with the code).
@@ -181,24 +186,10 @@ class CallRules(RefusedCalls):
             batch = self._plan_checked(calls, step)
         except PolicyError as exc:
             self._refused(calls, exc)
-            self._refused_rows(calls, exc, step)
+            await self._refused_rows(calls, exc, step)
             raise
         try:
-            self._plan_rows(batch, step)
-        except PolicyError as exc:
-            self._refused(calls, exc)
-            raise
-
-    async def _aplan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
-        """`_plan` with the rows written through the async journal (`_ajournal`)."""
-        try:
-            batch = self._plan_checked(calls, step)
-        except PolicyError as exc:
-            self._refused(calls, exc)
-            await self._arefused_rows(calls, exc, step)
-            raise
-        try:
-            await self._aplan_rows(batch, step)
+            await self._plan_rows(batch, step)
         except PolicyError as exc:
             self._refused(calls, exc)
             raise
@@ -221,7 +212,7 @@ class CallRules(RefusedCalls):
             if missing is not None and denied is None:
                 denied = missing
         if denied is not None:
-            return resolved, hashed, [], [], [], self._fail("PERMISSION_DENIED", denied)
+            return _Batch(resolved, hashed, denied=self._fail("PERMISSION_DENIED", denied))
         # 3. tool-call count
         if st.tool_calls + len(calls) > limits.max_tool_calls:
             raise self._fail("LIMIT_EXCEEDED", "max_tool_calls")
@@ -256,69 +247,29 @@ class CallRules(RefusedCalls):
         if not st.budget.can_reserve(sum(costs)):
             raise self._fail("BUDGET_EXCEEDED", "the tool calls of this turn")
         st.tool_calls += len(calls)
-        return resolved, hashed, validated, costs, timeouts, None
+        return _Batch(resolved, hashed, validated=validated, costs=costs, timeouts=timeouts)
 
     # Journaling a checked batch: each call gets its row (`running`, nothing sent) and its plan;
-    # a denied batch gets rows ended `not_started` and raises. Sync and async twins: the memory
-    # and SQLite journals are called without a coroutine layer (see `_journal`).
+    # a denied batch gets rows ended `not_started` and raises.
 
-    def _plan_rows(self, batch: _Batch, step: int) -> None:
-        st, journal = self.state, self._journal
-        resolved, hashed, validated, costs, timeouts, denied = batch
-        if denied is not None:
-            for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
+    async def _plan_rows(self, batch: _Batch, step: int) -> None:
+        st, journal = self.state, self.journal
+        if batch.denied is not None:
+            for (call, needs, kind, version, _tool), (digest, size) in zip(
+                batch.resolved, batch.hashed, strict=True
+            ):
                 try:
-                    row = journal.plan_call(
-                        st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
-                        kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
-                    )  # fmt: skip
+                    row = await journal.plan(self._call_plan(call, step, needs, kind, version, digest, size))
                 except PolicyError:
                     break
-                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
-            raise denied
+                await self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
+            raise batch.denied
         for (call, needs, kind, version, tool), (digest, size), value, cost, timeout_ms in zip(
-            resolved, hashed, validated, costs, timeouts, strict=True
+            batch.resolved, batch.hashed, batch.validated, batch.costs, batch.timeouts, strict=True
         ):
             reservation = st.budget.reserve(cost)
             try:
-                row = journal.plan_call(
-                    st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
-                    kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
-                )  # fmt: skip
-            except JournalWriteError:
-                rt_settle(st.budget, reservation, 0)
-                raise self._fail(
-                    "JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent"
-                ) from None
-            st.plans[(step, call.call_id)] = Plan(
-                call, needs, kind, version, tool, value, timeout_ms, row, reservation, cost, size
-            )
-
-    async def _aplan_rows(self, batch: _Batch, step: int) -> None:
-        st, journal = self.state, self._ajournal
-        assert journal is not None
-        resolved, hashed, validated, costs, timeouts, denied = batch
-        if denied is not None:
-            for (call, needs, kind, version, _tool), (digest, size) in zip(resolved, hashed, strict=True):
-                try:
-                    row = await journal.aplan_call(
-                        st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
-                        kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
-                    )  # fmt: skip
-                except PolicyError:
-                    break
-                self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
-                await self._aflush_end(row)
-            raise denied
-        for (call, needs, kind, version, tool), (digest, size), value, cost, timeout_ms in zip(
-            resolved, hashed, validated, costs, timeouts, strict=True
-        ):
-            reservation = st.budget.reserve(cost)
-            try:
-                row = await journal.aplan_call(
-                    st.run_id, call.call_id, step=step, tool_id=needs.tool_id, tool_version=version,
-                    kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
-                )  # fmt: skip
+                row = await journal.plan(self._call_plan(call, step, needs, kind, version, digest, size))
             except JournalWriteError:
                 rt_settle(st.budget, reservation, 0)
                 raise self._fail(
@@ -328,8 +279,25 @@ class CallRules(RefusedCalls):
                 rt_settle(st.budget, reservation, 0)
                 raise
             st.plans[(step, call.call_id)] = Plan(
-                call, needs, kind, version, tool, value, timeout_ms, row, reservation, cost, size
-            )
+                call=call, needs=needs, kind=kind, version=version, tool=tool, validated=value,
+                timeout_ms=timeout_ms, row=row, reservation=reservation, cost_micros=cost, args_bytes=size,
+            )  # fmt: skip
+
+    def _call_plan(
+        self,
+        call: PlannedToolCall,
+        step: int,
+        needs: ToolGrantNeeds,
+        kind: str,
+        version: str | None,
+        digest: str,
+        size: int,
+    ) -> CallPlan:
+        """What the journal records of a call this batch plans."""
+        return CallPlan(
+            run_id=self.state.run_id, call_id=call.call_id, step=step, tool_id=needs.tool_id,
+            tool_version=version, kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
+        )  # fmt: skip
 
     def _run(
         self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]] | None
@@ -389,9 +357,7 @@ class CallRules(RefusedCalls):
             raise error
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
-            self._record_end(plan.row, "not_started", st.failure.code, charged)
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
+            await self._record_end(plan.row, "not_started", st.failure.code, charged)
             raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {
@@ -409,25 +375,18 @@ class CallRules(RefusedCalls):
         received = False
         code: str | None = None
         try:
-            if self._ajournal is None:
-                self._journal.request_sent(plan.row)
-            else:
-                await self._ajournal.arequest_sent(plan.row)
+            await self.journal.request_sent(plan.row)
         except JournalWriteError:
             # No evidence, no call: the request is not sent.
             error = self._fail("JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent")
-            self._end_unfinished(
+            await self._end_unfinished(
                 plan, meta, "not_started", "JOURNAL_UNAVAILABLE", sent=False, received=False, started=started
             )
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
             raise error from None
         except BaseException:  # cancelled while recording it: the request is not sent
-            self._end_unfinished(
+            await self._end_unfinished(
                 plan, meta, "not_started", "CANCELLED", sent=False, received=False, started=started
             )
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
             raise
         st.sent_unended[plan.row] = effects
         try:
@@ -500,10 +459,7 @@ class CallRules(RefusedCalls):
             received = True
             st.in_flight.pop(plan.row, None)
             try:
-                if self._ajournal is None:
-                    self._journal.response_received(plan.row)
-                else:
-                    await self._ajournal.aresponse_received(plan.row)
+                await self.journal.response_received(plan.row)
             except JournalWriteError:
                 code = "JOURNAL_UNAVAILABLE"
                 raise self._call_failure(code, effects, sent=True) from None
@@ -534,7 +490,7 @@ class CallRules(RefusedCalls):
             if code in ("GUARD_BLOCKED", "GUARD_UNAVAILABLE"):
                 outcome = "blocked"
             # A refused call did not run: nothing is charged (its reservation is released).
-            self._end_unfinished(
+            await self._end_unfinished(
                 plan,
                 meta,
                 outcome,
@@ -543,8 +499,6 @@ class CallRules(RefusedCalls):
                 received=received,
                 started=started,
             )
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
             raise
         except BaseException:
             # cancelled (the run was cancelled or timed out, or a sibling call failed)
@@ -555,31 +509,25 @@ class CallRules(RefusedCalls):
                     st.unknown = True
             else:
                 outcome, code = "cancelled", "CANCELLED"
-            self._end_unfinished(plan, meta, outcome, code, sent=sent, received=received, started=started)
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
+            await self._end_unfinished(
+                plan, meta, outcome, code, sent=sent, received=received, started=started
+            )
             raise
         reservation = plan.reservation
         charged = 0 if reservation is None else st.budget.settle(reservation, plan.cost_micros)
         try:
-            if self._ajournal is None:
-                self._journal.end_call(plan.row, outcome="succeeded", error_code=None, cost_micros=charged)
-            else:
-                await self._ajournal.aend_call(
-                    plan.row, outcome="succeeded", error_code=None, cost_micros=charged
-                )
+            # not shielded: a success cancelled while it is written is given to no one
+            await self.journal.end_call(CallEnd(plan.row, "succeeded", None, charged), shielded=False)
         except JournalWriteError:
             # The result is not given to anyone: the journal could not say the call succeeded.
             error = self._call_failure("JOURNAL_UNAVAILABLE", effects, sent=True)
             outcome = error.outcome if error.outcome != "blocked" else "failed"
-            self._end_unfinished(
+            await self._end_unfinished(
                 plan, meta, outcome, error.code, sent=True, received=True, started=started, charged=charged
             )
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
             raise error from None
         except BaseException:  # cancelled while recording the success: the result is given to no one
-            self._end_unfinished(
+            await self._end_unfinished(
                 plan,
                 meta,
                 "cancelled",
@@ -589,8 +537,6 @@ class CallRules(RefusedCalls):
                 started=started,
                 charged=charged,
             )
-            if self._ajournal is not None:
-                await self._aflush_end(plan.row)
             raise
         st.sent_unended.pop(plan.row, None)
         self._emit(
@@ -606,14 +552,11 @@ class CallRules(RefusedCalls):
             meta["rpc_code"] = exc.rpc_code
         self.state.in_flight.pop(plan.row, None)
         try:
-            if self._ajournal is None:
-                self._journal.response_received(plan.row)
-            else:
-                await self._ajournal.aresponse_received(plan.row)
+            await self.journal.response_received(plan.row)
         except JournalWriteError:
             log.warning("the evidence journal could not be written")
 
-    def _end_unfinished(
+    async def _end_unfinished(
         self,
         plan: Plan,
         meta: Mapping[str, Any],
@@ -633,7 +576,7 @@ class CallRules(RefusedCalls):
         st = self.state
         if charged is None:
             charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-        self._record_end(plan.row, outcome, code, charged)
+        await self._record_end(plan.row, outcome, code, charged)
         st.in_flight.pop(plan.row, None)
         self._observe(plan, outcome, code, charged)
         self._emit(
@@ -641,41 +584,16 @@ class CallRules(RefusedCalls):
             dict(meta, duration_ms=ms(started), outcome=outcome, code=code, response_received=received),
         )
 
-    def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
-        """Journal a call's end; when that write fails, keep it for the run's end.
-
-        With an async journal the end is only kept: the caller awaits `_aflush_end` next.
-        """
-        if self._ajournal is not None:
-            self.state.unrecorded[row] = CallEnd(row, outcome, code, charged)
-            return
+    async def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
+        """Journal a call's end (shielded from a cancellation ending the call: `JournalPort`);
+        when that write fails, keep it for the run's end."""
+        end = CallEnd(row, outcome, code, charged)
         try:
-            self._journal.end_call(row, outcome=outcome, error_code=code, cost_micros=charged)
+            await self.journal.end_call(end)
         except JournalWriteError:
             log.warning("the evidence journal could not be written")
-            self.state.unrecorded[row] = CallEnd(row, outcome, code, charged)
+            self.state.unrecorded[row] = end
             return
-        self.state.sent_unended.pop(row, None)
-
-    async def _aflush_end(self, row: int) -> None:
-        """Write the end `_record_end` kept for `row` (async journals).
-
-        Shielded from the cancellation that may be ending the call: it is bounded by the
-        journal's own timeouts. When it fails, the end stays for the run's end.
-        """
-        end = self.state.unrecorded.get(row)
-        journal = self._ajournal
-        if end is None or journal is None:
-            return
-        with anyio.CancelScope(shield=True):
-            try:
-                await journal.aend_call(
-                    row, outcome=end.outcome, error_code=end.error_code, cost_micros=end.cost_micros
-                )
-            except JournalWriteError:
-                log.warning("the evidence journal could not be written")
-                return
-        self.state.unrecorded.pop(row, None)
         self.state.sent_unended.pop(row, None)
 
     def _call_failure(

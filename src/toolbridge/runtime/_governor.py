@@ -87,10 +87,7 @@ class Governor(AgentHooks):
     async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
         self.state.phase = "tools"
         self._step(ctx)
-        if self.session._ajournal is None:
-            self.session._plan(calls, int(getattr(ctx, "step", 0) or 0))
-        else:
-            await self.session._aplan(calls, int(getattr(ctx, "step", 0) or 0))
+        await self.session._plan(calls, int(getattr(ctx, "step", 0) or 0))
 
     def call_tool(
         self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]

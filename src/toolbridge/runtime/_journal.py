@@ -22,9 +22,11 @@ A backend (a PostgreSQL one, say) subclasses `JournalBackend` and implements:
 - `path`: a label for messages (a file path, a DSN without its password, `:memory:`).
 - `start_run(run_id, *, agent, profile, principal)`: insert a run with status `running`, with
   the writer's pid, host and process start time (`self.writer` holds them).
-- `plan_call(run_id, call_id, *, step, tool_id, tool_version, kind, effects, args_sha256,
-  args_bytes) -> int`: insert a call with outcome `running`, nothing sent; return a handle
-  (`row`) unique in this backend.
+- `record_plan(plan: CallPlan) -> int`: insert a call with outcome `running`, nothing sent;
+  return a handle (`row`) unique in this backend. `CallPlan` holds what is recorded of a planned
+  call, by name: run and call ids, step, tool id and version, kind, effects, and the digest and
+  size of the arguments. (`plan_call(run_id, call_id, *, step, tool_id, ...)`, the same with the
+  fields as keywords, is the base class's: a backend implements `record_plan` only.)
 - `request_sent(row)`: set `request_sent` and `sent_at`, **durably before it returns**: the
   request leaves only after this.
 - `response_received(row)`: set `response_received`.
@@ -40,13 +42,15 @@ A backend (a PostgreSQL one, say) subclasses `JournalBackend` and implements:
 ## The async interface
 
 The same writes, to be awaited on the event loop: `astart_run` (returns False, writing
-nothing, when the journal already holds the run id), `aplan_call`, `arequest_sent`,
+nothing, when the journal already holds the run id), `arecord_plan`, `arequest_sent`,
 `aresponse_received`, `aend_call`, `aend_run`. Their defaults call the sync methods (cheap for
 the memory and SQLite backends). A backend whose writes are network round trips
-(`PostgresJournal`) sets `is_async = True` and implements them on the loop; the governed session
-then awaits them, and keeps the plain sync calls for every other backend (no coroutine layer on
-the in-memory path). A write made while the session is being cancelled (a call's end, the
-run's end) is shielded from that cancellation, bounded by the backend's own timeouts.
+(`PostgresJournal`) sets `is_async = True` and implements them on the loop. The runtime writes
+through one `JournalPort` (`_journal_port`), whose methods are awaited the same way for every
+backend: it awaits the `a*` methods of an `is_async` backend and calls the plain sync methods of
+every other one (no second coroutine under the port on the in-memory path), and shields a
+write made while a call or run is being cancelled (a call's end, the run's end) from that
+cancellation, bounded by the backend's own timeouts.
 
 Every write either succeeds completely or raises `JournalWriteError` (a `PolicyError`, code
 `JOURNAL_UNAVAILABLE`) and leaves the stored state as it was before the write; the runtime
@@ -78,6 +82,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallEnd",
+    "CallPlan",
     "CallRecord",
     "JournalBackend",
     "JournalWriteError",
@@ -192,6 +197,23 @@ class RunRecord:
         return out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallPlan:
+    """One planned tool call as the journal records it: never its arguments, only the SHA-256
+    of their canonical JSON and its size."""
+
+    run_id: str
+    call_id: str
+    step: int | None
+    tool_id: str
+    tool_version: str | None
+    kind: str
+    """`declared`, `discovered`, `operation` or `unknown` (a call to no known tool)."""
+    effects: str
+    args_sha256: str
+    args_bytes: int
+
+
 @dataclass(frozen=True)
 class CallEnd:
     """The end of one call, written with the run's end when its own write had failed."""
@@ -272,6 +294,9 @@ class JournalBackend:
     ) -> None:
         raise NotImplementedError
 
+    def record_plan(self, plan: CallPlan) -> int:
+        raise NotImplementedError
+
     def plan_call(
         self,
         run_id: str,
@@ -285,7 +310,20 @@ class JournalBackend:
         args_sha256: str,
         args_bytes: int,
     ) -> int:
-        raise NotImplementedError
+        """`record_plan` with the plan's fields as keywords (for tools and tests that write rows)."""
+        return self.record_plan(
+            CallPlan(
+                run_id=run_id,
+                call_id=call_id,
+                step=step,
+                tool_id=tool_id,
+                tool_version=tool_version,
+                kind=kind,
+                effects=effects,
+                args_sha256=args_sha256,
+                args_bytes=args_bytes,
+            )
+        )
 
     def request_sent(self, row: int) -> None:
         raise NotImplementedError
@@ -343,30 +381,8 @@ class JournalBackend:
             calls=calls,
         )
 
-    async def aplan_call(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        step: int | None,
-        tool_id: str,
-        tool_version: str | None,
-        kind: str,
-        effects: str,
-        args_sha256: str,
-        args_bytes: int,
-    ) -> int:
-        return self.plan_call(
-            run_id,
-            call_id,
-            step=step,
-            tool_id=tool_id,
-            tool_version=tool_version,
-            kind=kind,
-            effects=effects,
-            args_sha256=args_sha256,
-            args_bytes=args_bytes,
-        )
+    async def arecord_plan(self, plan: CallPlan) -> int:
+        return self.record_plan(plan)
 
     async def arequest_sent(self, row: int) -> None:
         self.request_sent(row)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..redact import redact_value
 from ._budgets import MemoryQuotas, QuotaUsage
-from ._journal import CallEnd, CallRecord, JournalBackend, RunRecord, Writer, read_back
+from ._journal import CallEnd, CallPlan, CallRecord, JournalBackend, RunRecord, Writer, read_back
 
 __all__ = ["MemoryJournal"]
 
@@ -71,29 +71,17 @@ class MemoryJournal(JournalBackend):
         run.cost_micros = cost_micros
         run.usage = {"input_tokens": input_tokens, "output_tokens": output_tokens, "model_calls": model_calls}
 
-    def plan_call(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        step: int | None,
-        tool_id: str,
-        tool_version: str | None,
-        kind: str,
-        effects: str,
-        args_sha256: str,
-        args_bytes: int,
-    ) -> int:
+    def record_plan(self, plan: CallPlan) -> int:
         record = CallRecord(
-            run_id=run_id,
-            call_id=call_id,
-            step=step,
-            tool_id=redact_value(tool_id),
-            tool_version=redact_value(tool_version),
-            kind=kind,
-            effects=effects,
-            args_sha256=args_sha256,
-            args_bytes=args_bytes,
+            run_id=plan.run_id,
+            call_id=plan.call_id,
+            step=plan.step,
+            tool_id=redact_value(plan.tool_id),
+            tool_version=redact_value(plan.tool_version),
+            kind=plan.kind,
+            effects=plan.effects,
+            args_sha256=plan.args_sha256,
+            args_bytes=plan.args_bytes,
             request_sent=False,
             response_received=False,
             outcome="running",
@@ -104,7 +92,7 @@ class MemoryJournal(JournalBackend):
             cost_micros=0,
         )
         self._calls.append(record)
-        self._runs[run_id].calls.append(record)
+        self._runs[plan.run_id].calls.append(record)
         return len(self._calls)
 
     def request_sent(self, row: int) -> None:

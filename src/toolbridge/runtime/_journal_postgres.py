@@ -58,7 +58,7 @@ from .._extras import require
 from .._pgpool import AsyncPgPool, PoolUnavailable
 from ..errors import ConfigError
 from ._budgets import QuotaStatements, QuotaUsage, reserve_params, settle_params, usage_of
-from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
+from ._journal import CallEnd, CallPlan, JournalBackend, JournalWriteError, RunRecord, Writer
 from ._journal_sql import MIGRATIONS as _TEMPLATES
 from ._journal_sql import (
     POSTGRES,
@@ -432,23 +432,9 @@ class PostgresJournal(JournalBackend):
             for sql, params in writes:
                 conn.execute(sql, params)
 
-    def plan_call(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        step: int | None,
-        tool_id: str,
-        tool_version: str | None,
-        kind: str,
-        effects: str,
-        args_sha256: str,
-        args_bytes: int,
-    ) -> int:
+    def record_plan(self, plan: CallPlan) -> int:
         """Record a planned call (outcome `running`, nothing sent); returns its row id."""
-        params = plan_call_params(
-            run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, args_bytes
-        )
+        params = plan_call_params(plan)
         return int(self._write(_SQL.plan_call, params)[0])
 
     def request_sent(self, row: int) -> None:
@@ -491,23 +477,9 @@ class PostgresJournal(JournalBackend):
             for sql, params in writes:
                 await conn.execute(sql, params)
 
-    async def aplan_call(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        step: int | None,
-        tool_id: str,
-        tool_version: str | None,
-        kind: str,
-        effects: str,
-        args_sha256: str,
-        args_bytes: int,
-    ) -> int:
+    async def arecord_plan(self, plan: CallPlan) -> int:
         """Record a planned call (outcome `running`, nothing sent); returns its row id."""
-        params = plan_call_params(
-            run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, args_bytes
-        )
+        params = plan_call_params(plan)
         return int((await self._awrite(_SQL.plan_call, params))[0])
 
     async def arequest_sent(self, row: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..redact import redact_value
 from ._budgets import QUOTAS_TABLE
-from ._journal import CallEnd, CallRecord, RunRecord, Writer, process_alive, read_back
+from ._journal import CallEnd, CallPlan, CallRecord, RunRecord, Writer, process_alive, read_back
 from ._leases import LEASES_TABLE
 
 __all__ = [
@@ -316,28 +316,18 @@ def start_run_params(
     )
 
 
-def plan_call_params(
-    run_id: str,
-    call_id: str,
-    step: int | None,
-    tool_id: str,
-    tool_version: str | None,
-    kind: str,
-    effects: str,
-    args_sha256: str,
-    args_bytes: int,
-) -> tuple[Any, ...]:
-    """The parameters of `plan_call` (names are free text: registered secrets never stored)."""
+def plan_call_params(plan: CallPlan) -> tuple[Any, ...]:
+    """The parameters of the `plan_call` statement (names are free text: registered secrets never stored)."""
     return (
-        run_id,
-        call_id,
-        step,
-        redact_value(tool_id),
-        redact_value(tool_version),
-        kind,
-        effects,
-        args_sha256,
-        args_bytes,
+        plan.run_id,
+        plan.call_id,
+        plan.step,
+        redact_value(plan.tool_id),
+        redact_value(plan.tool_version),
+        plan.kind,
+        plan.effects,
+        plan.args_sha256,
+        plan.args_bytes,
         time.time(),
     )
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ._budgets import QUOTAS_TABLE, QuotaStatements, QuotaUsage, reserve_params, settle_params, usage_of
-from ._journal import CallEnd, JournalBackend, JournalWriteError, RunRecord, Writer
+from ._journal import CallEnd, CallPlan, JournalBackend, JournalWriteError, RunRecord, Writer
 from ._journal_sql import (
     JOURNAL_TABLES,
     SQLITE,
@@ -214,26 +214,9 @@ class SqliteJournal(JournalBackend):
         except sqlite3.Error:
             raise JournalWriteError(self.path) from None
 
-    def plan_call(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        step: int | None,
-        tool_id: str,
-        tool_version: str | None,
-        kind: str,
-        effects: str,
-        args_sha256: str,
-        args_bytes: int,
-    ) -> int:
+    def record_plan(self, plan: CallPlan) -> int:
         """Record a planned call (outcome `running`, nothing sent); returns its row id."""
-        return self._write(
-            _SQL.plan_call,
-            plan_call_params(
-                run_id, call_id, step, tool_id, tool_version, kind, effects, args_sha256, args_bytes
-            ),
-        )
+        return self._write(_SQL.plan_call, plan_call_params(plan))
 
     def request_sent(self, row: int) -> None:
         """Record that the request is about to leave (committed before it is sent)."""

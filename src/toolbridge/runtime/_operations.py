@@ -39,7 +39,7 @@ import anyio
 
 from .._canonical import canonical_json
 from ..errors import ConfigError, PolicyError, bounded
-from ._journal import CallEnd, JournalWriteError
+from ._journal import CallEnd, CallPlan, JournalWriteError
 from ._outcomes import CODES, policy_error
 from ._state import new_run_id
 
@@ -79,7 +79,7 @@ class Operation:
         if effects not in ("none", "read", "write", "host"):
             raise ConfigError("effects must be none, read, write or host")
         self._rt = runtime
-        self._journal = runtime._journal
+        self._journal = runtime.journal_port
         self.kind = kind
         self.target = bounded(str(target), MAX_TARGET)
         try:
@@ -110,31 +110,20 @@ class Operation:
     async def __aenter__(self) -> Operation:
         journal = self._journal
         try:
-            if journal.is_async:
-                await journal.astart_run(
-                    self.run_id, agent=self.label, profile=self._rt.profile, principal=self.principal
-                )
-                self._row = await journal.aplan_call(self.run_id, _CALL_ID, **self._plan())
-            else:
-                journal.start_run(
-                    self.run_id, agent=self.label, profile=self._rt.profile, principal=self.principal
-                )
-                self._row = journal.plan_call(self.run_id, _CALL_ID, **self._plan())
+            await journal.start_fresh_run(
+                self.run_id, agent=self.label, profile=self._rt.profile, principal=self.principal
+            )
+            self._row = await journal.plan(self._plan())
         except JournalWriteError:
             self.outcome, self.error_code = "failed", "JOURNAL_UNAVAILABLE"
             raise
         return self
 
-    def _plan(self) -> dict[str, Any]:
-        return {
-            "step": 0,
-            "tool_id": self.target,
-            "tool_version": None,
-            "kind": self.kind,
-            "effects": self.effects,
-            "args_sha256": self._sha,
-            "args_bytes": self._bytes,
-        }
+    def _plan(self) -> CallPlan:
+        return CallPlan(
+            run_id=self.run_id, call_id=_CALL_ID, step=0, tool_id=self.target, tool_version=None,
+            kind=self.kind, effects=self.effects, args_sha256=self._sha, args_bytes=self._bytes,
+        )  # fmt: skip
 
     async def sent(self) -> None:
         """Record that the request leaves now (durably, before it does).
@@ -143,10 +132,7 @@ class Operation:
             JournalWriteError: the journal could not record it: do not send.
         """
         assert self._row is not None, "use the operation as `async with runtime.operation(...)`"
-        if self._journal.is_async:
-            await self._journal.arequest_sent(self._row)
-        else:
-            self._journal.request_sent(self._row)
+        await self._journal.request_sent(self._row)
         self._sent = True
 
     def refuse(self, code: str, detail: str | None = None) -> PolicyError:
@@ -190,9 +176,6 @@ class Operation:
         }
         with anyio.CancelScope(shield=True):
             try:
-                if self._journal.is_async:
-                    await self._journal.aend_run(self.run_id, **end)
-                else:
-                    self._journal.end_run(self.run_id, **end)
+                await self._journal.end_run(self.run_id, end)
             except JournalWriteError:
-                self._rt._pending_ends[self.run_id] = end
+                self._journal.keep_run_end(self.run_id, end)

@@ -21,6 +21,7 @@ from ..calls import PlannedToolCall
 from ..errors import PolicyError
 from ..sanitize import visible_text
 from ._declared import DeclaredTool
+from ._journal import CallPlan
 from ._permissions import ToolGrantNeeds
 from ._state import SessionCore
 
@@ -47,11 +48,8 @@ class RefusedCalls(SessionCore):
     def _needs(self, call: PlannedToolCall) -> tuple[ToolGrantNeeds, str, str | None, DeclaredTool | None]:
         raise NotImplementedError  # `CallRules._needs`
 
-    def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
+    async def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
         raise NotImplementedError  # `CallRules._record_end`
-
-    async def _aflush_end(self, row: int) -> None:
-        raise NotImplementedError  # `CallRules._aflush_end`
 
     def _refused(self, calls: Sequence[PlannedToolCall], error: PolicyError) -> None:
         """Spans and counts for a batch refused before any of its calls ran."""
@@ -77,50 +75,34 @@ class RefusedCalls(SessionCore):
                 run_id=self.state.run_id,
             )
 
-    def _refused_row_args(self, call: PlannedToolCall, step: int) -> dict[str, Any]:
-        """What `plan_call` records for a refused call (a call to no known tool: see the module)."""
+    def _refused_plan(self, call: PlannedToolCall, step: int) -> CallPlan:
+        """What the journal records of a refused call (a call to no known tool: see the module)."""
         digest, size = args_digest(call.arguments)
-        fields: dict[str, Any] = {"step": step, "args_sha256": digest, "args_bytes": size}
         try:
             if call.target is None:
                 raise LookupError
             needs, kind, version, _tool = self._needs(call)
         except (LookupError, PolicyError):
             name = visible_text(call.name)[:UNKNOWN_NAME_CHARS] if isinstance(call.name, str) else "?"
-            fields.update(tool_id=name, tool_version=None, kind="unknown", effects="none")
-            return fields
-        fields.update(tool_id=needs.tool_id, tool_version=version, kind=kind, effects=needs.effects)
-        return fields
+            tool_id, version, kind, effects = name, None, "unknown", "none"
+        else:
+            tool_id, effects = needs.tool_id, needs.effects
+        return CallPlan(
+            run_id=self.state.run_id, call_id=call.call_id, step=step, tool_id=tool_id,
+            tool_version=version, kind=kind, effects=effects, args_sha256=digest, args_bytes=size,
+        )  # fmt: skip
 
     async def _record_refused(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
         """Spans, counts and a journal row (ended `not_started` with `error`'s code) per call."""
         self._refused(calls, error)
-        if self._ajournal is None:
-            self._refused_rows(calls, error, step)
-        else:
-            await self._arefused_rows(calls, error, step)
+        await self._refused_rows(calls, error, step)
 
-    def _refused_rows(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
+    async def _refused_rows(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
         """A row per refused call of a batch, ended `not_started` with the refusal's code."""
         for call in calls:
-            fields = self._refused_row_args(call, step)
             try:
-                row = self._journal.plan_call(self.state.run_id, call.call_id, **fields)
+                row = await self.journal.plan(self._refused_plan(call, step))
             except PolicyError:
                 log.warning("the evidence journal could not record a refused call")
                 return
-            self._record_end(row, "not_started", error.code, 0)
-
-    async def _arefused_rows(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
-        """`_refused_rows` through the async journal (`_ajournal`)."""
-        journal = self._ajournal
-        assert journal is not None
-        for call in calls:
-            fields = self._refused_row_args(call, step)
-            try:
-                row = await journal.aplan_call(self.state.run_id, call.call_id, **fields)
-            except PolicyError:
-                log.warning("the evidence journal could not record a refused call")
-                return
-            self._record_end(row, "not_started", error.code, 0)
-            await self._aflush_end(row)
+            await self._record_end(row, "not_started", error.code, 0)

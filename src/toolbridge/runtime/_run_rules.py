@@ -261,21 +261,18 @@ class RunRules(SessionCore):
             run_id=state.run_id,
         )
 
-    async def _aend_run(self, result: RuntimeResult) -> RuntimeResult:
-        """Journal the run's end with every call end not yet recorded, all or nothing (async).
+    async def _end_run(self, result: RuntimeResult) -> RuntimeResult:
+        """Journal the run's end with every call end not yet recorded, all or nothing.
 
-        Shielded from a cancellation that is ending the run, bounded by the journal's own timeouts.
-        The sync twin is `GovernedSession._settle`; when the write fails, see `_end_unrecorded`.
+        Shielded from a cancellation that is ending the run, bounded by the journal's own timeouts
+        (`JournalPort.end_run`); when the write fails, see `_end_unrecorded`.
         """
-        journal = self._ajournal
-        assert journal is not None
         end = self._run_end(result)
-        with anyio.CancelScope(shield=True):
-            try:
-                await journal.aend_run(self.state.run_id, **end)
-                return result
-            except JournalWriteError:
-                log.warning("the evidence journal could not record the end of a run")
+        try:
+            await self.journal.end_run(self.state.run_id, end)
+            return result
+        except JournalWriteError:
+            log.warning("the evidence journal could not record the end of a run")
         return self._end_unrecorded(result, end)
 
     def _run_end(self, result: RuntimeResult) -> dict[str, Any]:
@@ -322,7 +319,7 @@ class RunRules(SessionCore):
             cost_micros=result.cost_micros,
             run_id=result.run_id,
         )
-        self.rt._pending_ends[state.run_id] = dict(end, outcome=honest.outcome, error_code=code)
+        self.journal.keep_run_end(state.run_id, dict(end, outcome=honest.outcome, error_code=code))
         return honest
 
 

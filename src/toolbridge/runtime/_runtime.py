@@ -7,7 +7,8 @@ caller; `runtime.run(agent, input)` and `runtime.stream(agent, input)` open one 
 the agent a `Governor` (`_governor`) that hands every decision to it. The rules live in
 `_calls` (per tool call: the turn rule, journaling, timeouts, result rules, guards) and
 `_run_rules` (per run: model calls, limits, the budget, the outcome); journal backends in
-`_journal` (the interface, sync and awaited), `_journal_memory`, `_journal_sqlite` and
+`_journal` (the interface, sync and awaited; the runtime writes through one `JournalPort`,
+`_journal_port`), `_journal_memory`, `_journal_sqlite` and
 `_journal_postgres` (its writes awaited on the loop), their SQL in `_journal_sql`.
 
 Around an agent run, the runtime adds what only a run has: the input size and `input` guards
@@ -36,6 +37,7 @@ from ._governor import Governor
 from ._guards import GuardContext, Guards, run_guards
 from ._journal import JournalBackend, RunRecord
 from ._journal_memory import MemoryJournal
+from ._journal_port import JournalPort
 from ._journal_postgres import PostgresJournal, is_postgres_url
 from ._journal_sqlite import Journal
 from ._limits import Limits, value_bytes
@@ -77,7 +79,8 @@ class Runtime:
         self.limits = limits
         self.guards = guards
         self._journal = journal
-        self._pending_ends: dict[str, dict[str, Any]] = {}
+        self.journal_port = JournalPort(journal)
+        """Every write of the runtime's runs and sessions goes through it (see `_journal_port`)."""
         self._bus = EventBus()
         self._active: dict[str, anyio.CancelScope] = {}
         self._sessions: dict[str, GovernedSession] = {}
@@ -132,26 +135,8 @@ class Runtime:
         A PostgreSQL journal closes every connection it opened (one in use as soon as its write
         ends).
         """
-        self._flush_pending()
+        self.journal_port.flush_run_ends_now()
         self._journal.close()
-
-    def _flush_pending(self) -> None:
-        """Write the run ends that could not be written before (best effort)."""
-        for run_id, end in list(self._pending_ends.items()):
-            try:
-                self._journal.end_run(run_id, **end)
-            except PolicyError:
-                return
-            del self._pending_ends[run_id]
-
-    async def _aflush_pending(self) -> None:
-        """`_flush_pending` through the journal's async interface."""
-        for run_id, end in list(self._pending_ends.items()):
-            try:
-                await self._journal.aend_run(run_id, **end)
-            except PolicyError:
-                return
-            self._pending_ends.pop(run_id, None)
 
     def session(
         self,
@@ -283,16 +268,13 @@ class Runtime:
         # (`cancelled` is decided first), and nothing else cancels this scope.
         watch = deadline_watch()
         scope = watch.scope_class()  # anyio.CancelScope(), minus the backend lookup
-        if session._ajournal is None:
-            refused = session._open(deadline=False)
-        else:
-            self._active[run_id] = scope  # cancellable while its start is written
-            try:
-                refused = await session._aopen(deadline=False)
-            except BaseException:
-                self._active.pop(run_id, None)
-                self._cancel_requested.discard(run_id)
-                raise
+        self._active[run_id] = scope  # cancellable while its start is written
+        try:
+            refused = await session._open(deadline=False)
+        except BaseException:
+            self._active.pop(run_id, None)
+            self._cancel_requested.discard(run_id)
+            raise
         if refused is not None:
             self._active.pop(run_id, None)
             self._cancel_requested.discard(run_id)
@@ -333,24 +315,9 @@ class Runtime:
             self._active.pop(run_id, None)
             cancelled = run_id in self._cancel_requested or outer_cancel
             self._cancel_requested.discard(run_id)
-            if session._ajournal is None:
-                result = session._settle(
-                    output=output,
-                    text=text,
-                    steps=steps,
-                    error=error,
-                    timed_out=timed_out,
-                    cancelled=cancelled,
-                )
-            else:
-                result = await session._asettle(
-                    output=output,
-                    text=text,
-                    steps=steps,
-                    error=error,
-                    timed_out=timed_out,
-                    cancelled=cancelled,
-                )
+            result = await session._settle(
+                output=output, text=text, steps=steps, error=error, timed_out=timed_out, cancelled=cancelled
+            )
             governor.end_step(result.error_code)
             session._completed(result)
         return result

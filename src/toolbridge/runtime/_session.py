@@ -132,8 +132,7 @@ class GovernedSession(CallRules, RunRules):
             bindings = tuple(ToolBinding.coerce(b) for b in tool_providers)
             catalog = ToolCatalog(bindings, check_declared(tools, "session"))
         self.rt = runtime
-        self._journal = runtime._journal
-        self._ajournal = runtime._journal if runtime._journal.is_async else None
+        self.journal = runtime.journal_port
         self.run_id = run_id or new_run_id()
         self.principal = principal
         self.state = RunState(run_id=self.run_id, budget=Budget(runtime.limits.max_cost_micros))
@@ -151,11 +150,8 @@ class GovernedSession(CallRules, RunRules):
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def _open(self, *, deadline: bool = True) -> RuntimeResult | None:
-        """Journal the start; a result (`JOURNAL_UNAVAILABLE`) when the journal cannot.
-
-        With an async journal only the checks and the `run.started` event: `_aopen` writes.
-        """
+    async def _open(self, *, deadline: bool = True) -> RuntimeResult | None:
+        """Journal the start; a result (`JOURNAL_UNAVAILABLE`) when the journal cannot."""
         if self._opened:
             raise ConfigError("a session can be entered only once")
         self._opened = True
@@ -164,32 +160,8 @@ class GovernedSession(CallRules, RunRules):
         if deadline:
             self._deadline = anyio.current_time() + self.rt.limits.max_duration_ms / 1000
         self._emit("run.started", {"agent": self._label, "profile": self.rt.profile})
-        if self._ajournal is not None:
-            return None
-        self.rt._flush_pending()
         try:
-            known = self._journal.get_run(self.run_id) is not None
-        except ConfigError:
-            known = False  # unreadable now: the insert below tells (a duplicate id fails it too)
-        if known:
-            self._duplicate()
-        try:
-            self._journal.start_run(
-                self.run_id, agent=self._label, profile=self.rt.profile, principal=self.principal
-            )
-        except JournalWriteError:
-            return self._not_started()
-        self.rt._sessions[self.run_id] = self
-        return None
-
-    async def _aopen(self, *, deadline: bool = True) -> RuntimeResult | None:
-        """`_open` through the async journal (`_ajournal`): one insert that also tells a duplicate."""
-        journal = self._ajournal
-        assert journal is not None
-        self._open(deadline=deadline)
-        await self.rt._aflush_pending()
-        try:
-            new = await journal.astart_run(
+            new = await self.journal.start_run(
                 self.run_id, agent=self._label, profile=self.rt.profile, principal=self.principal
             )
         except JournalWriteError:
@@ -218,7 +190,7 @@ class GovernedSession(CallRules, RunRules):
         self._completed(result)
         return result
 
-    def _settle(
+    async def _settle(
         self,
         *,
         output: Any = None,
@@ -233,31 +205,7 @@ class GovernedSession(CallRules, RunRules):
             return self._result
         self.rt._sessions.pop(self.run_id, None)
         result = self._outcome(output, text, steps or [], error, timed_out=timed_out, cancelled=cancelled)
-        end = self._run_end(result)  # the run's end and every call end not yet recorded: all or nothing
-        try:
-            self._journal.end_run(self.run_id, **end)
-            self._result = result
-        except JournalWriteError:
-            log.warning("the evidence journal could not record the end of a run")
-            self._result = self._end_unrecorded(result, end)
-        return self._result
-
-    async def _asettle(
-        self,
-        *,
-        output: Any = None,
-        text: str | None = None,
-        steps: list[Any] | None = None,
-        error: BaseException | None = None,
-        timed_out: bool = False,
-        cancelled: bool = False,
-    ) -> RuntimeResult:
-        """`_settle` through the async journal (`_ajournal`)."""
-        if self._result is not None:
-            return self._result
-        self.rt._sessions.pop(self.run_id, None)
-        result = self._outcome(output, text, steps or [], error, timed_out=timed_out, cancelled=cancelled)
-        self._result = await self._aend_run(result)
+        self._result = await self._end_run(result)
         return self._result
 
     def _completed(self, result: RuntimeResult) -> None:
@@ -276,10 +224,7 @@ class GovernedSession(CallRules, RunRules):
         self.rt._bus.forget(self.run_id)
 
     async def __aenter__(self) -> GovernedSession:
-        if self._ajournal is None:
-            self._open()
-        else:
-            await self._aopen()
+        await self._open()
         return self
 
     async def __aexit__(
@@ -290,10 +235,7 @@ class GovernedSession(CallRules, RunRules):
         cancelled = exc is not None and isinstance(exc, anyio.get_cancelled_exc_class())
         if exc is not None and not cancelled:
             self._fail(self._exit_code(exc))
-        if self._ajournal is None:
-            self._completed(self._settle(cancelled=cancelled))
-        else:
-            self._completed(await self._asettle(cancelled=cancelled))
+        self._completed(await self._settle(cancelled=cancelled))
 
     def _exit_code(self, exc: BaseException) -> str:
         """The code of a session left by an exception (not a cancellation), from what is known.
@@ -532,10 +474,7 @@ class GovernedSession(CallRules, RunRules):
                 raise error
             call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
             planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))
-        if self._ajournal is None:
-            self._plan(planned, step)
-        else:
-            await self._aplan(planned, step)
+        await self._plan(planned, step)
         return planned, step
 
     async def _unplanned(

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..calls import PlannedToolCall
 from ._declared import DeclaredTool
 from ._guards import EmitFn
-from ._journal import CallEnd, JournalBackend
+from ._journal import CallEnd
+from ._journal_port import JournalPort
 from ._limits import Budget, Reservation
 from ._outcomes import CODES, policy_error
 from ._permissions import ToolGrantNeeds
@@ -33,7 +34,7 @@ def new_run_id() -> str:
     return "run_" + uuid.uuid4().hex
 
 
-@dataclass
+@dataclass(slots=True, kw_only=True)
 class Plan:
     """What the checks of a batch decided for one call, used when the call runs."""
 
@@ -80,9 +81,8 @@ class SessionCore:
 
     rt: Runtime
     state: RunState
-    _journal: JournalBackend
-    _ajournal: JournalBackend | None
-    """The journal when its writes are awaited (`is_async`: PostgreSQL), else None (sync calls)."""
+    journal: JournalPort
+    """Every write of this run goes through the runtime's port (one way for every backend)."""
     _emit: EmitFn
     """Emit an event of this run: `(type, data)`; bound once to the runtime's bus and the run id
     (see `bind_events`), so each event is one call into the bus."""
