@@ -33,6 +33,7 @@ _RIGHT = (
     ("ERR_MANIFEST_UNSUPPORTED", "which toolbridge does not provide"),
     ("ERR_MANIFEST_UNSUPPORTED", "a Telo kind toolbridge does not implement"),
     ("ERR_MANIFEST_UNSUPPORTED", "reads Telo's"),
+    ("ERR_MANIFEST_UNSUPPORTED", "a Telo feature toolbridge does not implement"),
     ("ERR_MANIFEST_DANGLING_REF", "names no document"),  # a fragment: the document is in another block
     ("ERR_MANIFEST_REF_FORM", "Telo refuses"),
     ("ERR_MANIFEST_INVALID_VALUE", "`metadata.name` must be a name"),  # `<Name>` placeholders

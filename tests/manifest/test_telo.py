@@ -440,7 +440,7 @@ metadata: { name: Served }
 kind: AiEcho.EchoModel
 metadata: { name: Echo }
 ---
-kind: Ai.Image
+kind: Ai.Model
 metadata: { name: Draw }
 model: !ref M
 ---
@@ -466,7 +466,8 @@ system: !include-text ./system.txt
     assert "add `Run: oci://ghcr.io/telorun/run@VERSION`" in messages[1]
     assert "Mcp.Tools belongs to Telo's module mcp-server" in messages[2]  # Mcp is the server here
     assert "the library ./__fixtures__/ai-echo.yaml (imported as AiEcho)" in messages[3]
-    assert "Ai.Image (image generation) is a Telo kind toolbridge does not implement" in messages[4]
+    assert "Ai.Model (the abstract model contract" in messages[4]
+    assert "is a Telo kind toolbridge does not implement" in messages[4]
     assert "tag '!include-text' is not supported" in messages[5]
     assert not any("names no document" in m for m in messages)
     assert not any(d.code == "ERR_MANIFEST_REF_KIND" for d in report.diagnostics)

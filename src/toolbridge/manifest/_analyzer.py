@@ -509,6 +509,9 @@ class _FileAnalysis(TeloPasses, ToolPasses):
         if etype == "ref_form":
             self.add(pos, "ERR_MANIFEST_REF_FORM", f"{where}: `{dotted}` {err['msg']}")
             return
+        if etype == "telo_unsupported":  # a Telo value of a field toolbridge does not implement
+            self.add(pos, "ERR_MANIFEST_UNSUPPORTED", f"{where}: `{dotted}`: {err['msg']}")
+            return
         if etype == "union_type":
             what = f"`{dotted}` key" if key_error else f"`{dotted}`"
             message = f"{where}: {what} must be {err['msg']}, not {type_name(value)}"

@@ -20,11 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ._images import ImageRunnable
 from ._kinds import AgentDoc, HttpClientDoc, ToolsDoc
 from ._kinds_run import (
     RUNNABLE_KINDS,
     ApplicationDoc,
     GatedTarget,
+    ImageDoc,
+    OpenaiImageModelDoc,
     SessionProviderDoc,
     TargetEntry,
     TextDoc,
@@ -139,6 +142,10 @@ async def make_runnable(live: Any, name: str) -> Any:
         runnable = ToolsCallRunnable(await live.build(model.client.name), what)
     elif isinstance(model, ToolsListDoc):
         runnable = ToolsListRunnable(await live.build(model.client.name), what)
+    elif isinstance(model, ImageDoc):
+        out = None if model.output_dir is None else live.manifest.analysis.base_dir / model.output_dir
+        options = dict(model.options) if model.options else None
+        runnable = ImageRunnable(await live.build(model.model.name), what, name, options, out)
     else:
         raise ConfigError(f"{what} is not something to run", code="ERR_MANIFEST_TARGET")
     live._built[key] = runnable
@@ -174,6 +181,19 @@ async def make_telo_kind(live: Any, mdoc: Any) -> Any:
                 code="ERR_MANIFEST_BUILD",
             )
         return fn
-    if isinstance(model, TextDoc | ToolsCallDoc | ToolsListDoc):
+    if isinstance(model, TextDoc | ToolsCallDoc | ToolsListDoc | ImageDoc):
         return await make_runnable(live, mdoc.name)
+    if isinstance(model, OpenaiImageModelDoc):
+        from ..agent.models import OpenAIImageModel
+        from ._build import _reveal
+
+        return await live._own(
+            OpenAIImageModel(
+                model.model,
+                api_key=_reveal(model.api_key),
+                base_url=_reveal(model.base_url),
+                options=dict(model.options) if model.options else None,
+                max_retries=model.max_retries,
+            )
+        )
     return None

@@ -78,7 +78,7 @@ MODEL_KINDS = (
     "Ai.ScriptedModel",
 )
 PROVIDER_KINDS = ("AiMcp.ToolProvider", "Ai.Tools", "Tasks.ToolSet")
-INVOCABLE_KINDS = ("Ai.Text", "Ai.Agent", "Mcp.ToolsCall", "Mcp.ToolsList")
+INVOCABLE_KINDS = ("Ai.Text", "Ai.Agent", "Ai.Image", "Mcp.ToolsCall", "Mcp.ToolsList")
 """Kinds an `Ai.Tools` entry's `tool: !ref` may name (each runs to one complete result)."""
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 

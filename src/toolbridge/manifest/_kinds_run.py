@@ -7,6 +7,7 @@
 - `Ai.Text`, `Ai.TextStream`, `Ai.AgentStream`: one-shot text, streamed text, a streamed agent
   run; `Mcp.ToolsCall` and `Mcp.ToolsList`: one MCP request as a runnable document;
   `Mcp.SessionProvider`: where an `Mcp.HttpClient` in external session mode gets its session id.
+- `Ai.Image` with `AiOpenai.OpenaiImageModel`: images from a prompt (OpenAI's images API).
 
 `ALL_KINDS` is every kind a manifest may use: the base kinds of `_kinds` plus these.
 """
@@ -17,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, PlainValidator, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from ._kinds import (
     CLIENT_KINDS,
@@ -26,9 +28,11 @@ from ._kinds import (
     AgentDoc,
     CelOrJson,
     KindDoc,
+    NonNegativeInt,
     PlainJson,
     PlainObject,
     RefTo,
+    SecretText,
     _Closed,
 )
 from ._kinds_gateway import GatewayDoc
@@ -40,6 +44,8 @@ __all__ = [
     "AgentStreamDoc",
     "ApplicationDoc",
     "GatedTarget",
+    "ImageDoc",
+    "OpenaiImageModelDoc",
     "SessionProviderDoc",
     "TargetEntry",
     "TextDoc",
@@ -49,7 +55,15 @@ __all__ = [
     "target_name",
 ]
 
-RUNNABLE_KINDS = ("Ai.Agent", "Ai.AgentStream", "Ai.Text", "Ai.TextStream", "Mcp.ToolsCall", "Mcp.ToolsList")
+RUNNABLE_KINDS = (
+    "Ai.Agent",
+    "Ai.AgentStream",
+    "Ai.Text",
+    "Ai.TextStream",
+    "Ai.Image",
+    "Mcp.ToolsCall",
+    "Mcp.ToolsList",
+)
 """Kinds `toolbridge run` can run (directly with `--target NAME`, or as a `targets` entry)."""
 
 ALIAS_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
@@ -250,6 +264,54 @@ class AgentStreamDoc(AgentDoc):
     kind: Literal["Ai.AgentStream"]  # type: ignore[assignment]
 
 
+def _generate_only(value: Any) -> str:
+    if value == "generate":
+        return "generate"
+    if value in ("edit", "inpaint"):
+        raise PydanticCustomError(
+            "telo_unsupported",
+            "Telo's intent {intent} (from input images) is a Telo feature toolbridge does not "
+            "implement; it generates from a prompt (intent generate)",
+            {"intent": value},
+        )
+    raise PydanticCustomError("literal_error", "Input should be 'generate'")
+
+
+class OpenaiImageModelDoc(KindDoc):
+    """`AiOpenai.OpenaiImageModel`: OpenAI's images API (or any endpoint speaking it)."""
+
+    kind: Literal["AiOpenai.OpenaiImageModel"]
+    model: str
+    """The image model, e.g. `gpt-image-1`."""
+    api_key: SecretText | None = None
+    """The API key, normally `!cel "secrets.openaiApiKey"`."""
+    base_url: SecretText | None = None
+    """Any endpoint speaking OpenAI's images API (default: OpenAI's)."""
+    options: PlainObject | None = None
+    """Request options as Telo's schema has them (`size`, `quality`, `n`, `background`,
+    `outputFormat`, `moderation`, `style`, …); a call's `options` go over them."""
+    max_retries: NonNegativeInt = 3
+    """Retries on 429 and 5xx answers and connection failures, with backoff."""
+
+
+class ImageDoc(KindDoc):
+    """`Ai.Image`: generate images from a prompt; returns `{images, finishReason, usage}`."""
+
+    kind: Literal["Ai.Image"]
+    model: Annotated[Ref, RefTo("AiOpenai.OpenaiImageModel")]
+    """The image model."""
+    intent: Annotated[str, PlainValidator(_generate_only, json_schema_input_type=Literal["generate"])] = (
+        "generate"
+    )
+    """Telo's intent; toolbridge generates from a prompt (Telo's `edit` and `inpaint`, which take
+    input images, are one `ERR_MANIFEST_UNSUPPORTED`)."""
+    options: PlainObject | None = None
+    """Options over the model's (a call's `options` go over these)."""
+    output_dir: str | None = None
+    """toolbridge's: a directory (relative to the manifest) each image is also written to, as
+    `NAME-N.png` (the first free N); the result's `files` lists them."""
+
+
 class ToolsCallDoc(KindDoc):
     """`McpClient.ToolsCall` (`Mcp.ToolsCall`): call one tool; inputs `{name, arguments}`."""
 
@@ -283,6 +345,8 @@ RUN_KINDS: dict[str, type[KindDoc]] = {
     "Mcp.ToolsCall": ToolsCallDoc,
     "Mcp.ToolsList": ToolsListDoc,
     "Mcp.SessionProvider": SessionProviderDoc,
+    "Ai.Image": ImageDoc,
+    "AiOpenai.OpenaiImageModel": OpenaiImageModelDoc,
 }
 
 ALL_KINDS: dict[str, type[KindDoc]] = {**KINDS, **RUN_KINDS, "Gateway": GatewayDoc}

@@ -326,4 +326,7 @@ class InvocableTools:
             return _to_tool_result(_fill(result, {"arguments": arguments, "result": output}, what))
         if isinstance(runnable, AgentRunnable):
             return _to_tool_result(output["text"])
+        if "images" in output and "finishReason" in output:  # Ai.Image: the images as image parts
+            parts = [{k: i[k] for k in ("type", "data", "mediaType")} for i in output["images"]]
+            return _to_tool_result(parts or f"no image: {output['finishReason']}")
         return _to_tool_result(output)

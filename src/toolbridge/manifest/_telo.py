@@ -15,7 +15,7 @@ provides four of Telo's modules, by the module's name:
 PascalCase module name). `KindResolver.resolve` turns a written kind into its canonical kind
 (`McpClient.HttpClient` -> `Mcp.HttpClient`), or says precisely why it cannot: a kind of a module
 toolbridge does not provide (`Http.Api`, `Run.Sequence`, a local Telo library), or a Telo kind of
-a provided module that toolbridge does not implement (`Ai.Image`). Without a `Telo.Application`,
+a provided module that toolbridge does not implement (`Ai.Model`). Without a `Telo.Application`,
 the canonical prefixes stand for themselves and `McpClient` for the MCP client module, as in
 Telo's documentation.
 """
@@ -57,10 +57,8 @@ _TELO_REGISTRY = "oci://ghcr.io/telorun/"
 
 # Telo kinds of the provided modules that toolbridge does not implement, with what they are.
 _NOT_IMPLEMENTED = {
-    "Ai.Image": "image generation",
     "Ai.Model": "the abstract model contract (use a concrete model kind)",
     "Ai.ToolProvider": "the abstract tool provider contract (use Ai.Tools or AiMcp.ToolProvider)",
-    "AiOpenai.OpenaiImageModel": "image generation",
     "Mcp.Client": "the abstract client contract (use Mcp.StdioClient or Mcp.HttpClient)",
 }
 

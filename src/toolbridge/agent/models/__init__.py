@@ -3,6 +3,7 @@
 - `Model` / `ModelBase`: the one-turn contract (`request`, `request_stream`), with
   `ModelRequest`, `ModelResponse`, `Message`, `ToolCall`, `Usage`, `TextDelta`, `ModelPrices`.
 - `OpenAIModel`: Chat Completions on the official `openai` SDK (imported only when used).
+- `OpenAIImageModel`: OpenAI's images API on the same SDK; `generate` gives `GeneratedImages`.
 - `AnthropicModel`: Claude over the Messages API on the official `anthropic` SDK (likewise).
 - `GeminiModel`: Gemini on the official `google-genai` SDK (likewise).
 - `model_from_string("provider:model")`: the model an `Agent("openai:gpt-4o-mini")` gets.
@@ -30,6 +31,7 @@ from ._base import (
 )
 from ._factory import PROVIDER_PREFIXES, model_from_string
 from ._gemini import GeminiModel
+from ._images import GeneratedImages, OpenAIImageModel
 from ._openai import OpenAIModel
 from ._schema import resolve_local_refs, to_gemini_schema, to_strict_schema
 from ._scripted import FunctionModel, ScriptedModel, response_from
@@ -41,6 +43,7 @@ __all__ = [
     "FinishReason",
     "FunctionModel",
     "GeminiModel",
+    "GeneratedImages",
     "Message",
     "Model",
     "ModelBase",
@@ -48,6 +51,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelStreamItem",
+    "OpenAIImageModel",
     "OpenAIModel",
     "Role",
     "ScriptedModel",
