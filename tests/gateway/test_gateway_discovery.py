@@ -270,3 +270,31 @@ async def test_a_rug_pulled_tool_is_never_found(tmp_path: Path) -> None:
     assert "vault_exfiltrate_credentials" not in (tmp_path / "state" / "calls.log").read_text(
         encoding="utf-8"
     )
+
+
+async def test_a_prefix_grant_finds_and_calls_its_tools_and_check_says_what_it_grants(tmp_path: Path) -> None:
+    clients = """clients:
+  - name: me
+    local: true
+    permissions: { allow: ["tool:mail_*", "effect:read"] }
+"""
+    manifest = _manifest(tmp_path, clients, lock="tools.lock")
+    await anyio.run_process([TOOLBRIDGE, "lock", "--out", str(tmp_path / "tools.lock"), str(manifest)])
+    checked = await anyio.run_process([TOOLBRIDGE, "check", str(manifest)], check=False)
+    out = checked.stdout.decode()
+    assert checked.returncode == 0, out
+    assert "warning ERR_MANIFEST_GRANT_PATTERN: Disco: tool:mail_* grants 101 tool(s) of the lock" in out
+    async with gateway_stdio(manifest) as client:
+        assert await _names(client) == [*META, "mail_list_message"]  # 101 granted: past the threshold
+        found = _data(await client.call_tool("find_tools", {"query": "archive an old email thread"}))["tools"]
+        assert found[0]["name"] == "mail_archive_thread"
+        assert all(f["name"].startswith("mail_") for f in found)
+        done = await client.call_tool(
+            "call_tool", {"name": "mail_archive_thread", "arguments": {"text": "t"}}
+        )
+        assert not done.is_error
+        refused = await client.call_tool("call_tool", {"name": "cal_create_event", "arguments": {}})
+        assert refused.meta is not None and refused.meta["toolbridge/code"] == "PERMISSION_DENIED"
+    rows = _rows(tmp_path)
+    assert ("me", "discovered", "mail_archive_thread", "succeeded") in rows  # the concrete tool
+    assert ("me", "discovered", "cal_create_event", "not_started") in rows

@@ -14,6 +14,7 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._naming import model_legal
 from .._schema_loops import schema_hazard
 from ._kinds import AgentDoc, McpToolDoc, TaskToolSetDoc, ToolProviderDoc, ToolsDoc
 from ._kinds_gateway import GatewayDoc
@@ -182,8 +183,50 @@ class ToolPasses:
                             severity,
                         )
 
+    def _check_grant_patterns(self, known: dict[str, list[str]]) -> None:
+        """Say what each prefix grant (`tool:<prefix>*`) of a Runtime or a Gateway client grants:
+        the tools of the gateway's lock it matches (`known`, by Gateway document name), or that
+        it matches whatever tool is named so (a warning: a pattern grants tools added later)."""
+        from ..runtime import tool_prefix
+
+        places: list[tuple[ManifestDoc, tuple[str | int, ...], list[str], list[str] | None]] = []
+        for mdoc in self.result.of_kind("Runtime"):
+            allow = getattr(getattr(mdoc.model, "permissions", None), "allow", None) or []
+            places.append((mdoc, ("permissions", "allow"), list(allow), None))
+        for mdoc in self.result.of_kind("Gateway"):
+            assert isinstance(mdoc.model, GatewayDoc)
+            for c, client in enumerate(mdoc.model.clients):
+                if client.permissions is not None:
+                    where: tuple[str | int, ...] = ("clients", c, "permissions", "allow")
+                    places.append((mdoc, where, list(client.permissions.allow), known.get(mdoc.name)))
+        for mdoc, path, allow, names in places:
+            for i, grant in enumerate(allow):
+                prefix = tool_prefix(grant)
+                if prefix is None:
+                    continue
+                if names is None:
+                    what = f"every tool whose id starts with {prefix!r}, now and added later"
+                else:
+                    matched = [n for n in names if n.startswith(prefix)]
+                    shown = ", ".join(matched[:10]) + (
+                        f", ... ({len(matched)} in all)" if len(matched) > 10 else ""
+                    )
+                    what = f"{len(matched)} tool(s) of the lock ({shown or 'none'}), and any added later"
+                self.add(
+                    mdoc.source.value_pos((*path, i)),
+                    "ERR_MANIFEST_GRANT_PATTERN",
+                    f"{mdoc.name}: {grant} grants {what}",
+                    "warning",
+                )
+
     def _check_gateways(self) -> None:
-        """A `Gateway`'s lock file pins every server it serves; its includes name known tools."""
+        """A `Gateway`'s lock file pins every server it serves; its includes name known tools;
+        what each prefix grant grants."""
+        known: dict[str, list[str]] = {}
+        self._gateway_checks(known)
+        self._check_grant_patterns(known)
+
+    def _gateway_checks(self, known: dict[str, list[str]]) -> None:
         from ..errors import ConfigError
 
         for mdoc in self.result.of_kind("Gateway"):
@@ -231,6 +274,9 @@ class ToolPasses:
                 if target is None or not isinstance(target.model, ToolProviderDoc):
                     continue
                 server = target.model.client.name
+                if server in lock.servers:
+                    pinned = lock.server(server).tools
+                    known.setdefault(mdoc.name, []).extend(model_legal(binding.prefix + t) for t in pinned)
                 if server not in lock.servers:
                     self.add(
                         mdoc.source.value_pos(("toolProviders", b, "provider")),

@@ -22,7 +22,7 @@ from ._leases import keep_leases
 from ._limits import Budget, Limits
 from ._operations import Operation
 from ._outcomes import CODES, OUTCOMES, RuntimeResult
-from ._permissions import Permissions, ToolGrantNeeds, effective_effects
+from ._permissions import Permissions, ToolGrantNeeds, effective_effects, tool_prefix
 from ._runtime import RunOutcomeEvent, Runtime, create_runtime
 from ._session import GovernedSession
 
@@ -60,4 +60,5 @@ __all__ = [
     "effective_effects",
     "is_postgres_url",
     "keep_leases",
+    "tool_prefix",
 ]

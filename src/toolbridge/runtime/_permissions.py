@@ -4,6 +4,14 @@ Permissions are an explicit list of exact strings fixed when the runtime is crea
 allowed by default, not even the model. There are no wildcards and no deny list: `tool:*` is just
 a grant named `tool:*`, which matches no tool. Grants are case-sensitive.
 
+One pattern form, for large catalogs: a **prefix grant** `tool:<prefix>*` (a non-empty prefix
+without `*`, e.g. `tool:github_*`) grants every tool whose id starts with `<prefix>`, so a
+gateway binding's prefix can be granted at once instead of one `tool:` grant per tool. The
+trade-off: a prefix grant also grants tools the server adds later under that prefix. Pinning
+(a gateway's `lock`) is what keeps that bounded: a new tool is withheld until the lock approves
+it. `toolbridge check` lists what each prefix grant matches in the lock; the journal always
+names the concrete tool called. Effects and capabilities are still granted exactly.
+
 Grant kinds:
 
 - `model:<model.id>`: call that model (`model:scripted`, `model:function`, `model:openai:gpt-4o`);
@@ -37,6 +45,7 @@ __all__ = [
     "Permissions",
     "ToolGrantNeeds",
     "effective_effects",
+    "tool_prefix",
 ]
 
 EFFECTS: Final[tuple[str, ...]] = ("none", "read", "write", "host")
@@ -76,7 +85,7 @@ class Permissions:
             than 4096 grants, or a grant longer than 256 characters.
     """
 
-    __slots__ = ("_allow", "_decided")
+    __slots__ = ("_allow", "_decided", "_prefixes")
 
     def __init__(self, allow: Iterable[str] = ()) -> None:
         if isinstance(allow, str | bytes):
@@ -91,6 +100,8 @@ class Permissions:
         if len(grants) > MAX_GRANTS:
             raise ConfigError(f"permissions.allow has {len(grants)} grants; at most {MAX_GRANTS} are allowed")
         self._allow: frozenset[str] = frozenset(grants)
+        self._prefixes: tuple[str, ...] = tuple(sorted({p for g in grants if (p := tool_prefix(g))}))
+        """The prefixes of the prefix grants (`tool:<prefix>*`)."""
         self._decided: dict[tuple[str, str, tuple[str, ...]], str | None] = {}
         """`first_missing` per (tool id, effects, capabilities): the list never changes."""
 
@@ -128,9 +139,31 @@ class Permissions:
         """True when `grant` is in the list (exact, case-sensitive match)."""
         return grant in self._allow
 
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        """The tool-id prefixes of the prefix grants (`tool:<prefix>*`), sorted."""
+        return self._prefixes
+
     def missing(self, needs: Iterable[str]) -> list[str]:
-        """The grants in `needs` that are not in the list, in order."""
-        return [g for g in needs if g not in self._allow]
+        """The grants in `needs` that are not in the list (nor, for a `tool:` grant, matched by a
+        prefix grant), in order."""
+        return [g for g in needs if g not in self._allow and not self._by_prefix(g)]
+
+    def granted_by(self, grant: str) -> str | None:
+        """The grant of the list that grants `grant`: itself, a prefix grant, or None."""
+        if grant in self._allow:
+            return grant
+        if self._by_prefix(grant):
+            tool_id = grant[len(_TOOL) :]
+            return next(f"{_TOOL}{p}*" for p in self._prefixes if tool_id.startswith(p))
+        return None
+
+    def _by_prefix(self, grant: str) -> bool:
+        return (
+            bool(self._prefixes)
+            and grant.startswith(_TOOL)
+            and grant[len(_TOOL) :].startswith(self._prefixes)
+        )
 
     def first_missing(self, needs: ToolGrantNeeds) -> str | None:
         """The first grant `needs.required()` lacks (None when all are granted), remembered.
@@ -158,6 +191,18 @@ class Permissions:
 
     def __repr__(self) -> str:
         return f"Permissions({sorted(self._allow)!r})"
+
+
+_TOOL: Final = "tool:"
+
+
+def tool_prefix(grant: str) -> str | None:
+    """The prefix of a prefix grant `tool:<prefix>*` (non-empty, no other `*`), else None."""
+    if grant.startswith(_TOOL) and grant.endswith("*"):
+        prefix = grant[len(_TOOL) : -1]
+        if prefix and "*" not in prefix:
+            return prefix
+    return None
 
 
 def effective_effects(declared: str | None, annotations: Mapping[str, Any] | None) -> str:
