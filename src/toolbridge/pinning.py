@@ -35,6 +35,7 @@ Lock file (version 1; `prompts`, `resources`, `templates` optional):
 ```json
 {
   "version": 1,
+  "approvedAt": 1796181600.0,
   "servers": {
     "files": {
       "instructions": "sha256:…" | null,
@@ -45,6 +46,10 @@ Lock file (version 1; `prompts`, `resources`, `templates` optional):
   }
 }
 ```
+
+`approvedAt` (optional; `toolbridge lock` writes it) is when the pins were approved: a gateway
+never lets a lock file replace pins approved later (`toolbridge lock --rollback FILE` re-approves
+an older lock on purpose).
 
 Server names are chosen by whoever writes the lock (the manifest document name, or `--name`),
 never taken from the server's self-reported `serverInfo.name`, which any server can spoof.
@@ -262,6 +267,10 @@ class ToolLock:
     """A whole lock file: server name -> `ServerLock`."""
 
     servers: dict[str, ServerLock] = field(default_factory=dict)
+    approved_at: float | None = None
+    """When these pins were approved (epoch seconds; `toolbridge lock` writes it as
+    `approvedAt`). An approval never gives way to an older one; None (a lock written before):
+    the file's modification time stands in."""
 
     def server(self, name: str) -> ServerLock:
         """The pins of server `name`.
@@ -278,10 +287,11 @@ class ToolLock:
             ) from None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": LOCK_VERSION,
-            "servers": {name: lock.to_json() for name, lock in sorted(self.servers.items())},
-        }
+        data: dict[str, Any] = {"version": LOCK_VERSION}
+        if self.approved_at is not None:
+            data["approvedAt"] = self.approved_at
+        data["servers"] = {name: lock.to_json() for name, lock in sorted(self.servers.items())}
+        return data
 
 
 def _invalid(path: str, why: str) -> ConfigError:
@@ -315,7 +325,12 @@ def read_lock(path: str | os.PathLike[str]) -> ToolLock:
     servers = data.get("servers")
     if not isinstance(servers, dict):
         raise _invalid(where, '"servers" must be an object')
-    lock = ToolLock()
+    approved = data.get("approvedAt")
+    if approved is not None and (
+        isinstance(approved, bool) or not isinstance(approved, (int, float)) or not 0 <= approved < 1e11
+    ):
+        raise _invalid(where, '"approvedAt" must be a time in epoch seconds')
+    lock = ToolLock(approved_at=None if approved is None else float(approved))
     for name, entry in servers.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("tools"), dict):
             raise _invalid(where, f'servers.{name} must be an object with a "tools" object')

@@ -7,7 +7,13 @@ toolbridge lock [--out tools.lock] [--name NAME] --url URL              # a Stre
 toolbridge lock [--out tools.lock] MANIFEST.yaml                        # every Mcp.* client in it
 toolbridge lock --check ...                                             # compare, do not write
 toolbridge lock [--secret NAME=VALUE] [--secrets-file F] MANIFEST.yaml   # its secrets, as for `run`
+toolbridge lock --rollback OLD.lock (--out tools.lock | MANIFEST.yaml)   # re-approve an older lock
 ```
+
+Every lock written carries `approvedAt` (now): a gateway never lets a lock file replace pins
+approved later (an old copy dropped into a replica's folder is refused, logged). `--rollback
+OLD` is the explicit way back: it writes OLD's pins to the lock file (`--out`, or the manifest's
+`lock:` file) approved now, without contacting any server, so every replica adopts them.
 
 A server given by command or URL is stored under `--name` (default `server`); a manifest's clients
 under their document names. Entries of other servers already in the lock file are kept, so one
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -67,6 +74,12 @@ def register(subparsers: Any) -> None:
         help="protocol negotiation for --url or `-- COMMAND` (a manifest says `mode:` per client)",
     )
     lock.add_argument("--check", action="store_true", help="compare with the lock file instead of writing it")
+    lock.add_argument(
+        "--rollback",
+        metavar="OLD_LOCK",
+        default=None,
+        help="write OLD_LOCK's pins to the lock file, approved now (contacts no server)",
+    )
     _secret_options(lock)
     lock.add_argument(
         "words",
@@ -149,7 +162,30 @@ def diff_locks(pinned: ServerLock | None, current: ServerLock) -> list[str]:
     return lines
 
 
+def _rollback(args: argparse.Namespace) -> int:
+    """`--rollback OLD`: OLD's pins written to the lock file as the newest approval."""
+    before = list(args.words)
+    if args.check or args.url or args.server_command or len(before) > 1:
+        raise ConfigError(
+            "--rollback takes the old lock and --out FILE or one MANIFEST", code="ERR_INVALID_INPUT"
+        )
+    if args.out:
+        out = Path(args.out)
+    elif before:
+        manifest = _load_for_locking(before[0], _given_secrets(args), args.secrets_file)
+        out = _manifest_lock_file(manifest) or Path(DEFAULT_OUT)
+    else:
+        raise ConfigError("--rollback needs --out FILE or the MANIFEST whose lock to roll back")
+    old = read_lock(args.rollback)
+    old.approved_at = time.time()
+    write_lock(out, old)
+    emit(f"rolled back {visible_text(os.fspath(out))} to {visible_text(args.rollback)}, approved now")
+    return 0
+
+
 def _run_lock(args: argparse.Namespace) -> int:
+    if args.rollback is not None:
+        return _rollback(args)
     before, command = list(args.words), list(args.server_command)
     # A ToolbridgeError is printed as one line with exit status 1 by `main`.
     sources = sum(1 for present in (bool(args.url), bool(command), bool(before)) if present)
@@ -191,6 +227,7 @@ def _run_lock(args: argparse.Namespace) -> int:
         return 1 if problems else 0
     existing = read_lock(out) if out.exists() else ToolLock()
     existing.servers.update(current)
+    existing.approved_at = time.time()
     write_lock(out, existing)
     for name, server in current.items():
         side = ", ".join(f"{len(server.side(kind))} {kind}" for kind in SIDE_KINDS)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ __all__ = ["OpenGateway", "Watched", "open_gateway"]
 
 log = logging.getLogger("toolbridge.gateway")
 
+LISTING_MAX_AGE_S = 5.0
+"""A listing of an upstream is not trusted past this age: the gateway's watcher asks the upstream
+again (a silent change is noticed even from one that advertises `listChanged`, so a pinned tool
+rewritten without notice is withheld within about this long, plus one watcher tick)."""
+
 
 @dataclass
 class _Pin:
@@ -56,6 +62,8 @@ class _Pin:
     mtime: float = -1.0
     version: int = 0
     """The stored version in force (PostgreSQL pins)."""
+    approved: float = -1.0
+    """When the pins in force were approved (a lock never replaces later-approved pins)."""
 
 
 @dataclass
@@ -89,6 +97,8 @@ class OpenGateway:
     """The PostgreSQL pin store (`_pins_pg.PgPinStore`) when pins are shared, else None."""
     _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
     _listing: dict[int, str] = field(default_factory=dict, repr=False)
+    _fresh_at: dict[int, float] = field(default_factory=dict, repr=False)
+    """When each upstream was last listed by asking it (not its client's cache)."""
     operators: dict[str, str] = field(default_factory=dict, repr=False)
     """The console's operators: sign-in token -> name (HTTP; empty: no console)."""
     journal_location: str | None = field(default=None, repr=False)
@@ -114,15 +124,24 @@ class OpenGateway:
                 lock = read_lock(pin.path)
             except ConfigError:
                 continue  # a lock being rewritten, or broken: keep the one in force
+            approved = mtime if lock.approved_at is None else lock.approved_at
             if pin.server in lock.servers:
+                if approved < pin.approved:
+                    log.warning("lock %s is older than the approval in force: not adopted", pin.path.name)
+                    continue
                 if self._pin_store is not None:  # a renewed lock file is an approval for all replicas
                     try:
-                        pin.version = await self._pin_store.save(pin.server, lock.server(pin.server))
+                        version = await self._pin_store.save(pin.server, lock.server(pin.server), approved)
                     except ConfigError as exc:
                         pin.mtime = -1.0  # stored at a later check
                         log.warning("the renewed lock could not be stored: %s", exc)
                         continue
+                    if version is None:
+                        log.warning("lock %s is older than the stored approval: not adopted", pin.path.name)
+                        continue
+                    pin.version = version
                 pin.pinned.lock = lock.server(pin.server)
+                pin.approved = approved
                 pin.watched.bumps += 1
         if self._pin_store is not None and self._pins:
             try:
@@ -140,13 +159,18 @@ class OpenGateway:
     async def _probe(self, watched: Watched, client: Any) -> None:
         """List one upstream (within its deadline, unless its breaker is open): a changed
         listing, or one that works again after failing, makes the catalog list it again."""
-        probing = watched.breaker.opened_at is not None or watched.stale
+        key = id(watched)
+        now = time.monotonic()
+        fresh = now - self._fresh_at.get(key, -1e9) >= LISTING_MAX_AGE_S
+        probing = watched.breaker.opened_at is not None or watched.stale or fresh
         if not watched.breaker.allow():
             return
         try:
             with anyio.fail_after(watched.deadline_s):
-                # a probe asks the upstream itself, not the client's cache of its last listing
+                # a probe asks the upstream itself, not the client's cache of its last listing:
+                # always past LISTING_MAX_AGE_S, whatever the upstream says of `listChanged`
                 tools = await (client.list_tools(refresh=True) if probing else client.list_tools())
+                self._fresh_at[key] = now if probing else self._fresh_at.get(key, now)
         except Exception as exc:  # slow or down: its last good listing is served meanwhile
             watched.failed(f"its tools could not be listed ({why_failed(exc)})", listing=True)
             return
@@ -156,7 +180,6 @@ class OpenGateway:
                 sort_keys=True,
             ).encode()
         ).hexdigest()
-        key = id(watched)
         if self._listing.get(key, digest) != digest:
             watched.bumps += 1
         self._listing[key] = digest
@@ -176,6 +199,7 @@ class OpenGateway:
             if stored is not None:
                 pin.pinned.lock = stored.lock
                 pin.version = stored.version
+                pin.approved = stored.approved_at
                 pin.watched.bumps += 1
 
 
@@ -313,7 +337,7 @@ async def open_gateway(
                 pinned: Any = None
                 if lock_name is not None:
                     lock_path = base_dir / lock_name
-                    server_lock, mtime = _server_lock(lock_path, pdoc.client.name)
+                    server_lock, mtime, approved = _server_lock(lock_path, pdoc.client.name)
                     pinned = provider = PinnedToolProvider(provider, server_lock, server=pdoc.client.name)
                 watched = Watched(
                     provider,
@@ -323,7 +347,7 @@ async def open_gateway(
                     breaker=Breaker(limits.breaker_failures, limits.breaker_cooldown_s),
                 )
                 if pinned is not None:
-                    pins.append(_Pin(watched, pinned, lock_path, pdoc.client.name, mtime))
+                    pins.append(_Pin(watched, pinned, lock_path, pdoc.client.name, mtime, approved=approved))
                 upstreams.append((watched, client))
                 provider = watched
             else:
@@ -418,12 +442,16 @@ async def _share_pins(gateway: OpenGateway, url: str, live: Any) -> None:
     gateway._pin_store = store
     for pin in gateway._pins:
         stored = await store.load(pin.server)
-        newer_file = pin.mtime >= 0 and (stored is None or pin.mtime > stored.written_at)
+        newer_file = pin.mtime >= 0 and (stored is None or pin.approved > stored.approved_at)
+        version = None
         if newer_file and pin.server in _servers_of(pin.path):
-            pin.version = await store.save(pin.server, pin.pinned.lock)
+            version = await store.save(pin.server, pin.pinned.lock, pin.approved)
+        if version is not None:
+            pin.version = version
         elif stored is not None:
             pin.pinned.lock = stored.lock
             pin.version = stored.version
+            pin.approved = stored.approved_at
 
 
 def _servers_of(path: Path) -> set[str]:
@@ -517,19 +545,21 @@ def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, 
     return settings, rules
 
 
-def _server_lock(path: Path, server: str) -> tuple[Any, float]:
-    """The server's pins (none when the file or the server is missing: all withheld), and the
-    file's modification time (-1 when missing) for the watcher."""
+def _server_lock(path: Path, server: str) -> tuple[Any, float, float]:
+    """The server's pins (none when the file or the server is missing: all withheld), the
+    file's modification time (-1 when missing) for the watcher, and when the pins were approved
+    (the lock's `approvedAt`, else that modification time)."""
     from ..pinning import ServerLock, read_lock
 
     try:
         mtime = path.stat().st_mtime
     except OSError:
-        return ServerLock(tools={}, instructions=None), -1.0
+        return ServerLock(tools={}, instructions=None), -1.0, -1.0
     lock = read_lock(path)
+    approved = mtime if lock.approved_at is None else lock.approved_at
     if server not in lock.servers:
-        return ServerLock(tools={}, instructions=None), mtime
-    return lock.server(server), mtime
+        return ServerLock(tools={}, instructions=None), mtime, approved
+    return lock.server(server), mtime, approved
 
 
 def _user() -> str:

@@ -14,6 +14,10 @@ each trusting its own lock file:
 - A lock file renewed under a running replica (`toolbridge lock --out FILE MANIFEST`) is an
   approval: the replica stores it, and every replica adopts it at its next check (the gateway's
   watcher asks for the versions once a second: one small query).
+- Approvals are monotonic: each row carries when its pins were approved (`approved_at`, the lock
+  file's `approvedAt`, or its modification time for a lock written before); a save older than
+  what is stored changes nothing (`save` answers None). An old lock file copied into a replica's
+  folder is refused; `toolbridge lock --rollback OLD` re-approves an older lock on purpose.
 
 Every wait is bounded: a connection within `timeout_s` (the pool's), every statement within the
 server's `statement_timeout`, each operation as a whole within twice `timeout_s`. The tables are
@@ -56,6 +60,8 @@ _SCHEMA = [
     # The pins of prompts, resources and templates ({"prompts": {name: hash}, ...}, JSON; NULL:
     # stored before they were pinned, so none recorded).
     "ALTER TABLE toolbridge_gateway_pin_servers ADD COLUMN IF NOT EXISTS side TEXT",
+    # When the pins were approved (the lock's `approvedAt`); NULL: stored before, `written_at` stands in.
+    "ALTER TABLE toolbridge_gateway_pin_servers ADD COLUMN IF NOT EXISTS approved_at DOUBLE PRECISION",
 ]
 _LOCK_KEY = 0x70696E73  # the advisory lock that serialises creating the tables
 
@@ -86,6 +92,8 @@ class StoredPins:
     lock: ServerLock
     version: int
     written_at: float
+    approved_at: float = 0.0
+    """When these pins were approved (`written_at` for pins stored before approvals were dated)."""
 
 
 class PgPinStore:
@@ -152,7 +160,8 @@ class PgPinStore:
 
         async def work(conn: Any) -> StoredPins | None:
             cur = await conn.execute(
-                "SELECT instructions, version, written_at, side FROM toolbridge_gateway_pin_servers "
+                "SELECT instructions, version, written_at, side, COALESCE(approved_at, written_at) "
+                "FROM toolbridge_gateway_pin_servers "
                 "WHERE gateway = %s AND server = %s",
                 (self.gateway, server),
             )
@@ -166,26 +175,33 @@ class PgPinStore:
             tools = {str(tool): str(digest) for tool, digest in await cur.fetchall()}
             side = _side_of(head[3])
             lock = ServerLock(tools=tools, instructions=head[0], **side)
-            return StoredPins(lock, int(head[1]), float(head[2]))
+            return StoredPins(lock, int(head[1]), float(head[2]), float(head[4]))
 
         result: StoredPins | None = await self._run(work)
         return result
 
-    async def save(self, server: str, lock: ServerLock) -> int:
-        """Store `lock` as `server`'s pins (replacing what was there); returns the new version."""
+    async def save(self, server: str, lock: ServerLock, approved_at: float | None = None) -> int | None:
+        """Store `lock` as `server`'s pins, approved at `approved_at` (default: now), unless what
+        is stored was approved later (monotonic: then nothing changes and the answer is None);
+        returns the new version."""
+        now = time.time()
+        approved = now if approved_at is None else approved_at
 
-        async def work(conn: Any) -> int:
+        async def work(conn: Any) -> int | None:
             async with conn.transaction():
                 cur = await conn.execute(
                     "INSERT INTO toolbridge_gateway_pin_servers AS s "
-                    "(gateway, server, instructions, version, written_by, written_at, side) "
-                    "VALUES (%s, %s, %s, 1, %s, %s, %s) ON CONFLICT (gateway, server) DO UPDATE SET "
+                    "(gateway, server, instructions, version, written_by, written_at, side, approved_at) "
+                    "VALUES (%s, %s, %s, 1, %s, %s, %s, %s) ON CONFLICT (gateway, server) DO UPDATE SET "
                     "instructions = EXCLUDED.instructions, version = s.version + 1, "
                     "written_by = EXCLUDED.written_by, written_at = EXCLUDED.written_at, "
-                    "side = EXCLUDED.side RETURNING version",
-                    (self.gateway, server, lock.instructions, self.who, time.time(), _side_json(lock)),
+                    "side = EXCLUDED.side, approved_at = EXCLUDED.approved_at "
+                    "WHERE COALESCE(s.approved_at, s.written_at) <= EXCLUDED.approved_at RETURNING version",
+                    (self.gateway, server, lock.instructions, self.who, now, _side_json(lock), approved),
                 )
                 row = await cur.fetchone()
+                if row is None:  # an approval newer than this one is in force
+                    return None
                 await conn.execute(
                     "DELETE FROM toolbridge_gateway_pins WHERE gateway = %s AND server = %s",
                     (self.gateway, server),
@@ -199,7 +215,7 @@ class PgPinStore:
                         )
                 return int(row[0])
 
-        version: int = await self._run(work)
+        version: int | None = await self._run(work)
         return version
 
     async def versions(self) -> dict[str, int]:
