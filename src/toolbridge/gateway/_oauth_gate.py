@@ -23,6 +23,9 @@
    cause (never the token): the first one, then at most one line per `UNAVAILABLE_LOG_EVERY_S`
    saying how many more there were.
 
+A DPoP-bound token (`cnf.jkt` in its claims) is accepted only as `Authorization: DPoP` with a
+valid proof for this request (`_dpop_proof.check_proof`), and refused as `Bearer`.
+
 A verified token is also put where the SDK looks for it (`scope["user"]` as an
 `AuthenticatedUser`, and the SDK's auth context): a Streamable HTTP session then belongs to the
 principal that opened it (the SDK answers 404 to another token), and `get_access_token()` works
@@ -39,6 +42,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._dpop_proof import ReplayCache, bound_key, check_proof
 from ._oauth import AuthUnavailable, OAuthSettings, OAuthVerifier, TokenRejected
 
 if TYPE_CHECKING:
@@ -155,6 +159,8 @@ class OAuthGate:
         self.scopes_supported = sorted(required)
         self._unavailable_logged_at = -float("inf")
         self._unavailable_unlogged = 0
+        self.replay = ReplayCache()
+        """`jti`s of the DPoP proofs accepted in the proof window (see `_dpop_proof`)."""
 
     def _metadata_app(self, resource_name: str | None) -> ASGIApp:
         from mcp.server.auth.routes import create_protected_resource_routes
@@ -212,6 +218,33 @@ class OAuthGate:
                 return rule.name
         raise TokenRejected("the token names no client of this gateway", status=403, error="access_denied")
 
+    def _check_binding(
+        self, scope: MutableMapping[str, Any], access: AccessToken, token: str, dpop: bool
+    ) -> None:
+        """RFC 9449: a bound token only with the DPoP scheme and a good proof; no proof for a bearer one.
+
+        Raises:
+            TokenRejected: the token or its proof is refused.
+        """
+        jkt = bound_key(access.claims)
+        if jkt is None:
+            if dpop:
+                raise TokenRejected("the token is not DPoP-bound; send it as Bearer")
+            return
+        if not dpop:
+            raise TokenRejected("a DPoP-bound token presented as Bearer")
+        proofs = [v for k, v in scope.get("headers") or [] if k == b"dpop"]
+        if len(proofs) > 1:
+            raise TokenRejected("more than one DPoP proof", error="invalid_dpop_proof")
+        check_proof(
+            proofs[0].decode("ascii", "replace") if proofs else None,
+            method=str(scope.get("method", "")),
+            url=self.settings.resource,
+            token=token,
+            jkt=jkt,
+            replay=self.replay,
+        )
+
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         kind = scope.get("type")
         if kind == "websocket":  # the gateway serves none: refuse rather than pass unchecked
@@ -224,11 +257,12 @@ class OAuthGate:
             await self._metadata(scope, receive, send)
             return
         header = next((v for k, v in scope.get("headers") or [] if k == b"authorization"), None)
-        if header is None or header[:7].lower() != b"bearer " or not header[7:].strip():
+        dpop_scheme = header is not None and header[:5].lower() == b"dpop "
+        if header is None or not (dpop_scheme or header[:7].lower() == b"bearer ") or not header[7:].strip():
             await self._refuse(send, None)
             return
-        given = header[7:].strip()
-        who = self._static(given)
+        given = header[5:].strip() if dpop_scheme else header[7:].strip()
+        who = None if dpop_scheme else self._static(given)
         if who is not None:
             scope[self._key] = who
             await self.app(scope, receive, send)
@@ -236,6 +270,7 @@ class OAuthGate:
         try:
             text = given.decode("ascii")
             access = await self.verifier.check(text)
+            self._check_binding(scope, access, text, dpop_scheme)
             who = self.identify(access)
         except UnicodeDecodeError:
             await self._refuse(send, TokenRejected("malformed token"))
@@ -298,6 +333,7 @@ class OAuthGate:
 
     async def _refuse(self, send: Any, exc: TokenRejected | None) -> None:
         parts: list[str] = []
+        scheme = "DPoP" if exc is not None and exc.error == "invalid_dpop_proof" else "Bearer"
         if exc is not None:
             error = exc.error if exc.error != "access_denied" else "insufficient_scope"
             parts += [f'error="{error}"', f'error_description="{_quoted(exc.reason)}"']
@@ -320,7 +356,7 @@ class OAuthGate:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", ("Bearer " + ", ".join(parts)).encode()),
+                    (b"www-authenticate", (f"{scheme} " + ", ".join(parts)).encode()),
                 ],
             }
         )
