@@ -638,6 +638,15 @@ class PinnedToolProvider:
             return PinStatus(key, "pinned", pinned, current)
         return PinStatus(key, "changed" if pinned is not None else "new", pinned, current)
 
+    async def definitions(self) -> list[tuple[str, str, ToolSpec]]:
+        """(name, hash, spec) of every tool the source offers now, changed or not (for a review:
+        the gateway console's Pins page).
+
+        Raises:
+            McpError: listing the tools failed.
+        """
+        return await self._source.definitions()
+
     async def status(self) -> list[PinStatus]:
         """How every tool the source offers now compares with the lock.
 

@@ -17,7 +17,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from gw_helpers import calls_of, gateway_http, upstream_manifest
+from gw_helpers import TOOLBRIDGE, calls_of, gateway_http, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -191,3 +191,55 @@ async def test_no_decision_in_time_shows_as_timed_out_and_the_call_is_refused(tm
             decided = await page.locator("#decided").inner_text()
             assert "timed_out" in decided and "gateway" in decided
         assert calls_of(tmp_path) == []
+
+
+async def test_a_pin_change_is_reviewed_with_a_diff_and_accepted_in_the_page(tmp_path: Path) -> None:
+    shots = DOCS if os.environ.get("TOOLBRIDGE_SCREENSHOTS") == "1" else tmp_path
+    clients = CLIENTS.replace("tool:up_echo,", "tool:up_echo, tool:up_mutate, tool:up_evil,")
+    console = """console:
+  operators:
+    - name: olga
+      token: "${{ secrets.olgaToken }}"
+"""
+    manifest = upstream_manifest(
+        tmp_path, clients=clients, binding=BINDING, gateway=console, lock="tools.lock"
+    )
+    lock = tmp_path / "tools.lock"
+    await anyio.run_process(
+        [TOOLBRIDGE, "lock", "--out", str(lock), str(manifest)], env={**os.environ, **ENV}
+    )
+    with gateway_http(manifest, env=ENV) as url:
+        base = url.removesuffix("/mcp")
+        async with chromium() as page, alice(url) as client:
+            await sign_in(page, base)
+            await page.goto(f"{base}/console/pins")
+            assert await page.locator("#no-pins").count() == 1, await page.content()
+            await client.call_tool("up_mutate", {})  # the upstream rewrites echo and adds evil
+            with anyio.fail_after(60):
+                while await page.locator("section.pin").count() < 2:
+                    await anyio.sleep(0.3)
+                    await page.goto(f"{base}/console/pins")
+            echo = page.locator("section.pin[data-tool=echo]")
+            diff = await echo.locator("pre.diff").inner_text()
+            assert "-" in diff and "ssh" in diff, "the changed description shows in the diff"
+            assert (
+                "New: the lock has no pin for it."
+                in await page.locator("section.pin[data-tool=evil]").inner_text()
+            )
+            await page.screenshot(path=str(shots / "pins.png"), full_page=True)
+            assert "up_echo" not in {t.name for t in (await client.list_tools()).tools}
+            await echo.get_by_role("button", name="Accept").click()
+            await page.wait_for_selector("text=Accepted: the lock file pins it now")
+            await (
+                page.locator("section.pin[data-tool=evil]")
+                .get_by_role("button", name="Keep withheld")
+                .click()
+            )
+            await page.wait_for_selector("text=Kept withheld: nothing written.")
+            with anyio.fail_after(60):  # the gateway re-reads the lock within a second
+                while "up_echo" not in (names := {t.name for t in (await client.list_tools()).tools}):  # noqa: ASYNC110
+                    await anyio.sleep(0.3)
+            assert "up_evil" not in names
+            await page.goto(f"{base}/console/pins")
+            assert await page.locator("section.pin").count() == 1  # evil still waits
+            assert await page.locator("section.pin[data-tool=evil]").count() == 1

@@ -38,6 +38,7 @@ from . import _pages as pages
 from ._approvals import MAX_REASON, ApprovalStore
 from ._auth import COOKIE, SESSION_S, Operators, Session, place_problem, same_origin
 from ._live import LiveCalls
+from ._pins import PinBoard
 
 __all__ = ["ConsoleSettings", "console_app"]
 
@@ -75,6 +76,7 @@ class ConsoleSettings:
         identities: names offered in the journal page's identity filter.
         live: live calls (None: the Calls page reads the journal).
         on_decided: told each decision's approval id (wakes the call waiting here at once).
+        pins: the gateway's pinned upstreams (None: no Pins page to act on).
     """
 
     operators: Mapping[str, str]
@@ -86,6 +88,7 @@ class ConsoleSettings:
     identities: Sequence[str] = ()
     live: LiveCalls | None = None
     on_decided: Callable[[str], None] | None = None
+    pins: PinBoard | None = None
     _operators: Operators = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -297,6 +300,52 @@ def console_app(settings: ConsoleSettings) -> Starlette:
 
         return StreamingResponse(body(), media_type="text/event-stream", headers=_HEADERS)
 
+    async def pins(request: Request, session: Session | None, operator: str) -> Response:
+        board = settings.pins
+        if board is None:
+            body = (
+                '<p class="muted">No pinned server here (a gateway with a <code>lock:</code> has them).</p>'
+            )
+            return page("Pins", body, "pins", session, operator)
+        try:
+            reviews = await board.reviews()
+        except ToolbridgeError as exc:
+            return page("Pins", _unreadable(exc), "pins", session, operator)
+        csrf = None if settings.readonly or session is None else session.csrf
+        notice = {
+            "accepted": "Accepted: the lock file pins it now; the gateway serves it within a second.",
+            "kept": "Kept withheld: nothing written.",
+            "again": "It changed again since you read it: review it anew.",
+        }.get(request.query_params.get("done", ""))
+        return page("Pins", pages.pins_page(reviews, csrf=csrf), "pins", session, operator, notice=notice)
+
+    async def pin_decision(request: Request, session: Session | None, operator: str) -> Response:
+        board = settings.pins
+        if board is None or settings.readonly:
+            return _plain("forbidden: no pins to decide here", 403)
+        fields: dict[str, str] = request.state.fields
+        decision = fields.get("decision")
+        server, name, digest = fields.get("server", ""), fields.get("name", ""), fields.get("digest", "")
+        if decision == "keep":
+            log.info("console: %s kept %r of %r withheld", operator, bounded(name, 100), bounded(server, 100))
+            return RedirectResponse("/console/pins?done=kept", status_code=303, headers=_HEADERS)
+        if decision != "accept" or not (server and name and digest):
+            return _plain("the decision must be accept or keep, for a server, a tool and its hash", 400)
+        try:
+            written = await board.accept(server, name, digest)
+        except ToolbridgeError as exc:
+            return _plain(f"the lock could not be written: {bounded(str(exc), 200)}", 503)
+        if written:
+            log.info(
+                "console: %s accepted %r of %r (%s)",
+                operator,
+                bounded(name, 100),
+                bounded(server, 100),
+                digest,
+            )
+        done = "accepted" if written else "again"
+        return RedirectResponse(f"/console/pins?done={done}", status_code=303, headers=_HEADERS)
+
     async def assets(request: Request) -> Response:
         name = request.path_params["name"]
         kind = _ASSETS.get(name)
@@ -319,6 +368,8 @@ def console_app(settings: ConsoleSettings) -> Starlette:
         Route("/console/journal/{run_id}/{call_id}", guarded(run_or_call)),
         Route("/console/calls", guarded(calls)),
         Route("/console/calls/events", guarded(events)),
+        Route("/console/pins", guarded(pins)),
+        Route("/console/pins", guarded(pin_decision, form=True), methods=["POST"]),
     ]
     return Starlette(routes=routes)
 

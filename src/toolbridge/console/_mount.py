@@ -8,6 +8,7 @@ from typing import Any
 from ._app import ConsoleSettings, console_app
 from ._auth import loopback_host
 from ._live import LiveCalls
+from ._pins import PinBoard
 
 __all__ = ["console_for"]
 
@@ -52,5 +53,6 @@ def console_for(gateway: Any, app: Any, *, host: str) -> tuple[Any, Callable[[],
         identities=sorted(gateway.identities),
         live=live,
         on_decided=getattr(route, "decided", None),
+        pins=PinBoard(sources) if (sources := gateway.pin_sources()) else None,
     )
     return _Split(console_app(settings), app), live.close

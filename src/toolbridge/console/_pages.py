@@ -21,13 +21,18 @@ from ._approvals import Approval
 
 __all__ = ["CallFilter", "asset", "esc", "layout"]
 
-PAGES = (("approvals", "Approvals"), ("journal", "Journal"), ("calls", "Calls"))
+PAGES = (("approvals", "Approvals"), ("journal", "Journal"), ("calls", "Calls"), ("pins", "Pins"))
 OUTCOMES = ("succeeded", "failed", "blocked", "cancelled", "outcome_unknown", "not_started", "running")
 
 
 def esc(value: object) -> str:
     """`value` as text in HTML: control and invisible characters shown as escapes, markup escaped."""
     return html.escape(visible_text(str(value)), quote=True)
+
+
+def esc_lines(text: str) -> str:
+    """`esc` of each line, the line breaks kept (for `<pre>` blocks)."""
+    return "\n".join(esc(line) for line in text.split("\n"))
 
 
 @lru_cache(maxsize=8)
@@ -95,7 +100,7 @@ def _args_table(arguments: Mapping[str, Any] | None) -> str:
         return '<p class="muted">(no arguments)</p>'
     rows = "".join(
         f"<tr><th><code>{esc(k)}</code></th>"
-        f"<td><pre>{esc(json.dumps(v, ensure_ascii=False, indent=2, sort_keys=True))}</pre></td></tr>"
+        f"<td><pre>{esc_lines(json.dumps(v, ensure_ascii=False, indent=2, sort_keys=True))}</pre></td></tr>"
         for k, v in arguments.items()
     )
     return f'<table class="args">{rows}</table>'
@@ -320,3 +325,43 @@ def calls_page(recent: Sequence[Mapping[str, Any]], *, live: bool) -> str:
 
 def query_of(f: CallFilter) -> str:
     return urlencode({k: v for k, v in f.__dict__.items() if v not in ("", None)})
+
+
+def pins_page(reviews: Sequence[Any], *, csrf: str | None) -> str:
+    """Tools withheld by their pins: the state, the hashes, a diff (when known) or the whole
+    current definition, and **Accept** / **Keep withheld**."""
+    if not reviews:
+        return '<p class="muted" id="no-pins">Every pinned tool matches its pin.</p>'
+    parts: list[str] = []
+    for r in reviews:
+        facts = (
+            f"<dt>server</dt><dd>{esc(r.server)}</dd><dt>tool</dt><dd><code>{esc(r.name)}</code></dd>"
+            f"<dt>state</dt><dd>{esc(r.state)}</dd>"
+            f"<dt>pinned</dt><dd><code>{esc(r.pinned or '-')}</code></dd>"
+            f"<dt>now</dt><dd><code>{esc(r.current)}</code></dd>"
+        )
+        if r.diff:
+            shown = f'<h2>Diff</h2><pre class="diff">{esc_lines(r.diff)}</pre>'
+        else:
+            why = (
+                "New: the lock has no pin for it."
+                if r.state == "new"
+                else "The definition it had while pinned is not known here (the lock keeps hashes)."
+            )
+            shown = f'<p class="muted">{why}</p><h2>Definition now</h2><pre>{esc_lines(r.definition)}</pre>'
+
+        form = ""
+        if csrf is not None and r.state != "blocked":
+            form = (
+                '<form class="actions" method="post" action="/console/pins">'
+                f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
+                f'<input type="hidden" name="server" value="{esc(r.server)}">'
+                f'<input type="hidden" name="name" value="{esc(r.name)}">'
+                f'<input type="hidden" name="digest" value="{esc(r.current)}">'
+                '<button class="approve" name="decision" value="accept">Accept</button>'
+                '<button class="deny" name="decision" value="keep">Keep withheld</button></form>'
+            )
+        parts.append(
+            f'<section class="card pin" data-tool="{esc(r.name)}"><dl>{facts}</dl>{shown}{form}</section>'
+        )
+    return "".join(parts)

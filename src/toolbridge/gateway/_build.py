@@ -106,6 +106,10 @@ class OpenGateway:
     discovery: Discovery | None = field(default=None, repr=False)
     """Governed tool discovery (`_discovery`), when the document has `discovery:`."""
 
+    def pin_sources(self) -> list[tuple[str, Any, Path]]:
+        """(server, its `PinnedToolProvider`, its lock file) of every pinned upstream."""
+        return [(pin.server, pin.pinned, pin.path) for pin in self._pins]
+
     async def refresh(self) -> None:
         """Re-read changed lock files (with PostgreSQL pins: store them, and adopt what another
         replica stored); notice upstream listings that changed without notice."""
