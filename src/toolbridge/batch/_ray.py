@@ -15,7 +15,9 @@
 - Each `_BatchActor` opens the manifest once (one `Worker`) in a long-lived task, and serves up
   to `concurrency` runs at once over the same MCP sessions; it is restarted (once more than the
   number of actors) if its process dies, and calls that were in flight fail as `WorkerLost`,
-  which the driver reconciles from the journal.
+  which the driver reconciles from the journal. Actors are placed with Ray's `SPREAD`
+  scheduling strategy (over every node of the cluster, not packed on the first); an actor whose
+  process died gets no more runs while another actor is alive.
 - Runs reach an actor in chunks (`_Lane`): one Ray call (`run_many`) carries up to
   `ceil(concurrency / CALLS_PER_ACTOR)` runs, each claimed by the driver before it is sent; a
   call that fails fails each of its runs the same way.
@@ -386,7 +388,11 @@ async def run_on_ray(
         if server_limits:
             gate = ray.remote(num_cpus=0, max_concurrency=10_000)(_Gate).remote(dict(server_limits))
         actor_cls = ray.remote(
-            num_cpus=0, max_restarts=actors + 1, max_task_retries=0, max_concurrency=concurrency + 2
+            num_cpus=0,
+            max_restarts=actors + 1,
+            max_task_retries=0,
+            max_concurrency=concurrency + 2,
+            scheduling_strategy="SPREAD",  # over every node, not packed on the first
         )(_BatchActor)
         manifest = os.path.abspath(manifest)  # noqa: ASYNC240 - no I/O: a path join
         handles = [
@@ -407,7 +413,9 @@ async def run_on_ray(
         pumps = [asyncio.get_running_loop().create_task(lane.pump()) for lane in lanes]
 
         async def runner(item: Item, run_id: str) -> dict[str, Any]:
-            usable = [i for i in range(len(handles)) if lost[i] <= actors + 1] or list(range(len(handles)))
+            # an actor whose process died is left out at once (it would look least busy), while
+            # another is alive; with none alive, each is tried again (Ray may have restarted it)
+            usable = [i for i in range(len(handles)) if not lost[i]] or list(range(len(handles)))
             i = min(usable, key=lambda k: busy[k])
             busy[i] += 1
             try:
