@@ -162,3 +162,22 @@ def test_a_stale_proof_and_the_replay_window() -> None:
     for _ in range(5):  # the cache stays bounded; the oldest entries go first
         check_proof(key.proof("POST", "https://gw.test/mcp", access_token="tok"), replay=replay, **args)
     assert len(replay) <= 2
+
+
+def test_the_stale_key_grace_is_set_from_the_manifest() -> None:
+    from toolbridge.gateway._build import _oauth_of
+    from toolbridge.manifest._kinds_gateway import GatewayDoc
+    from toolbridge.manifest._yaml import Ref
+
+    oauth = {
+        "resource": "https://gw.test/mcp",
+        "issuer": "https://as.test",
+        "jwksUri": "https://as.test/jwks",
+    }
+    base = {"kind": "Gateway", "metadata": {"name": "G"}, "tasks": [Ref("T")]}
+    doc = GatewayDoc.model_validate({**base, "oauth": oauth})
+    settings, _ = _oauth_of(doc)
+    assert settings is not None and settings.jwks_stale_s == 3600.0
+    doc = GatewayDoc.model_validate({**base, "oauth": {**oauth, "jwksStaleSeconds": 0}})
+    settings, _ = _oauth_of(doc)
+    assert settings is not None and settings.jwks_stale_s == 0.0

@@ -532,6 +532,7 @@ def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, 
         algorithms=tuple(o.algorithms) if o.algorithms else DEFAULT_ALGORITHMS,
         leeway_s=float(o.leeway_seconds),
         jwks_ttl_s=float(o.jwks_cache_seconds),
+        jwks_stale_s=float(o.jwks_stale_seconds),
         introspection_ttl_s=float(o.introspection_cache_seconds),
         timeout_s=o.timeout_ms / 1000,
     )

@@ -168,6 +168,10 @@ class GatewayOAuth(_Closed):
     """Clock skew allowed on `exp`, `nbf` and `iat`."""
     jwks_cache_seconds: Annotated[int, Field(ge=0, le=86_400, strict=True)] = 300
     """How long fetched keys are used before being fetched again."""
+    jwks_stale_seconds: Annotated[int, Field(ge=0, le=86_400, strict=True)] = 3_600
+    """The stale-key grace: how much longer than `jwksCacheSeconds` the keys in force are still
+    used while the key set cannot be fetched (0: a token is refused as unverifiable, 503, as
+    soon as the cache expires and the authorization server is unreachable)."""
     introspection_cache_seconds: Annotated[int, Field(ge=0, le=3_600, strict=True)] = 60
     """How long an introspection answer is reused (never past the token's `exp`)."""
     timeout_ms: Annotated[int, Field(ge=100, le=60_000, strict=True)] = 5_000
