@@ -107,3 +107,48 @@ async def test_governed_the_meta_tools_are_granted_and_journaled(tmp_path: Path)
         assert refused.error_code == "PERMISSION_DENIED"
     runtime.close()
     strict.close()
+
+
+async def test_the_manifest_field_tool_search(tmp_path: Path) -> None:
+    import json as _json
+
+    from toolbridge.manifest import load_manifest
+
+    (tmp_path / "state").mkdir()
+    args = _json.dumps([str(CATALOG), str(tmp_path / "state")])
+    (tmp_path / "agent.yaml").write_text(
+        f"""
+kind: Ai.ScriptedModel
+metadata: {{ name: Script }}
+turns:
+  - toolCalls: [ {{ name: find_tools, arguments: {{ query: archive an old email thread }} }} ]
+  - toolCalls: [ {{ name: use_tools, arguments: {{ names: [mail_archive_thread] }} }} ]
+  - toolCalls: [ {{ name: mail_archive_thread, arguments: {{ text: old }} }} ]
+  - text: done
+---
+kind: Mcp.StdioClient
+metadata: {{ name: Catalog }}
+command: {sys.executable}
+args: {args}
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: CatalogTools }}
+client: !ref Catalog
+---
+kind: Ai.Agent
+metadata: {{ name: Finder }}
+model: !ref Script
+toolProviders: [ {{ provider: !ref CatalogTools }} ]
+toolSearch: 50
+""",
+        encoding="utf-8",
+    )
+    manifest = load_manifest(tmp_path / "agent.yaml")
+    async with manifest.open() as live:
+        agent = await live.agent()
+        assert agent.tool_search is not None and agent.tool_search.threshold == 50
+        result = await agent.run("tidy the inbox")
+    assert result.output == "done"
+    found = _json.loads(result.steps[0].tool_results[0].content[0].text)["tools"]
+    assert found[0]["name"] == "mail_archive_thread"
+    assert (tmp_path / "state" / "calls.log").read_text(encoding="utf-8") == "mail_archive_thread old\n"

@@ -514,6 +514,8 @@ class LiveManifest:
         }
         if tools:
             kwargs["tools"] = tools
+        if model.tool_search is not None:
+            kwargs["tool_search"] = model.tool_search
         return Agent(await self.build(model.model.name), name=mdoc.name, **kwargs)
 
     async def _make_runtime(self, doc: RuntimeDoc) -> Any:

@@ -445,6 +445,9 @@ class AgentDoc(KindDoc):
     """Tool providers offered to the model."""
     tools: list[Annotated[Ref, RefTo("AiMcp.Tool")]] = []
     """Declared (governed) tools offered to the model."""
+    tool_search: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] | None = None
+    """Past this many tools, the model is shown `find_tools` / `use_tools` and the tools it asked
+    for instead of all (`Agent(tool_search=...)`; default off; see docs/discovery.md)."""
 
 
 class Prices(_Closed):
