@@ -230,7 +230,7 @@ class Quota:
         Raises:
             PolicyError: the refusal, or the call's own.
         """
-        journal: JournalBackend = session.rt._journal
+        journal: JournalBackend = session.rt.journal_port.backend
         principal = session.principal or ""
         key = period_key(self.period)
         ceiling = call_cost(session._catalog, name)

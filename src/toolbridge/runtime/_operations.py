@@ -44,7 +44,7 @@ from ._outcomes import CODES, policy_error
 from ._state import new_run_id
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._host import RuntimeHost
 
 __all__ = ["MAX_TARGET", "Operation"]
 
@@ -65,7 +65,7 @@ class Operation:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeHost,
         kind: str,
         target: str,
         arguments: Any,

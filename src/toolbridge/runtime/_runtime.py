@@ -32,9 +32,10 @@ from .._owned_tasks import stop_task
 from ..agent import RunErrorEvent, RunFinishedEvent
 from ..catalog import ToolCatalog
 from ..errors import ConfigError, PolicyError
-from ._events import Event, EventBus
+from ._events import Event
 from ._governor import Governor
 from ._guards import GuardContext, Guards, run_guards
+from ._host import OpenRuns
 from ._journal import JournalBackend, RunRecord
 from ._journal_memory import MemoryJournal
 from ._journal_port import JournalPort
@@ -81,9 +82,9 @@ class Runtime:
         self._journal = journal
         self.journal_port = JournalPort(journal)
         """Every write of the runtime's runs and sessions goes through it (see `_journal_port`)."""
-        self._bus = EventBus()
+        self.open_runs = OpenRuns()
+        """The runs and sessions open now (their events; the sessions `cancel` finds)."""
         self._active: dict[str, anyio.CancelScope] = {}
-        self._sessions: dict[str, GovernedSession] = {}
         self._cancel_requested: set[str] = set()
 
     @property
@@ -93,7 +94,7 @@ class Runtime:
 
     def subscribe(self, callback: Callable[[Event], object]) -> Callable[[], None]:
         """Receive every event of every run (metadata only); returns an unsubscribe function."""
-        return self._bus.subscribe(callback)
+        return self.open_runs.bus.subscribe(callback)
 
     def inspect(self, run_id: str) -> RunRecord:
         """The run and the evidence of its tool calls.
@@ -101,7 +102,7 @@ class Runtime:
         Raises:
             ConfigError: (`ERR_CONFIG`) when the journal has no such run.
         """
-        record = self._journal.get_run(run_id, active=run_id in self._sessions)
+        record = self._journal.get_run(run_id, active=self.open_runs.is_open(run_id))
         if record is None:
             raise ConfigError(f"no run {run_id!r} in the journal {self._journal.path!r}")
         return record
@@ -118,9 +119,9 @@ class Runtime:
         Returns:
             True when the run was in progress.
         """
-        session = self._sessions.get(run_id)
-        if session is not None and run_id not in self._active:
-            session._cancel()
+        cancel_session = self.open_runs.canceller(run_id)
+        if cancel_session is not None and run_id not in self._active:
+            cancel_session()
             return True
         scope = self._active.get(run_id)
         if scope is None:

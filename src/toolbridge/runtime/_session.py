@@ -59,7 +59,7 @@ from ._run_rules import RunRules, code_for, flatten
 from ._state import RunState, new_run_id
 
 if TYPE_CHECKING:
-    from ._runtime import Runtime
+    from ._host import RuntimeHost
 
 __all__ = ["GovernedSession"]
 
@@ -104,7 +104,7 @@ class GovernedSession(CallRules, RunRules):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: RuntimeHost,
         *,
         tools: Sequence[Any] = (),
         tool_providers: Sequence[Any] = (),
@@ -167,15 +167,15 @@ class GovernedSession(CallRules, RunRules):
         except JournalWriteError:
             return self._not_started()
         except BaseException:
-            self.rt._bus.forget(self.run_id)
+            self.rt.open_runs.forget(self.run_id)
             raise
         if not new:
             self._duplicate()
-        self.rt._sessions[self.run_id] = self
+        self.rt.open_runs.opened(self.run_id, self._cancel)
         return None
 
     def _duplicate(self) -> None:
-        self.rt._bus.forget(self.run_id)
+        self.rt.open_runs.forget(self.run_id)
         raise ConfigError(f"run id {self.run_id!r} is already in the journal")
 
     def _not_started(self) -> RuntimeResult:
@@ -203,7 +203,7 @@ class GovernedSession(CallRules, RunRules):
         """Decide the outcome and journal the end (once); `_completed` then reports it."""
         if self._result is not None:
             return self._result
-        self.rt._sessions.pop(self.run_id, None)
+        self.rt.open_runs.closed(self.run_id)
         result = self._outcome(output, text, steps or [], error, timed_out=timed_out, cancelled=cancelled)
         self._result = await self._end_run(result)
         return self._result
@@ -221,7 +221,7 @@ class GovernedSession(CallRules, RunRules):
                 "tool_calls": self.state.tool_calls,
             },
         )
-        self.rt._bus.forget(self.run_id)
+        self.rt.open_runs.forget(self.run_id)
 
     async def __aenter__(self) -> GovernedSession:
         await self._open()

@@ -8,7 +8,6 @@ themselves live in `_calls` (per call) and `_run_rules` (per run: model calls, l
 
 from __future__ import annotations
 
-import functools
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from ._permissions import ToolGrantNeeds
 
 if TYPE_CHECKING:
     from ..errors import PolicyError
-    from ._runtime import Runtime
+    from ._host import RuntimeHost
 
 __all__ = ["Plan", "RunState", "SessionCore", "new_run_id"]
 
@@ -79,7 +78,7 @@ class RunState:
 class SessionCore:
     """What the rule modules share (see the module docs)."""
 
-    rt: Runtime
+    rt: RuntimeHost
     state: RunState
     journal: JournalPort
     """Every write of this run goes through the runtime's port (one way for every backend)."""
@@ -89,7 +88,7 @@ class SessionCore:
 
     def bind_events(self) -> None:
         """Bind `_emit` to the runtime's event bus and this run's id (once `rt` and `state` are set)."""
-        self._emit = functools.partial(self.rt._bus.emit, self.state.run_id)
+        self._emit = self.rt.open_runs.emitter(self.state.run_id)
 
     def _fail(self, code: str, detail: str | None = None) -> PolicyError:
         """The error for `code`; the first one becomes the run's failure (it ends the run)."""
