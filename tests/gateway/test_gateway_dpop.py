@@ -181,3 +181,37 @@ def test_the_stale_key_grace_is_set_from_the_manifest() -> None:
     doc = GatewayDoc.model_validate({**base, "oauth": {**oauth, "jwksStaleSeconds": 0}})
     settings, _ = _oauth_of(doc)
     assert settings is not None and settings.jwks_stale_s == 0.0
+
+
+async def test_unknown_opaque_tokens_are_introspected_at_a_bounded_rate_per_client() -> None:
+    """A client address sending ever new opaque tokens gets 429 past its budget; the authorization
+    server is not asked for them, and another address (or a known token) is not held back."""
+    from auth_server import CLIENT_ID, CLIENT_SECRET, AuthServer
+
+    with AuthServer() as srv:
+        resource = "http://127.0.0.1:8765/mcp"
+        settings = OAuthSettings(
+            resource=resource,
+            issuer=srv.issuer,
+            introspection_url=f"{srv.url}/introspect",
+            client_id=CLIENT_ID,
+            client_secret=CLIENT_SECRET,
+            introspections_per_minute=0.001,  # no refill while the test runs: counts, not time
+        )
+        app = App()
+        gate = OAuthGate(app, settings, [ClientRule("alice", subject="alice")])
+        good = srv.opaque(sub="alice", aud=resource, scope="mcp")
+        try:
+            assert (await _call(gate, [(b"authorization", f"Bearer {good}".encode())]))[0] == 200
+            statuses = [
+                (await _call(gate, [(b"authorization", f"Bearer unknown-{i}".encode())]))[0]
+                for i in range(20)
+            ]
+            assert statuses.count(401) == 9 and statuses.count(429) == 11, statuses  # burst 10 - the good one
+            asked = srv.introspections
+            assert (await _call(gate, [(b"authorization", f"Bearer {good}".encode())]))[0] == 200  # cached
+            assert srv.introspections == asked
+            assert gate.introspection_limit is not None
+            assert gate.introspection_limit.take("10.0.0.9", 0.0)  # another address has its own budget
+        finally:
+            await gate.verifier.aclose()

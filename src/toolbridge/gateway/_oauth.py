@@ -171,6 +171,9 @@ class OAuthSettings:
         max_response_bytes: the largest key set read (and introspection answer, at most
             `MAX_INTROSPECTION_BYTES`).
         cache_size: the most introspection answers kept.
+        introspections_per_minute: how many tokens unknown to the cache one client address may
+            have introspected per minute (bursts of up to 10 more); past it the request is 429
+            with `Retry-After`, and the authorization server is not asked (0: no limit).
     """
 
     resource: str
@@ -192,6 +195,7 @@ class OAuthSettings:
     timeout_s: float = 5.0
     max_response_bytes: int = 262_144
     cache_size: int = 1024
+    introspections_per_minute: float = 60.0
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -642,6 +646,10 @@ class IntrospectionVerifier(_Closable, _Verifier):
         self._limiter = anyio.CapacityLimiter(32)
         self.requests = 0
 
+    def knows(self, token: str) -> bool:
+        """Whether the token's outcome is cached (checking it then asks nobody)."""
+        return self._cache.get(_digest(token)) is not None
+
     async def check(self, token: str) -> AccessToken:
         """The token's access info, from the cache or the introspection endpoint.
 
@@ -749,6 +757,13 @@ class OAuthVerifier(_Verifier):
         self.settings = settings
         self.jwt = JwtVerifier(settings) if settings.jwks_url else None
         self.introspection = IntrospectionVerifier(settings) if settings.introspection_url else None
+
+    def would_introspect(self, token: str) -> bool:
+        """Whether checking the token would call the introspection endpoint (not cached, not a JWT
+        the key set verifies)."""
+        if self.introspection is None or (self.jwt is not None and looks_like_jwt(token)):
+            return False
+        return not self.introspection.knows(token)
 
     async def check(self, token: str) -> AccessToken:
         """The token's access info.

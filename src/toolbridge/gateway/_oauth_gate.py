@@ -38,6 +38,7 @@ import hmac
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -118,6 +119,27 @@ def _quoted(text: str) -> str:
 ASGIApp = Any
 
 
+class AddressBuckets:
+    """A token bucket per client address (`rate` per second, `burst` at most), for at most `size`
+    addresses (the least recently seen are forgotten)."""
+
+    def __init__(self, rate: float, *, burst: float, size: int = 10_000) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._size = size
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def take(self, address: str, now: float) -> bool:
+        """Spend one token of `address`'s bucket; False when it is empty."""
+        level, at = self._buckets.pop(address, (self.burst, now))
+        level = min(self.burst, level + (now - at) * self.rate)
+        allowed = level >= 1.0
+        self._buckets[address] = (level - 1.0 if allowed else level, now)
+        while len(self._buckets) > self._size:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
 class OAuthGate:
     """ASGI middleware: who the request is, by a secret token or a verified OAuth token.
 
@@ -159,6 +181,9 @@ class OAuthGate:
         self.scopes_supported = sorted(required)
         self._unavailable_logged_at = -float("inf")
         self._unavailable_unlogged = 0
+        rate = settings.introspections_per_minute
+        self.introspection_limit = AddressBuckets(rate / 60.0, burst=10) if rate > 0 else None
+        """Per client address: introspections of tokens the cache does not know."""
         self.replay = ReplayCache()
         """`jti`s of the DPoP proofs accepted in the proof window (see `_dpop_proof`)."""
 
@@ -218,6 +243,32 @@ class OAuthGate:
                 return rule.name
         raise TokenRejected("the token names no client of this gateway", status=403, error="access_denied")
 
+    def _may_introspect(self, scope: MutableMapping[str, Any], token: str) -> bool:
+        """False when this client address has had too many unknown tokens introspected lately."""
+        would = getattr(self.verifier, "would_introspect", None)
+        if self.introspection_limit is None or would is None or not would(token):
+            return True
+        client = scope.get("client")
+        address = str(client[0]) if client else "?"
+        return self.introspection_limit.take(address, time.monotonic())
+
+    @staticmethod
+    async def _too_many(send: Any) -> None:
+        log.info("ERR_GATEWAY_AUTH: too many unknown tokens introspected for one client address")
+        body = b'{"error": "too_many_requests", "error_description": "too many unknown tokens"}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 429,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", b"10"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
     def _check_binding(
         self, scope: MutableMapping[str, Any], access: AccessToken, token: str, dpop: bool
     ) -> None:
@@ -269,6 +320,9 @@ class OAuthGate:
             return
         try:
             text = given.decode("ascii")
+            if not self._may_introspect(scope, text):
+                await self._too_many(send)
+                return
             access = await self.verifier.check(text)
             self._check_binding(scope, access, text, dpop_scheme)
             who = self.identify(access)
