@@ -46,7 +46,20 @@ _RIGHT = (
 def _right(code: str, message: str, text: str) -> bool:
     if code == "ERR_MANIFEST_REF_FORM" and "must be a reference to" in message:
         return "<" in text  # only a placeholder explains a plain string in a reference slot
+    if code == "ERR_MANIFEST_WRONG_TYPE" and "must be a mapping, not a string" in message:
+        return "[ … ]" in text  # `entries: [ … ]`: an elided list
+    if (
+        code in ("ERR_MANIFEST_EXPRESSION", "ERR_MANIFEST_INVALID_VALUE")
+        and "<" in text
+        and _placeholder(message)
+    ):
+        return True
     return any(code == c and m in message for c, m in _RIGHT)
+
+
+def _placeholder(message: str) -> bool:
+    """A finding about a `<name>` placeholder (an entry's `name: <tool_id>`, `!cel "result.<y>"`)."""
+    return ("Syntax error" in message and "<" in message) or "should match pattern" in message
 
 
 def measure(folder: Path) -> int:

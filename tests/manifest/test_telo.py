@@ -434,7 +434,7 @@ kind: Run.Sequence
 metadata: { name: Flow }
 steps: [ { invoke: !ref Missing, inputs: { x: "${{ steps.a.result }}" } } ]
 ---
-kind: Mcp.Tools
+kind: Mcp.Resources
 metadata: { name: Served }
 ---
 kind: AiEcho.EchoModel
@@ -464,7 +464,7 @@ system: !include-text ./system.txt
     # Run is not imported: Telo refuses the kind as UNDEFINED_KIND (this once passed as "module Run")
     assert "Run.Sequence: the application imports no module as Run" in messages[1]
     assert "add `Run: oci://ghcr.io/telorun/run@VERSION`" in messages[1]
-    assert "Mcp.Tools belongs to Telo's module mcp-server" in messages[2]  # Mcp is the server here
+    assert "Mcp.Resources of Telo's module mcp-server" in messages[2]  # Mcp is the server here
     assert "the library ./__fixtures__/ai-echo.yaml (imported as AiEcho)" in messages[3]
     assert "Ai.Model (the abstract model contract" in messages[4]
     assert "is a Telo kind toolbridge does not implement" in messages[4]

@@ -36,6 +36,7 @@ from ._kinds import (
     _Closed,
 )
 from ._kinds_gateway import GatewayDoc
+from ._kinds_mcp_server import McpServerToolsDoc, StdioServerDoc
 from ._yaml import Cel, Ref
 
 __all__ = [
@@ -63,6 +64,7 @@ RUNNABLE_KINDS = (
     "Ai.Image",
     "Mcp.ToolsCall",
     "Mcp.ToolsList",
+    "McpServer.StdioServer",
 )
 """Kinds `toolbridge run` can run (directly with `--target NAME`, or as a `targets` entry)."""
 
@@ -347,6 +349,8 @@ RUN_KINDS: dict[str, type[KindDoc]] = {
     "Mcp.SessionProvider": SessionProviderDoc,
     "Ai.Image": ImageDoc,
     "AiOpenai.OpenaiImageModel": OpenaiImageModelDoc,
+    "McpServer.StdioServer": StdioServerDoc,
+    "McpServer.Tools": McpServerToolsDoc,
 }
 
 ALL_KINDS: dict[str, type[KindDoc]] = {**KINDS, **RUN_KINDS, "Gateway": GatewayDoc}

@@ -30,7 +30,13 @@ from dataclasses import dataclass
 
 __all__ = ["TELO_NAMESPACES", "KindResolution", "KindResolver", "module_of_source", "telo_namespace_message"]
 
-_MODULE_PREFIX = {"ai": "Ai", "ai-openai": "AiOpenai", "ai-mcp": "AiMcp", "mcp-client": "Mcp"}
+_MODULE_PREFIX = {
+    "ai": "Ai",
+    "ai-openai": "AiOpenai",
+    "ai-mcp": "AiMcp",
+    "mcp-client": "Mcp",
+    "mcp-server": "McpServer",
+}
 
 # The aliases Telo's documentation writes for its modules: alias -> module. A kind under one of
 # them in a Telo.Application that does not import it is Telo's UNDEFINED_KIND; a finding about a
@@ -209,13 +215,14 @@ class KindResolver:
             canonical = f"{prefix}.{name}"
             if canonical in self.known:
                 return KindResolution(canonical)
-            if prefix == "Mcp" and name in _MCP_SERVER_KINDS:
+            if prefix == "Mcp" and name in _MCP_SERVER_KINDS and f"McpServer.{name}" in self.known:
+                return KindResolution(f"McpServer.{name}")
+            if prefix in ("Mcp", "McpServer") and name in _MCP_SERVER_KINDS:
                 return KindResolution(
                     None,
                     "ERR_MANIFEST_UNSUPPORTED",
-                    f"kind {written} belongs to Telo's module mcp-server (an MCP server), which "
-                    "toolbridge does not provide (it runs Telo's ai, ai-openai, ai-mcp and mcp-client "
-                    "modules)",
+                    f"kind {written} of Telo's module mcp-server is a Telo kind toolbridge does not "
+                    "implement (it serves McpServer.StdioServer with McpServer.Tools)",
                 )
             if canonical in _NOT_IMPLEMENTED:
                 return KindResolution(

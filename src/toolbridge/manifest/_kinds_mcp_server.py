@@ -1,0 +1,103 @@
+"""Telo's MCP server module (`mcp-server`): an application served as an MCP server.
+
+Canonically `McpServer.*`; written `Mcp.StdioServer` / `Mcp.Tools` (Telo's documentation
+imports the module as `Mcp`), or under any alias that imports `mcp-server`.
+
+- `McpServer.StdioServer`: `serverInfo {name, version}`, `instructions`, `tools` (refs to
+  `McpServer.Tools` bundles). Served on stdin/stdout by `toolbridge run` when it is the target.
+- `McpServer.Tools`: `entries`, each a tool: `name`, `description`, `argumentsSchema`, a
+  `handler` (a runnable document: `Ai.Agent`, `Ai.Text`, `Ai.Image`, `McpClient.ToolsCall`,
+  `McpClient.ToolsList`), `inputs` (`!cel` over `request`: the request's `arguments` become the
+  handler's inputs), `result` (`!cel` over `request` and `result`: the `CallToolResult`), and
+  `catches` (a handler's failure, matched by `code` and `when`, as a JSON-RPC error).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ._kinds import CelOrJson, KindDoc, PlainObject, RefTo, _Closed
+from ._yaml import Ref
+
+__all__ = ["HANDLER_KINDS", "McpServerToolsDoc", "StdioServerDoc", "ToolCatch", "ToolEntryDoc"]
+
+HANDLER_KINDS = ("Ai.Agent", "Ai.Text", "Ai.Image", "Mcp.ToolsCall", "Mcp.ToolsList")
+"""The kinds a tool entry's `handler` may name (what toolbridge runs)."""
+
+
+class ServerInfo(_Closed):
+    """What the server says it is on `initialize`."""
+
+    name: str
+    """The advertised server name."""
+    version: str = "0.0.0"
+    """The advertised version."""
+
+
+class CatchError(_Closed):
+    """The JSON-RPC error a caught failure becomes."""
+
+    code: Annotated[int, Field(strict=True)] = -32603
+    """The JSON-RPC error code (default: internal error)."""
+    message: CelOrJson = None
+    """The message (`!cel` over `request` and `error`; default: the failure's message)."""
+    data: CelOrJson = None
+    """Optional data (`!cel` over `request` and `error`)."""
+
+
+class ToolCatch(_Closed):
+    """One `catches` entry: a failure of the handler as a JSON-RPC error."""
+
+    code: str | None = None
+    """The failure's code to match (`ERR_MODEL_RATE_LIMIT`, …); omitted: every failure."""
+    when: CelOrJson = None
+    """An optional `!cel` predicate over `request` and `error` (`error.code`, `error.message`)."""
+    error: CatchError = CatchError()
+    """The error answered."""
+
+
+class ToolEntryDoc(_Closed):
+    """One tool of an `McpServer.Tools` bundle."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
+    """The tool's name, as `tools/list` gives it."""
+    description: str | None = None
+    """What it does, for a model."""
+    arguments_schema: PlainObject = {"type": "object"}
+    """The JSON Schema of its arguments (checked before the handler runs)."""
+    handler: Annotated[Ref, RefTo(*HANDLER_KINDS)]
+    """The runnable document that answers the call."""
+    inputs: CelOrJson = None
+    """The handler's inputs (`!cel` over `request`); default: the request's arguments."""
+    result: CelOrJson = None
+    """The `CallToolResult` (`!cel` over `request` and `result`); default: the handler's result as
+    text and structured content (an `McpClient.ToolsCall`'s result as it is)."""
+    catches: list[ToolCatch] = []
+    """Failures answered as JSON-RPC errors (the first that matches); otherwise a failure is a
+    tool result with `isError`."""
+
+
+class McpServerToolsDoc(KindDoc):
+    """`McpServer.Tools` (`Mcp.Tools`): a bundle of tools a server offers."""
+
+    kind: Literal["McpServer.Tools"]
+    entries: list[ToolEntryDoc] = []
+    """The tools."""
+
+
+class StdioServerDoc(KindDoc):
+    """`McpServer.StdioServer` (`Mcp.StdioServer`): the application as an MCP server on stdio."""
+
+    kind: Literal["McpServer.StdioServer"]
+    server_info: ServerInfo
+    """The advertised name and version."""
+    instructions: str | None = None
+    """Text for the client's model, sent on `initialize`."""
+    tools: list[Annotated[Ref, RefTo("McpServer.Tools")]] = []
+    """The tool bundles it offers."""
+    resources: list[Annotated[Ref, RefTo("McpServer.Resources")]] = []
+    """Telo's resource bundles (an `McpServer.Resources` document is one `ERR_MANIFEST_UNSUPPORTED`)."""
+    prompts: list[Annotated[Ref, RefTo("McpServer.Prompts")]] = []
+    """Telo's prompt bundles (an `McpServer.Prompts` document is one `ERR_MANIFEST_UNSUPPORTED`)."""
