@@ -202,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_sequence(manifest, sequence, args.json, _LiveView(sys.stderr))
     target = manifest.pick_target(args.target, agent=args.agent)
     if target.kind == "McpServer.StdioServer":  # Telo's MCP server: serve it on stdin/stdout
-        from ..manifest._mcp_server import serve_stdio_target
+        from ..manifest import serve_stdio_target
 
         try:
             asyncio.run(serve_stdio_target(manifest, target.document))
