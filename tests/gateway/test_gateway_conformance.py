@@ -36,14 +36,12 @@ TARGETS = ("direct", *(f"gateway-{era}" for era in ERAS))
 
 # Why a scenario the reference passes directly fails through the gateway. Each reason names what
 # would have to change.
-_OWN_CAPABILITIES = (
-    "the reference reads the client's capabilities from each request's `_meta`, where the SDK's "
-    "2026-07-28 client writes its own connection's (no per-request override), so the upstream sees "
-    "the gateway's capabilities, not the calling client's"
-)
-_CAPABILITY_FIRST = (
-    f"{_OWN_CAPABILITIES}: it asks for elicitation, and the gateway answers -32021 to a client that "
-    "declared sampling alone"
+_HIDDEN_HOOKS = (
+    "the reference's listen-stream checks mutate its lists through diagnostic hooks "
+    "(`test_trigger_tool_change`, `test_trigger_prompt_change`) that it does not list in "
+    "`tools/list`, so the gateway, which serves listed tools only, answers 'unknown tool' and the "
+    "suite hears no list change (its capability checks pass: a 2026 upstream sees the caller's "
+    "own capabilities, gateway/_sessions.py CapabilityClients)"
 )
 _STALE_CALL = (
     "timing: right after server-sse-polling, whose call (test_reconnection: the reference closes its "
@@ -51,7 +49,6 @@ _STALE_CALL = (
     "upstream's elicitation cannot be told apart between two calls on the shared connection and is "
     "refused; whether that call has ended when this scenario runs varies"
 )
-_MISSING_CAPABILITY = f"{_OWN_CAPABILITIES}: `test_missing_capability` runs instead of -32021"
 _NO_2026_CHANNEL = (
     "the reference's handshake-style test_sampling / test_elicitation* tools ask by a standalone "
     "server-to-client request, which a 2026-07-28 connection has no channel for: the reference "
@@ -66,10 +63,6 @@ _NO_2026_SUBSCRIPTIONS = (
 _ONLY_2026_TOOLS = (
     "the reference offers its `test_input_required_*` tools and prompt (and `test_missing_capability`) "
     "to 2026-07-28 clients only: a handshake-era upstream does not have them"
-)
-_UPSTREAM_NO_URI_DATA = (
-    "the handshake-era reference answers -32602 without `data.uri` (its 2026 answer has it); the "
-    "gateway relays an upstream's error as it is (gateway/_side.py relayed_error)"
 )
 _NO_RESUME = (
     "test_reconnection: the reference closes the call's stream and sends the result on a "
@@ -110,7 +103,6 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
     ("0.1.16", "2026"): {**_TOOLS_2026, **_RESOURCES_2026},
     ("0.2.0-alpha.12", "handshake"): {
         "server-sse-polling": _NO_RESUME,
-        "sep-2164-resource-not-found": _UPSTREAM_NO_URI_DATA,
         "server-stateless": _ONLY_2026_TOOLS,
         **dict.fromkeys(_IRR, _ONLY_2026_TOOLS),
         "input-required-result-ignore-extra-params": _ONLY_2026_TOOLS,
@@ -118,8 +110,7 @@ DIFFERENT: dict[tuple[str, str], dict[str, str]] = {
     ("0.2.0-alpha.12", "2026"): {
         **_TOOLS_2026,
         **_RESOURCES_2026,
-        "server-stateless": _MISSING_CAPABILITY,
-        "input-required-result-capability-check": _CAPABILITY_FIRST,
+        "server-stateless": _HIDDEN_HOOKS,
     },
 }
 VARIES: dict[tuple[str, str], dict[str, str]] = {
@@ -225,6 +216,7 @@ def _documented(version: str) -> dict[str, tuple[str, ...]]:
     return rows
 
 
+@pytest.mark.timeout(900)  # three suite runs of 32 or 65 scenarios each, one of them direct
 @pytest.mark.parametrize("version", list(SUITES))
 async def test_every_scenario_the_reference_passes_also_passes_through_the_gateway(
     tmp_path: Path, version: str

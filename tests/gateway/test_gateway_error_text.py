@@ -40,3 +40,16 @@ def test_a_secret_across_the_cut_leaves_no_head() -> None:
     ):
         assert head not in message, message[-40:]
         assert len(message) <= ERROR_TEXT_LIMIT + 3
+
+
+def test_a_relayed_read_error_names_the_uri_only_when_it_is_the_one_asked() -> None:
+    uri = "test://missing"
+    # a handshake-era server's -32602 without data: the read's one parameter is named (SEP-2164)
+    assert relayed_error(MCPError(-32602, "not found"), uri).error.data == {"uri": uri}
+    # the server named it: kept; it named another URI, or sent other data: nothing passes
+    assert relayed_error(MCPError(-32602, "nf", {"uri": uri}), uri).error.data == {"uri": uri}
+    assert relayed_error(MCPError(-32602, "nf", {"uri": "file:///etc/passwd"}), uri).error.data is None
+    assert relayed_error(MCPError(-32602, "nf", {"token": SECRET}), uri).error.data == {"uri": uri}
+    # other codes keep no data of their own, and a request that was not a read adds none
+    assert relayed_error(MCPError(-32002, "nf"), uri).error.data is None
+    assert relayed_error(MCPError(-32602, "bad"), None).error.data is None

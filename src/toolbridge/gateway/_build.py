@@ -28,7 +28,7 @@ import anyio
 from ..calls import ToolBinding
 from ..errors import ConfigError
 from ..manifest import Manifest, Secret, load_manifest
-from ..manifest.documents import GatewayDoc, ToolProviderDoc
+from ..manifest.documents import GatewayDoc, HttpClientDoc, ToolProviderDoc
 from ..manifest.documents import Limits as LimitsDoc
 from ..manifest.documents import Permissions as PermissionsDoc
 from ..runtime import Quota
@@ -39,7 +39,7 @@ from ._discovery import Discovery, DiscoverySettings
 from ._events import EventHub
 from ._oauth import DEFAULT_ALGORITHMS, OAuthSettings
 from ._oauth_gate import ClientRule
-from ._sessions import DEFAULT_IDLE_S, DEFAULT_MAX_SESSIONS, IdentitySessions
+from ._sessions import DEFAULT_IDLE_S, DEFAULT_MAX_SESSIONS, CapabilityClients, IdentitySessions
 from ._start import http_only_secret
 from ._upstream import InFlight, UpstreamProvider
 
@@ -260,6 +260,25 @@ def _identity_sessions(live: Any, client_doc: str, binding: Any) -> IdentitySess
     )
 
 
+def _capability_clients(
+    live: Any, client_doc: str, inflight: InFlight, events: Any, sources: list[Source]
+) -> CapabilityClients:
+    """The connections of an HTTP upstream declaring a caller's capabilities (`_sessions`);
+    their calls count among the shared connection's (`inflight`), and the gateway hears their
+    notifications as the shared one's (`sources`: its bindings), so log messages reach calls."""
+
+    async def make(kinds: frozenset[str]) -> Any:
+        client = await live.build_new(client_doc)
+        if kinds:
+            client.offer_call_requests(*sorted(kinds))
+        events.routers[id(client)] = inflight
+        for source in sources:
+            events.tap(client, source)
+        return client
+
+    return CapabilityClients(make)
+
+
 def gateway_doc_of(
     path: str | os.PathLike[str],
     name: str | None = None,
@@ -322,6 +341,7 @@ async def open_gateway(
         for b in doc.tool_providers:
             pdoc = manifest.analysis.docs[b.provider.name].model
             client: Any = None
+            tapped: list[Source] = []  # the binding's source, for its capability clients
             provider: Any
             if isinstance(pdoc, ToolProviderDoc):
                 client = await live.build(pdoc.client.name)
@@ -336,7 +356,11 @@ async def open_gateway(
                 if b.sessions == "perIdentity":
                     pool = _identity_sessions(live, pdoc.client.name, b)
                     live._stack.push_async_callback(pool.aclose)
-                provider = UpstreamProvider(client, inflight, pool)
+                variants: CapabilityClients | None = None
+                if isinstance(manifest.analysis.docs[pdoc.client.name].model, HttpClientDoc):
+                    variants = _capability_clients(live, pdoc.client.name, inflight, events, tapped)
+                    live._stack.push_async_callback(variants.aclose)
+                provider = UpstreamProvider(client, inflight, pool, variants)
                 lock_name = doc.lock or pdoc.lock
                 pinned: Any = None
                 if lock_name is not None:
@@ -370,6 +394,7 @@ async def open_gateway(
             sources.append(source)
             if client is not None:
                 events.tap(client, source)
+                tapped.append(source)
         for ref in doc.tasks:
             toolset = await live.build(ref.name)
             sources.append(Source(ToolBinding(provider=toolset), doc.approval, None, False, ref.name))

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-__all__ = ["DEFAULT_IDLE_S", "DEFAULT_MAX_SESSIONS", "IdentitySessions"]
+__all__ = ["DEFAULT_IDLE_S", "DEFAULT_MAX_SESSIONS", "CapabilityClients", "IdentitySessions"]
 
 log = logging.getLogger("toolbridge.gateway")
 
@@ -120,3 +120,43 @@ class IdentitySessions:
         with anyio.CancelScope(shield=True):
             for task in list(self._closing):
                 await task
+
+
+@dataclass
+class CapabilityClients:
+    """Connections to one 2026-07-28 upstream over HTTP, one per set of client capabilities.
+
+    The SDK's 2026-07-28 client writes its own capabilities into every request's `_meta`, with
+    no per-request override, so over the shared connection an upstream would see the gateway's
+    capabilities (everything it relays) instead of the calling client's. A call whose client
+    declared fewer goes over the connection that declares exactly those (sampling, elicitation,
+    roots: at most 8 sets, each made on its first call; over HTTP in this era a connection is a
+    pooled HTTP client, no process and no handshake), so the upstream checks the capabilities
+    the caller really has, and answers -32021 itself when one is missing.
+
+    Args:
+        make: builds a new, unconnected client of the binding's upstream offering `kinds`.
+    """
+
+    make: Callable[[frozenset[str]], Awaitable[Any]]
+    opened: int = 0
+    _open: dict[frozenset[str], Any] = field(default_factory=dict)
+    _lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def acquire(self, kinds: frozenset[str]) -> Any:
+        """The connection that declares exactly `kinds` (made on first use)."""
+        client = self._open.get(kinds)
+        if client is None:
+            async with self._lock:
+                client = self._open.get(kinds)
+                if client is None:
+                    client = self._open[kinds] = await self.make(kinds)
+                    self.opened += 1
+        return client
+
+    async def aclose(self) -> None:
+        """Close every connection (the gateway is closing)."""
+        clients, self._open = list(self._open.values()), {}
+        with anyio.CancelScope(shield=True):
+            for client in clients:
+                await IdentitySessions._aclose(client)

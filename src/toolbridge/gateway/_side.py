@@ -117,13 +117,16 @@ def clean_completion(result: types.CompleteResult) -> types.CompleteResult:
 def relayed_error(exc: MCPError, uri: str | None = None) -> MCPError:
     """An upstream's JSON-RPC error as the client gets it: its code, its message cleaned, cut and
     redacted; of its `data`, only `{"uri": uri}` when it names the URI the client asked for
-    (SEP-2164's resource-not-found), nothing else."""
+    (SEP-2164's resource-not-found), nothing else. An invalid-params answer (-32602) to a
+    `resources/read` (`uri` given) whose data names no URI gets `{"uri": uri}`: the read's one
+    parameter is that URI, and SEP-2164 asks for it there (a handshake-era server leaves it out)."""
     code = exc.error.code if isinstance(exc.error.code, int) else types.INTERNAL_ERROR
     message = exc.error.message if isinstance(exc.error.message, str) else ""
     text = error_text(message) or "the upstream refused the request"
     data = exc.error.data
-    if uri is not None and isinstance(data, dict) and data.get("uri") == uri:
-        return MCPError(code, text, {"uri": uri})
+    named = data.get("uri") if isinstance(data, dict) else None
+    if uri is not None and (named == uri or (named is None and code == types.INVALID_PARAMS)):
+        return MCPError(code, text, {"uri": uri} if len(uri) <= 8192 else None)
     return MCPError(code, text)
 
 

@@ -47,7 +47,7 @@ from ..tools import ToolResult
 
 if TYPE_CHECKING:
     from ._core import Identity
-    from ._sessions import IdentitySessions
+    from ._sessions import CapabilityClients, IdentitySessions
 
 __all__ = ["CallContext", "InFlight", "UpstreamProvider", "missing_capability"]
 
@@ -184,6 +184,25 @@ class CallContext:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the client did not answer the {what}")
 
 
+ALL_KINDS = frozenset({"sampling", "elicitation", "roots"})
+"""What the gateway's shared upstream connections offer (each answered by its call)."""
+
+
+def declared_kinds(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of sampling, elicitation and roots a downstream client declared."""
+    if capabilities is None:
+        return frozenset()
+    return frozenset(
+        kind
+        for kind, declared in (
+            ("sampling", capabilities.sampling),
+            ("elicitation", capabilities.elicitation),
+            ("roots", capabilities.roots),
+        )
+        if declared is not None
+    )
+
+
 def missing_capability(
     capabilities: types.ClientCapabilities | None, request: types.InputRequest
 ) -> types.ClientCapabilities | None:
@@ -223,12 +242,18 @@ class UpstreamProvider(McpToolProvider):
     """`call_tool` takes the gateway's `CallContext` (`context=`)."""
 
     def __init__(
-        self, client: Any, inflight: InFlight | None = None, sessions: IdentitySessions | None = None
+        self,
+        client: Any,
+        inflight: InFlight | None = None,
+        sessions: IdentitySessions | None = None,
+        variants: CapabilityClients | None = None,
     ) -> None:
         super().__init__(client)
         self.inflight = inflight if inflight is not None else InFlight()
         self.sessions = sessions
         """Per-identity connections (`sessions: perIdentity`), or None: all share `client`."""
+        self.variants = variants
+        """For a 2026-07-28 upstream over HTTP: connections declaring a caller's capabilities."""
 
     async def call_tool(
         self, name: str, args: Mapping[str, Any], context: CallContext | None = None
@@ -241,8 +266,13 @@ class UpstreamProvider(McpToolProvider):
         if self.sessions is not None:
             client = await self.sessions.acquire(context.identity.name)
         calls = self.inflight.calls
-        if client is None:  # the shared connection (a toolbridge client, `_build`)
+        shared = client is None
+        if shared:  # the shared connection (a toolbridge client, `_build`), or its variant
             client = self.client
+            if self.variants is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                kinds = declared_kinds(context.capabilities)
+                if kinds != ALL_KINDS:
+                    client = await self.variants.acquire(kinds)
             calls.append(context)
         try:
             wire = await client.call_tool(
@@ -258,7 +288,7 @@ class UpstreamProvider(McpToolProvider):
             context.error = exc
             raise
         finally:
-            if client is self.client:
+            if shared:
                 with contextlib.suppress(ValueError):
                     calls.remove(context)
             elif self.sessions is not None:

@@ -10,11 +10,12 @@ follow docs/manifests.md and change with it.
 
 from __future__ import annotations
 
-from ._kinds import Limits, Permissions, SecretsDoc, ToolProviderDoc
+from ._kinds import HttpClientDoc, Limits, Permissions, SecretsDoc, ToolProviderDoc
 from ._kinds_gateway import GatewayDoc, endpoint_problem
 
 __all__ = [
     "GatewayDoc",
+    "HttpClientDoc",
     "Limits",
     "Permissions",
     "SecretsDoc",
