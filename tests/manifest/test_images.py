@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -245,28 +244,3 @@ def test_image_inputs_are_checked(tmp_path: Path, api: ImagesApi, capsys: pytest
     assert main(["run", str(path), "--target", "Draw", "--inputs", '{"prompt": "x", "mask": 1}']) == 1
     assert "unknown input 'mask'" in capsys.readouterr().err
     assert api.requests == []
-
-
-# Telo's own doc blocks and manifests for these kinds, when a copy is at hand (they are not the
-# project's to commit): the blocks check clean with the secret given; edit/inpaint are refused.
-UPSTREAM_TELO = (
-    Path(os.environ.get("TOOLBRIDGE_UPSTREAM_REFERENCE", "/work/shared/reference/upstream")) / "telo"
-)
-
-
-@pytest.mark.skipif(not UPSTREAM_TELO.is_dir(), reason="no copy of Telo's doc blocks")
-def test_telos_image_doc_blocks_check_clean() -> None:
-    blocks = UPSTREAM_TELO / "docblocks"
-    for name in (
-        "modules__ai-openai__docs__ai-openai-image-model__0.yaml",
-        "modules__ai__docs__ai-image__0.yaml",
-    ):
-        report = check_manifest(blocks / name, secrets={"openaiApiKey": "placeholder-key"})
-        assert report.ok and not report.diagnostics, (name, report.diagnostics)
-    report = check_manifest(blocks / "modules__ai__docs__ai-image__2.yaml")
-    intents = [d for d in report.diagnostics if "intent" in d.message]
-    assert [(d.code, d.line) for d in intents] == [
-        ("ERR_MANIFEST_UNSUPPORTED", 8),
-        ("ERR_MANIFEST_UNSUPPORTED", 13),
-    ]
-    assert "Telo's intent edit (from input images)" in intents[0].message

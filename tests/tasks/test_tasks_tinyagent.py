@@ -11,7 +11,6 @@ copy of them is at hand.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -356,33 +355,6 @@ def test_any_json_loads_or_fails_with_one_task_error(data: Any) -> None:
         compile_tools(data)
     except ConfigError as exc:
         assert exc.code.startswith("ERR_TASK_") and "Traceback" not in exc.message
-
-
-# TinyAgent's own tool files (every distinct mcp-tool.json of its history), when a copy is at hand:
-# they are not the project's to commit (see /work/shared/reference/upstream/README.md).
-UPSTREAM_TINYAGENT = (
-    Path(os.environ.get("TOOLBRIDGE_UPSTREAM_REFERENCE", "/work/shared/reference/upstream")) / "tinyagent"
-)
-
-
-@pytest.mark.skipif(not UPSTREAM_TINYAGENT.is_dir(), reason="no copy of TinyAgent's tool files")
-def test_tinyagent_historical_files_load_but_the_one_with_an_app_side_function() -> None:
-    loaded, refused = [], []
-    for path in sorted(UPSTREAM_TINYAGENT.glob("*.json")):
-        try:
-            tools = TaskToolSet.from_file(path)
-        except ConfigError as exc:
-            refused.append((path.name, exc))
-            continue
-        legacy = [w for w in tools.warnings if w.code == "ERR_TASK_LEGACY"]
-        loaded.append((path.name, len(legacy)))
-    assert len(loaded) == 14 and len(refused) == 1
-    historical = [n for n, count in loaded if count == 1]
-    assert len(historical) == 12, loaded  # the 13 in retired formats but one; the 2 demo files are current
-    assert all(count == 0 for n, count in loaded if "demo" in n)
-    ((name, exc),) = refused
-    assert name.startswith("2025-04-24") and exc.code == "ERR_TASK_INVALID"
-    assert "tool 'registerUser' has no task" in exc.message and "app-side function" in exc.message
 
 
 # --- actions of your own ------------------------------------------------------------------------------
