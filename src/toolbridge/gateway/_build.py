@@ -217,7 +217,7 @@ def _identity_runtime(base: Any, permissions: PermissionsDoc | None, limits: Lim
         merged.update(limits.model_dump(exclude_none=True))
         lim = Limits.from_config(merged)
     return Runtime(
-        profile=base.profile, permissions=perms, limits=lim, guards=base.guards, journal=base._journal
+        profile=base.profile, permissions=perms, limits=lim, guards=base.guards, journal=base.journal
     )
 
 

@@ -130,7 +130,7 @@ async def keep_leases(runtime: Runtime, *, stop: anyio.Event | None = None) -> N
     """Hold this process's lease in `runtime`'s journal while it lives, and settle the runs of
     writers whose lease expired (see the module docs). Runs until cancelled (or `stop` is set);
     a journal that cannot be written now is tried again at the next tick (logged once a minute)."""
-    journal: JournalBackend = runtime._journal
+    journal: JournalBackend = runtime.journal
     if journal.path == ":memory:" or getattr(journal, "readonly", False):
         return
     lease = lease_seconds()

@@ -88,6 +88,12 @@ class Runtime:
         self._cancel_requested: set[str] = set()
 
     @property
+    def journal(self) -> JournalBackend:
+        """The journal backend this runtime's runs are written to (for a second runtime over the
+        same journal, or a reader; writes go through `journal_port`)."""
+        return self._journal
+
+    @property
     def journal_path(self) -> str:
         """Where the journal lives (`:memory:` for the ephemeral profile)."""
         return self._journal.path
