@@ -560,6 +560,8 @@ def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, 
         jwks_stale_s=float(o.jwks_stale_seconds),
         introspection_ttl_s=float(o.introspection_cache_seconds),
         timeout_s=o.timeout_ms / 1000,
+        introspections_per_minute=float(o.introspections_per_minute),
+        dpop_nonce=o.dpop_nonce,
     )
     rules = tuple(
         ClientRule(

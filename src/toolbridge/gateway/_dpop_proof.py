@@ -13,22 +13,40 @@ holding one proof that
 - carries a `jti` never seen in that window (`ReplayCache`: in memory, per gateway process,
   bounded; a replica behind the same balancer keeps its own).
 
-The same token as `Bearer` is refused (a bound token must never work without its key). Not done
-here yet: server-issued nonces (`DPoP-Nonce`) on the gateway's side.
+The same token as `Bearer` is refused (a bound token must never work without its key).
+
+With `dpopNonce: true` the gateway also issues nonces (RFC 9449 section 9, `NonceIssuer`): a
+proof must carry the gateway's current `nonce`, else the answer is 401 `use_dpop_nonce` with a
+fresh one in `DPoP-Nonce` (toolbridge's client, like any RFC 9449 client, retries once with it).
+A nonce is the time it was made with a MAC under a key of the gateway process: nothing is stored
+per client, and a proof made long ago cannot be used later, whatever its `iat` says. A nonce is
+accepted for `NONCE_LIFETIME_S` (a new one is handed out after half of that); replicas have
+keys of their own, so a client moving to another replica is asked for that replica's nonce once.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import hmac
 import json
+import secrets
 import time
 from collections import OrderedDict
 from typing import Any
 
 from ._oauth import TokenRejected
 
-__all__ = ["DEFAULT_PROOF_WINDOW_S", "MAX_PROOF_CHARS", "ReplayCache", "bound_key", "check_proof"]
+__all__ = [
+    "DEFAULT_PROOF_WINDOW_S",
+    "MAX_PROOF_CHARS",
+    "NONCE_LIFETIME_S",
+    "NonceIssuer",
+    "ReplayCache",
+    "bound_key",
+    "check_proof",
+]
 
 DEFAULT_PROOF_WINDOW_S = 300.0
 """How far a proof's `iat` may be from now, and how long its `jti` is remembered."""
@@ -95,6 +113,49 @@ class ReplayCache:
         return True
 
 
+NONCE_LIFETIME_S = 300.0
+"""How long a nonce the gateway issued is accepted."""
+
+
+class NonceIssuer:
+    """The gateway's DPoP nonces: `base64url(made-at seconds, 8 bytes || HMAC-SHA256 under a
+    process key, 16 bytes)`, checked without any state (see the module docstring).
+
+    Args:
+        key: the MAC key (a new random one when omitted).
+        lifetime_s: how long a nonce is accepted.
+    """
+
+    def __init__(self, key: bytes | None = None, lifetime_s: float = NONCE_LIFETIME_S) -> None:
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self.lifetime_s = lifetime_s
+        self._current: tuple[int, str] | None = None
+
+    def _mac(self, stamp: bytes) -> bytes:
+        return hmac.new(self._key, stamp, hashlib.sha256).digest()[:16]
+
+    def current(self, now: float | None = None) -> str:
+        """The nonce to hand out now (renewed after half its lifetime)."""
+        at = int(time.time() if now is None else now)
+        if self._current is None or at - self._current[0] >= self.lifetime_s / 2:
+            stamp = at.to_bytes(8, "big")
+            self._current = (at, _b64url(stamp + self._mac(stamp)))
+        return self._current[1]
+
+    def valid(self, nonce: object, now: float | None = None) -> bool:
+        """Whether `nonce` is one this issuer made, within its lifetime."""
+        if not isinstance(nonce, str) or len(nonce) != 32:
+            return False
+        try:
+            raw = base64.urlsafe_b64decode(nonce + "=" * (-len(nonce) % 4))
+        except (ValueError, binascii.Error):
+            return False
+        if len(raw) != 24 or not hmac.compare_digest(self._mac(raw[:8]), raw[8:]):
+            return False
+        age = (time.time() if now is None else now) - int.from_bytes(raw[:8], "big")
+        return -5.0 <= age <= self.lifetime_s
+
+
 def check_proof(
     proof: str | None,
     *,
@@ -105,11 +166,13 @@ def check_proof(
     replay: ReplayCache,
     window_s: float = DEFAULT_PROOF_WINDOW_S,
     now: float | None = None,
+    nonces: NonceIssuer | None = None,
 ) -> None:
     """Accept the proof of one request for a bound token, or raise.
 
     Raises:
-        TokenRejected: 401 `invalid_dpop_proof` with the reason.
+        TokenRejected: 401 `invalid_dpop_proof` with the reason, or `use_dpop_nonce` when
+            `nonces` is given and the proof lacks the gateway's current nonce.
     """
     import jwt
 
@@ -155,5 +218,7 @@ def check_proof(
     jti = claims.get("jti")
     if not isinstance(jti, str) or not jti or len(jti) > 256:
         raise refuse("DPoP proof lacks a jti")
+    if nonces is not None and not nonces.valid(claims.get("nonce"), at):
+        raise TokenRejected("the DPoP proof needs the gateway's current nonce", error="use_dpop_nonce")
     if not replay.first_use(jti, float(iat) + window_s, at):
         raise refuse("DPoP proof replayed")

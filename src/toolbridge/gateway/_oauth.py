@@ -174,6 +174,8 @@ class OAuthSettings:
         introspections_per_minute: how many tokens unknown to the cache one client address may
             have introspected per minute (bursts of up to 10 more); past it the request is 429
             with `Retry-After`, and the authorization server is not asked (0: no limit).
+        dpop_nonce: whether a DPoP proof must carry a nonce the gateway issued (RFC 9449
+            section 9; `_dpop_proof.NonceIssuer`).
     """
 
     resource: str
@@ -196,6 +198,7 @@ class OAuthSettings:
     max_response_bytes: int = 262_144
     cache_size: int = 1024
     introspections_per_minute: float = 60.0
+    dpop_nonce: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []

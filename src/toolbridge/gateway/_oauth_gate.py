@@ -43,7 +43,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._dpop_proof import ReplayCache, bound_key, check_proof
+from ._dpop_proof import NonceIssuer, ReplayCache, bound_key, check_proof
 from ._oauth import AuthUnavailable, OAuthSettings, OAuthVerifier, TokenRejected
 
 if TYPE_CHECKING:
@@ -186,6 +186,8 @@ class OAuthGate:
         """Per client address: introspections of tokens the cache does not know."""
         self.replay = ReplayCache()
         """`jti`s of the DPoP proofs accepted in the proof window (see `_dpop_proof`)."""
+        self.nonces = NonceIssuer() if settings.dpop_nonce else None
+        """The gateway's DPoP nonces, when the settings ask for them (`_dpop_proof`)."""
 
     def _metadata_app(self, resource_name: str | None) -> ASGIApp:
         from mcp.server.auth.routes import create_protected_resource_routes
@@ -294,6 +296,7 @@ class OAuthGate:
             token=token,
             jkt=jkt,
             replay=self.replay,
+            nonces=self.nonces,
         )
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
@@ -387,7 +390,8 @@ class OAuthGate:
 
     async def _refuse(self, send: Any, exc: TokenRejected | None) -> None:
         parts: list[str] = []
-        scheme = "DPoP" if exc is not None and exc.error == "invalid_dpop_proof" else "Bearer"
+        dpop_errors = ("invalid_dpop_proof", "use_dpop_nonce")
+        scheme = "DPoP" if exc is not None and exc.error in dpop_errors else "Bearer"
         if exc is not None:
             error = exc.error if exc.error != "access_denied" else "insufficient_scope"
             parts += [f'error="{error}"', f'error_description="{_quoted(exc.reason)}"']
@@ -403,15 +407,12 @@ class OAuthGate:
                 "error_description": exc.reason if exc is not None else "a bearer token is required",
             }
         ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", (f"{scheme} " + ", ".join(parts)).encode()),
-                ],
-            }
-        )
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", (f"{scheme} " + ", ".join(parts)).encode()),
+        ]
+        if exc is not None and exc.error == "use_dpop_nonce" and self.nonces is not None:
+            headers.append((b"dpop-nonce", self.nonces.current().encode("ascii")))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

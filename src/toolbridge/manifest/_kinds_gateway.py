@@ -174,6 +174,13 @@ class GatewayOAuth(_Closed):
     soon as the cache expires and the authorization server is unreachable)."""
     introspection_cache_seconds: Annotated[int, Field(ge=0, le=3_600, strict=True)] = 60
     """How long an introspection answer is reused (never past the token's `exp`)."""
+    introspections_per_minute: Annotated[int, Field(ge=0, le=100_000, strict=True)] = 60
+    """Tokens unknown to the cache that one client address may have introspected per minute
+    (bursts of 10 more); past it the answer is 429 and the authorization server is not asked
+    (0: no limit)."""
+    dpop_nonce: bool = False
+    """Whether a DPoP proof must carry a nonce the gateway issued (RFC 9449 section 9): without
+    it the answer is 401 `use_dpop_nonce` with a fresh nonce in `DPoP-Nonce`."""
     timeout_ms: Annotated[int, Field(ge=100, le=60_000, strict=True)] = 5_000
     """The longest one key fetch or introspection may take."""
 
