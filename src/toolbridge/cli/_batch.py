@@ -25,7 +25,7 @@ import anyio
 
 from ..errors import ConfigError
 from ._manifest import _given_secrets, _secret_options
-from ._output import emit
+from ._output import emit, stdout_kept_for_json
 from ._parsing import add_action_help
 
 __all__ = ["register"]
@@ -162,7 +162,8 @@ def _handle(args: argparse.Namespace) -> int:
             tg.cancel_scope.cancel()
             return summary
 
-    summary = anyio.run(run)
+    with stdout_kept_for_json(args.json):  # Ray's own lines must not precede the JSON
+        summary = anyio.run(run)
     if stopped:
         name = "SIGINT" if stopped[0] == signal.SIGINT else "SIGTERM"
         if told:

@@ -17,16 +17,27 @@ person; `--json` output is exact JSON and needs no such step (JSON escapes contr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..content import json_text
 from ..errors import ConfigError
 
-__all__ = ["OutputError", "camel_case", "camel_keys", "dumps", "emit", "json_text", "parse_headers", "warn"]
+__all__ = [
+    "OutputError",
+    "camel_case",
+    "camel_keys",
+    "dumps",
+    "emit",
+    "json_text",
+    "parse_headers",
+    "stdout_kept_for_json",
+    "warn",
+]
 
 
 def camel_case(key: str) -> str:
@@ -46,6 +57,35 @@ def camel_keys(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [camel_keys(v) for v in value]
     return value
+
+
+@contextlib.contextmanager
+def stdout_kept_for_json(active: bool = True) -> Iterator[None]:
+    """While the block runs, whatever writes to file descriptor 1 goes to stderr instead: a
+    library's own prints and C++ logs (Ray's "node marked dead"), and the processes started
+    meanwhile, which inherit it. Afterwards stdout is itself again, so `--json` output printed
+    after the block is the only thing on it.
+
+    Does nothing when `active` is false or when `sys.stdout` is not file descriptor 1 (a test's
+    captured stream, an embedding program's own stdout).
+    """
+    try:
+        real = active and sys.stdout is not None and sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # io.StringIO and the like: no descriptor
+        real = False
+    if not real:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 class OutputError(Exception):
