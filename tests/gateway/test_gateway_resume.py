@@ -148,7 +148,11 @@ async def test_the_store_keeps_nothing_outside_a_session_and_stays_bounded() -> 
         big = JSONRPCNotification(
             jsonrpc="2.0", method="notifications/message", params={"data": "y" * MAX_BYTES}
         )
-        await store.store_event("1", big)  # larger than the bound: never kept
+        big_id = await store.store_event("1", big)  # larger than the bound: its place kept, not its text
         assert events.size <= MAX_BYTES and len(events.kept) == MAX_EVENTS
+        after = await store.store_event("1", message)
+        sent.clear()
+        assert await store.replay_events_after(big_id, collect) == "1"  # resumes after it
+        assert [e.event_id for e in sent] == [after]
     finally:
         _CURRENT.reset(token)

@@ -15,8 +15,8 @@ event stored outside any session (none is known) is not kept, so nothing is repl
 sessions.
 
 Bounds per session: the last `MAX_EVENTS` events and at most `MAX_BYTES` of their JSON; an
-older event is dropped first, and a message larger than the byte bound is never kept (a
-reconnect after it resumes from the next event kept).
+older event is dropped first, and a message larger than the byte bound keeps its place but not
+its text (a reconnect from before it skips it, one from it resumes after it).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ SESSION_HEADER = b"mcp-session-id"
 
 @dataclass(eq=False)
 class _Events:
-    """One session's kept events: (event id, stream id, JSON text or None for a priming event)."""
+    """One session's kept events: (event id, stream id, JSON text; None for a priming event or
+    a message too large to keep)."""
 
     prefix: str = field(default_factory=lambda: secrets.token_hex(8))
     kept: deque[tuple[str, str, str | None]] = field(default_factory=deque)
@@ -61,9 +62,9 @@ class _Events:
     def add(self, stream_id: str, text: str | None) -> str:
         self.count += 1
         event_id = f"{self.prefix}-{self.count}"
-        if text is not None and len(text) > MAX_BYTES:
+        if text is not None and len(text) > MAX_BYTES:  # its place is kept, not its text
             log.info("an event of %d bytes is not kept for a reconnecting client", len(text))
-            return event_id
+            text = None
         self.kept.append((event_id, stream_id, text))
         self.size += len(text or "")
         while len(self.kept) > MAX_EVENTS or self.size > MAX_BYTES:
