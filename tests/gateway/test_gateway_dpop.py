@@ -31,7 +31,10 @@ class App:
         await send({"type": "http.response.body", "body": b"ok"})
 
 
-async def _call(gate: OAuthGate, headers: list[tuple[bytes, bytes]], method: str = "POST") -> tuple[int, str]:
+async def send_to(
+    gate: OAuthGate, headers: list[tuple[bytes, bytes]], method: str = "POST"
+) -> tuple[int, dict[str, str]]:
+    """One request through `gate`: its status and response headers."""
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -55,8 +58,12 @@ async def _call(gate: OAuthGate, headers: list[tuple[bytes, bytes]], method: str
     }
     with anyio.fail_after(10):
         await gate(scope, receive, send)
-    found = {k.decode(): v.decode() for k, v in sent[0].get("headers", [])}
-    return sent[0]["status"], found.get("www-authenticate", "")
+    return sent[0]["status"], {k.decode(): v.decode() for k, v in sent[0].get("headers", [])}
+
+
+async def _call(gate: OAuthGate, headers: list[tuple[bytes, bytes]], method: str = "POST") -> tuple[int, str]:
+    status, found = await send_to(gate, headers, method)
+    return status, found.get("www-authenticate", "")
 
 
 def _bound_token(base: str, key: DPoPKey) -> str:

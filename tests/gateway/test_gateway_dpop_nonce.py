@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 from hypothesis import given
@@ -17,38 +16,11 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oauth"))
 from test_dpop_client import Start, dpop_server  # noqa: F401  (a fixture)
-from test_gateway_dpop import App, _bound_token
+from test_gateway_dpop import App, _bound_token, send_to
 
 from toolbridge.clients import DPoPKey
 from toolbridge.gateway import ClientRule, OAuthGate, OAuthSettings
 from toolbridge.gateway._dpop_proof import NONCE_LIFETIME_S, NonceIssuer
-
-
-async def _call(gate: OAuthGate, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, str]]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "headers": headers,
-        "scheme": "http",
-        "server": ("127.0.0.1", 1),
-        "client": ("127.0.0.1", 5000),
-        "root_path": "",
-        "http_version": "1.1",
-    }
-    with anyio.fail_after(10):
-        await gate(scope, receive, send)
-    return sent[0]["status"], {k.decode(): v.decode() for k, v in sent[0].get("headers", [])}
 
 
 async def test_a_proof_needs_the_gateways_nonce(dpop_server: Start) -> None:  # noqa: F811
@@ -67,16 +39,16 @@ async def test_a_proof_needs_the_gateways_nonce(dpop_server: Start) -> None:  # 
             proof = key.proof("POST", resource, access_token=token, nonce=nonce)
             return [(b"authorization", f"DPoP {token}".encode()), (b"dpop", proof.encode())]
 
-        status, headers = await _call(gate, auth(None))
+        status, headers = await send_to(gate, auth(None))
         assert status == 401 and headers["www-authenticate"].startswith('DPoP error="use_dpop_nonce"')
         nonce = headers["dpop-nonce"]
         assert app.seen == []
-        assert (await _call(gate, auth(nonce)))[0] == 200
-        assert (await _call(gate, auth(nonce)))[0] == 200  # a nonce serves many proofs
+        assert (await send_to(gate, auth(nonce)))[0] == 200
+        assert (await send_to(gate, auth(nonce)))[0] == 200  # a nonce serves many proofs
         assert app.seen == ["job", "job"]
         elsewhere = NonceIssuer().current()  # another gateway process's nonce
         for bad in (elsewhere, nonce[:-2] + "AA", "x" * 32, "", "not-a-nonce"):
-            status, headers = await _call(gate, auth(bad))
+            status, headers = await send_to(gate, auth(bad))
             assert status == 401 and "use_dpop_nonce" in headers["www-authenticate"], bad
             assert headers["dpop-nonce"] == nonce
         assert app.seen == ["job", "job"]

@@ -29,7 +29,15 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_SESSIONS", "Bulkheads", "InFlight", "SessionBulkhead", "per_identity_default"]
+__all__ = [
+    "DEFAULT_MAX_SESSIONS",
+    "SESSION_HEADER",
+    "Bulkheads",
+    "InFlight",
+    "SessionBulkhead",
+    "header",
+    "per_identity_default",
+]
 
 log = logging.getLogger("toolbridge.gateway")
 
@@ -121,7 +129,7 @@ class SessionBulkhead:
             await self.app(scope, receive, send)
             return
         who = scope.get(self.identity_key)
-        sid = _header(scope, SESSION_HEADER)
+        sid = header(scope, SESSION_HEADER)
         if not isinstance(who, str):  # the authentication let it through unnamed: the SDK decides
             await self.app(scope, receive, send)
             return
@@ -180,7 +188,7 @@ class SessionBulkhead:
 
         async def watched(message: MutableMapping[str, Any]) -> None:
             if message.get("type") == "http.response.start" and int(message.get("status", 500)) < 400:
-                opened = _header(message, SESSION_HEADER)
+                opened = header(message, SESSION_HEADER)
                 if opened is not None:  # known before the client can name it
                     self._remember(opened, who, scope.get("user"))
                     uncount()
@@ -276,7 +284,8 @@ async def _status_of(app: ASGIApp, scope: MutableMapping[str, Any]) -> int:
     return status
 
 
-def _header(holder: MutableMapping[str, Any], name: bytes) -> str | None:
+def header(holder: MutableMapping[str, Any], name: bytes) -> str | None:
+    """The value of header `name` (lower-case bytes) of an ASGI scope or response start message."""
     for key, value in holder.get("headers") or []:
         if bytes(key).lower() == name:
             try:

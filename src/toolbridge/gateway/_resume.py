@@ -33,6 +33,8 @@ from typing import Any
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 
+from ._bulkhead import SESSION_HEADER, header
+
 __all__ = ["MAX_BYTES", "MAX_EVENTS", "RETRY_MS", "ResumeScopes", "SessionEventStore"]
 
 log = logging.getLogger("toolbridge.gateway")
@@ -45,8 +47,6 @@ MAX_BYTES = 256 << 10
 
 RETRY_MS = 1000
 """The `retry` the gateway's streams suggest: a dropped stream is reconnected after 1 s."""
-
-SESSION_HEADER = b"mcp-session-id"
 
 
 @dataclass(eq=False)
@@ -116,7 +116,7 @@ class ResumeScopes:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        sid = _session_id(scope.get("headers") or [])
+        sid = header(scope, SESSION_HEADER)
         if sid is not None:
             token = _CURRENT.set(self._sessions.get(sid))
             try:
@@ -128,7 +128,7 @@ class ResumeScopes:
 
         async def watched(message: MutableMapping[str, Any]) -> None:
             if message.get("type") == "http.response.start":
-                opened = _session_id(message.get("headers") or [])
+                opened = header(message, SESSION_HEADER)
                 if opened is not None:
                     self._sessions[opened] = events
             await send(message)
@@ -138,10 +138,3 @@ class ResumeScopes:
             await self.app(scope, receive, watched)
         finally:
             _CURRENT.reset(token)
-
-
-def _session_id(headers: Any) -> str | None:
-    for key, value in headers:
-        if bytes(key).lower() == SESSION_HEADER:
-            return bytes(value).decode("latin-1")
-    return None
