@@ -37,6 +37,15 @@ DEFAULT_IDLE_S = 300.0
 _CLOSE_WAIT_S = 30.0
 
 
+async def _close_quietly(client: Any) -> None:
+    """Close an upstream connection the gateway made for some callers, within `_CLOSE_WAIT_S`."""
+    try:
+        with anyio.move_on_after(_CLOSE_WAIT_S):
+            await client.aclose()
+    except Exception as exc:  # a connection that fails to close is gone anyway
+        log.debug("an upstream connection did not close cleanly: %s", type(exc).__name__)
+
+
 @dataclass
 class _Session:
     client: Any
@@ -101,17 +110,9 @@ class IdentitySessions:
 
     def _close(self, identity: str) -> None:
         session = self._open.pop(identity)
-        task = asyncio.get_running_loop().create_task(self._aclose(session.client))
+        task = asyncio.get_running_loop().create_task(_close_quietly(session.client))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
-
-    @staticmethod
-    async def _aclose(client: Any) -> None:
-        try:
-            with anyio.move_on_after(_CLOSE_WAIT_S):
-                await client.aclose()
-        except Exception as exc:  # a connection that fails to close is gone anyway
-            log.debug("an identity's upstream connection did not close cleanly: %s", type(exc).__name__)
 
     async def aclose(self) -> None:
         """Close every connection (the gateway is closing)."""
@@ -159,4 +160,4 @@ class CapabilityClients:
         clients, self._open = list(self._open.values()), {}
         with anyio.CancelScope(shield=True):
             for client in clients:
-                await IdentitySessions._aclose(client)
+                await _close_quietly(client)
