@@ -36,7 +36,7 @@ from ..errors import ToolbridgeError, bounded
 from ..runtime import Journal, JournalBackend, PostgresJournal, RunRecord, is_postgres_url
 from . import _pages as pages
 from ._approvals import MAX_REASON, ApprovalStore
-from ._auth import COOKIE, SESSION_S, Operators, Session, place_problem, same_origin
+from ._auth import COOKIE, SESSION_S, OAuthOperators, Operators, Refusal, Session, place_problem, same_origin
 from ._live import LiveCalls
 from ._pins import PinBoard
 
@@ -77,6 +77,7 @@ class ConsoleSettings:
         live: live calls (None: the Calls page reads the journal).
         on_decided: told each decision's approval id (wakes the call waiting here at once).
         pins: the gateway's pinned upstreams (None: no Pins page to act on).
+        oauth: operators known by OAuth access tokens with the console's scopes (None: none).
     """
 
     operators: Mapping[str, str]
@@ -89,6 +90,7 @@ class ConsoleSettings:
     live: LiveCalls | None = None
     on_decided: Callable[[str], None] | None = None
     pins: PinBoard | None = None
+    oauth: OAuthOperators | None = None
     _operators: Operators = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -110,15 +112,29 @@ def console_app(settings: ConsoleSettings) -> Starlette:
     """The console's ASGI app (see the module docstring); its paths start with `/console/`."""
     ops = settings._operators
 
-    def who(request: Request) -> tuple[Session | None, str | None]:
-        """The browser's session, or the operator named by a bearer token (no session)."""
+    async def who(request: Request) -> tuple[Session | None, str | Refusal | None]:
+        """The browser's session, or the operator named by a bearer token (no session): an
+        operator's own token, else an OAuth access token with the console's scopes."""
         session = ops.session(request.cookies.get(COOKIE))
         if session is not None:
             return session, session.operator
         header = request.headers.get("authorization", "")
-        if header[:7].lower() == "bearer ":
-            return None, ops.who(header[7:].strip())
-        return None, None
+        if header[:7].lower() != "bearer " or not header[7:].strip():
+            return None, None
+        token = header[7:].strip()
+        name = ops.who(token)
+        if name is not None or settings.oauth is None:
+            return None, name
+        found = await settings.oauth.who(token)
+        return None, found if isinstance(found, Refusal) else found[0]
+
+    def sign_in_page(problem: str | None = None, status: int = 401) -> Response:
+        form = pages.login_form(problem, oauth_scopes=settings.oauth.scopes if settings.oauth else ())
+        return _html(
+            pages.layout("Sign in", form, where=settings.where),
+            status,
+            {"WWW-Authenticate": 'Bearer realm="toolbridge console"'} if status == 401 else None,
+        )
 
     def guarded(handler: Handler, *, form: bool = False) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -129,10 +145,14 @@ def console_app(settings: ConsoleSettings) -> Starlette:
             )
             if problem is not None:
                 return _plain(problem[1], problem[0])
-            session, operator = who(request)
+            session, operator = await who(request)
+            if isinstance(operator, Refusal):
+                log.info("console: a bearer token was refused: %s", operator.reason)
+                if operator.status == 503:
+                    return _unavailable(operator)
+                return sign_in_page(operator.reason, operator.status)
             if operator is None:
-                page = pages.layout("Sign in", pages.login_form(), where=settings.where)
-                return _html(page, 401, {"WWW-Authenticate": 'Bearer realm="toolbridge console"'})
+                return sign_in_page()
             if form:
                 if session is None or not _same_origin(request):
                     return _plain("forbidden: this form must come from the console's own page", 403)
@@ -159,21 +179,27 @@ def console_app(settings: ConsoleSettings) -> Starlette:
         if problem is not None:
             return _plain(problem[1], problem[0])
         if request.method == "GET":
-            return _html(pages.layout("Sign in", pages.login_form(), where=settings.where))
+            return sign_in_page(status=200)
         if not _same_origin(request):
             return _plain("forbidden: sign in from the console's own page", 403)
         fields = await _form(request)
-        operator = ops.who((fields or {}).get("token"))
+        token = (fields or {}).get("token") or ""
+        operator, until = ops.who(token), None
+        if operator is None and settings.oauth is not None and token.strip():
+            found = await settings.oauth.who(token.strip())
+            if isinstance(found, Refusal):
+                log.info("console: a sign-in was refused: %s", found.reason)
+                if found.status == 503:
+                    return _unavailable(found)
+                return sign_in_page(found.reason, found.status)
+            operator, until = found
         if operator is None:
-            page_ = pages.layout(
-                "Sign in", pages.login_form("That token is not an operator's."), where=settings.where
-            )
-            return _html(page_, 401)
+            return sign_in_page("That token is not an operator's.")
         log.info("console: operator %s signed in", operator)
         response = RedirectResponse("/console/approvals", status_code=303, headers=_HEADERS)
         response.set_cookie(
             COOKIE,
-            ops.sign_in(operator),
+            ops.sign_in(operator, until=until),
             max_age=int(SESSION_S),
             path="/console/",
             httponly=True,
@@ -378,6 +404,15 @@ def pages_keep() -> int:
     from ._live import KEEP
 
     return KEEP
+
+
+def _unavailable(refusal: Refusal) -> Response:
+    return Response(
+        refusal.reason,
+        status_code=503,
+        media_type="text/plain",
+        headers={**_HEADERS, "Retry-After": str(refusal.retry_after_s or 5)},
+    )
 
 
 def _same_origin(request: Request) -> bool:

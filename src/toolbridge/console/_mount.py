@@ -6,7 +6,7 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from ._app import ConsoleSettings, console_app
-from ._auth import loopback_host
+from ._auth import OAuthOperators, loopback_host
 from ._live import LiveCalls
 from ._pins import PinBoard
 
@@ -54,5 +54,16 @@ def console_for(gateway: Any, app: Any, *, host: str) -> tuple[Any, Callable[[],
         live=live,
         on_decided=getattr(route, "decided", None),
         pins=PinBoard(sources) if (sources := gateway.pin_sources()) else None,
+        oauth=_oauth_operators(gateway, app),
     )
     return _Split(console_app(settings), app), live.close
+
+
+def _oauth_operators(gateway: Any, app: Any) -> OAuthOperators | None:
+    """Operators by OAuth token: the gateway's `console.scopes`, checked by the verifier of its
+    OAuth door (`app`, its `OAuthGate`: one key-set cache and introspection cache for both)."""
+    scopes = tuple(getattr(gateway, "console_scopes", ()))
+    verifier = getattr(app, "verifier", None)
+    if not scopes or verifier is None:
+        return None
+    return OAuthOperators(verifier, scopes)

@@ -83,11 +83,17 @@ def layout(
     )
 
 
-def login_form(problem: str | None = None) -> str:
+def login_form(problem: str | None = None, *, oauth_scopes: Sequence[str] = ()) -> str:
     note = f'<p class="notice" role="alert">{esc(problem)}</p>' if problem else ""
+    hint = (
+        '<p class="muted">or an OAuth access token for this gateway with the scope '
+        f"<code>{esc(' '.join(oauth_scopes))}</code></p>"
+        if oauth_scopes
+        else ""
+    )
     return (
         f'{note}<form class="card login" method="post" action="/console/login">'
-        '<label for="token">Operator token</label>'
+        f'<label for="token">Operator token</label>{hint}'
         '<input id="token" name="token" type="password" autocomplete="current-password" required>'
         "<button>Sign in</button></form>"
     )

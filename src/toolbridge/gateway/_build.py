@@ -100,7 +100,9 @@ class OpenGateway:
     _fresh_at: dict[int, float] = field(default_factory=dict, repr=False)
     """When each upstream was last listed by asking it (not its client's cache)."""
     operators: dict[str, str] = field(default_factory=dict, repr=False)
-    """The console's operators: sign-in token -> name (HTTP; empty: no console)."""
+    """The console's operators: sign-in token -> name (HTTP; empty: none by token)."""
+    console_scopes: tuple[str, ...] = ()
+    """With `oauth`: the scopes an access token needs to sign in to the console (empty: none)."""
     journal_location: str | None = field(default=None, repr=False)
     """The journal's SQLite path or PostgreSQL URL (what the console reads), None in memory."""
     discovery: Discovery | None = field(default=None, repr=False)
@@ -429,12 +431,14 @@ async def open_gateway(
         )
         location = _journal_location(manifest, doc, base)
         operators: dict[str, str] = {}
+        console_scopes: tuple[str, ...] = ()
         if doc.console is not None:
             core.operators = await _operator_approvals(live, location, core.name)
             if http:
                 operators = {
                     o.token.reveal(): o.name for o in doc.console.operators if isinstance(o.token, Secret)
                 }
+                console_scopes = tuple(doc.console.scopes) if oauth is not None else ()
         gateway = OpenGateway(
             name=core.name,
             core=core,
@@ -449,6 +453,7 @@ async def open_gateway(
             _pins=pins,
             _upstreams=upstreams,
             operators=operators,
+            console_scopes=console_scopes,
             journal_location=location,
         )
         if doc.discovery is not None:

@@ -367,7 +367,7 @@ async def serve_http(
             resource_name=gateway.name,
         )
     served, close_console = wrapped, None
-    if getattr(gateway, "operators", None):  # the operator's console at /console/ (docs/console.md)
+    if gateway.operators or gateway.console_scopes:  # the operator's console at /console/ (docs/console.md)
         from ..console import console_for
 
         served, close_console = console_for(gateway, wrapped, host=host)

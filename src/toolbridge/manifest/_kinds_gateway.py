@@ -283,11 +283,16 @@ class ConsoleOperator(_Closed):
 class GatewayConsole(_Closed):
     """The operator's console of an HTTP gateway (see docs/console.md)."""
 
-    operators: Annotated[list[ConsoleOperator], Field(min_length=1)]
-    """Who may sign in; nobody else sees the console."""
+    operators: list[ConsoleOperator] = []
+    """Who may sign in with a token of their own; nobody else sees the console."""
+    scopes: list[Annotated[str, Field(min_length=1, pattern=r"^[!#-\[\]-~]+$")]] = []
+    """With the gateway's `oauth`: an OAuth access token carrying every one of these scopes (for
+    the gateway's `resource`, verified as a client's) signs its subject in as an operator."""
 
     @model_validator(mode="after")
     def _distinct(self) -> GatewayConsole:
+        if not self.operators and not self.scopes:
+            raise PydanticCustomError("console_operators", "give the console `operators`, `scopes`, or both")
         names = [o.name for o in self.operators]
         if len(set(names)) != len(names):
             raise PydanticCustomError("operator_names", "two console operators have the same `name`")
@@ -371,6 +376,10 @@ class GatewayDoc(KindDoc):
             raise PydanticCustomError("client_local", "at most one client is `local: true`")
         if self.oauth is None and any(c.oauth is not None for c in self.clients):
             raise PydanticCustomError("client_oauth", "a client has `oauth` but the gateway has no `oauth`")
+        if self.oauth is None and self.console is not None and self.console.scopes:
+            raise PydanticCustomError(
+                "console_oauth", "the console has `scopes` but the gateway has no `oauth`"
+            )
         if self.max_sessions_per_identity is not None and self.max_sessions_per_identity > self.max_sessions:
             raise PydanticCustomError(
                 "gateway_sessions", "`maxSessionsPerIdentity` is more than `maxSessions`"
