@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import httpx2
 from gw_helpers import calls_of, gateway_http, journal_calls, upstream_manifest
 from mcp import Client
@@ -195,3 +196,52 @@ async def test_a_burst_of_openings_stays_within_the_share(tmp_path: Path) -> Non
             bob = await _open(http, url, BOB)
             assert bob.status_code == 200
             assert await _ping(http, url, BOB, bob.headers["mcp-session-id"]) == 200
+
+
+async def test_one_identitys_flood_of_refusals_never_queues_anothers_row(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Refused calls get their journal rows a few at a time *per identity*: with the async
+    (PostgreSQL) journal, bob's refusal is written while most of alice's 120 refusals still wait
+    for theirs (with one queue for everyone it waited behind all of them)."""
+    from toolbridge.gateway._build import open_gateway
+    from toolbridge.runtime import PostgresJournal
+
+    manifest = upstream_manifest(tmp_path, clients=CLIENTS, binding="    effects: read\n")
+    text = manifest.read_text(encoding="utf-8")
+    text = text.replace("journal: journal.db", "journal: ${{ secrets.journalUrl }}")
+    manifest.write_text(text, encoding="utf-8")
+    flood = 120
+    secrets = {"aliceToken": ALICE, "bobToken": BOB, "journalUrl": postgres_url}
+    async with open_gateway(manifest, secrets=secrets) as gateway:
+        core = gateway.core
+        alice, bob = gateway.identities["alice"], gateway.identities["bob"]
+        done = {"alice": 0}
+        alice_done_when_bob_was: list[int] = []
+
+        async def refuse_alice(n: int) -> None:
+            await core.refused(alice, "up_echo", {"text": str(n)}, "LIMIT_EXCEEDED", "too many")
+            done["alice"] += 1
+
+        async def refuse_bob() -> None:
+            result = await core.refused(bob, "up_echo", {"text": "bob"}, "LIMIT_EXCEEDED", "too many")
+            assert result.is_error
+            alice_done_when_bob_was.append(done["alice"])
+
+        with anyio.fail_after(120):  # hang guard
+            async with anyio.create_task_group() as tg:
+                for n in range(flood):
+                    tg.start_soon(refuse_alice, n)
+                await anyio.lowlevel.checkpoint()  # alice's refusals are queued first
+                tg.start_soon(refuse_bob)
+        assert done["alice"] == flood
+        assert alice_done_when_bob_was and alice_done_when_bob_was[0] < flood // 2, alice_done_when_bob_was
+        assert core._refusal_rows == {}  # nothing kept once the rows are written
+    journal = PostgresJournal.open_existing(postgres_url)
+    try:
+        runs = [journal.get_run(r.run_id) for r in journal.list_runs(500)]
+    finally:
+        journal.close()
+    rows = [(r.principal, c.tool_id, c.error_code) for r in runs if r is not None for c in r.calls]
+    assert rows.count(("alice", "up_echo", "LIMIT_EXCEEDED")) == flood
+    assert rows.count(("bob", "up_echo", "LIMIT_EXCEEDED")) == 1

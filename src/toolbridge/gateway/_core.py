@@ -60,10 +60,11 @@ ERROR_TEXT_LIMIT = 2000
 """An upstream tool error reaches the client cleaned and cut to this many characters."""
 
 STALE_WAIT_S = 1.0
-REFUSAL_ROWS_AT_ONCE = 4
-"""Journal rows of calls refused before governing (`GatewayCore.refused`) written at once."""
 """How long a listing waits for another caller's listing of a changed upstream before it is
 served the last built union."""
+REFUSAL_ROWS_AT_ONCE = 4
+"""Journal rows of calls refused before governing (`GatewayCore.refused`) written at once, per
+identity."""
 
 Approval = Literal["never", "write", "always"]
 
@@ -330,7 +331,7 @@ class GatewayCore:
     _warned_at: float = field(init=False, repr=False, default=-1e9)
     _refreshing: anyio.Event | None = field(init=False, repr=False, default=None)
     _listed: _Listing | None = field(init=False, repr=False, default=None)
-    _refusal_rows: anyio.CapacityLimiter | None = field(init=False, repr=False, default=None)
+    _refusal_rows: dict[str, anyio.CapacityLimiter] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.catalog = ToolCatalog([s.binding for s in self.sources], list(self.declared))
@@ -626,24 +627,31 @@ class GatewayCore:
         call still gets its journal row (`not_started`, the code, the tool's name) under the
         identity's runtime, and the client gets `code` with `message`.
 
-        Rows of refusals are written a few at a time, for all identities together: a flood of
-        refused calls waits on these rows, calls that are not refused never do. A journal that
-        cannot be written does not change the answer.
+        Rows of refusals are written a few at a time per identity (`REFUSAL_ROWS_AT_ONCE`): one
+        identity's flood of refused calls waits on its own rows, never on another identity's,
+        and calls that are not refused never wait on them. A journal that cannot be written does
+        not change the answer.
         """
-        if self._refusal_rows is None:
-            self._refusal_rows = anyio.CapacityLimiter(REFUSAL_ROWS_AT_ONCE)
+        rows = self._refusal_rows.get(identity.name)
+        if rows is None:
+            rows = self._refusal_rows[identity.name] = anyio.CapacityLimiter(REFUSAL_ROWS_AT_ONCE)
         args = dict(arguments) if isinstance(arguments, Mapping) else {}
         last = self.catalog.last()  # never waits on a listing: the tool as last listed, if it was
         fixed = ToolCatalog.of(last if last is not None else Catalog({}, ()))
-        async with self._refusal_rows:
-            try:
-                async with GovernedSession(
-                    identity.runtime, principal=identity.name, label=f"gateway {self.name}", catalog=fixed
-                ) as session:
-                    raise await session.refuse(name, args, code)
-            except ToolbridgeError as exc:
-                if exc.code != code:
-                    log.warning("a refused call of %r has no journal row: %s", bounded(name, 100), exc.code)
+        try:
+            async with rows:
+                try:
+                    async with GovernedSession(
+                        identity.runtime, principal=identity.name, label=f"gateway {self.name}", catalog=fixed
+                    ) as session:
+                        raise await session.refuse(name, args, code)
+                except ToolbridgeError as exc:
+                    if exc.code != code:
+                        why = exc.code
+                        log.warning("a refused call of %r has no journal row: %s", bounded(name, 100), why)
+        finally:  # the map holds only identities with refusals being written
+            if rows.borrowed_tokens == 0 and rows.statistics().tasks_waiting == 0:
+                self._refusal_rows.pop(identity.name, None)
         return refusal(PolicyError(message, code=code, outcome=CODES[code]))
 
     def _approval_round(
