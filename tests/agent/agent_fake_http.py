@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -54,9 +55,11 @@ def sse_gemini(chunks: list[dict[str, Any]]) -> Reply:
 
 
 class FakeApi:
-    """The server; `replies` is the queue, `seen` what arrived."""
+    """The server; `replies` is the queue, `seen` what arrived. With `responder`, a request that
+    finds the queue empty is answered by `responder(body)` (a server that works on what it got)."""
 
-    def __init__(self) -> None:
+    def __init__(self, responder: Callable[[Any], Reply] | None = None) -> None:
+        self.responder = responder
         self.replies: deque[Reply] = deque()
         self.seen: list[Seen] = []
         self.hung_up = threading.Event()
@@ -81,7 +84,12 @@ class FakeApi:
                 except ValueError:
                     body = raw
                 outer.seen.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                reply = outer.replies.popleft() if outer.replies else Reply(500, {"error": "no reply queued"})
+                if outer.replies:
+                    reply = outer.replies.popleft()
+                elif outer.responder is not None:
+                    reply = outer.responder(body)
+                else:
+                    reply = Reply(500, {"error": "no reply queued"})
                 if reply.delay:
                     time.sleep(reply.delay)
                 data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()

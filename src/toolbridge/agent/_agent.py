@@ -411,8 +411,10 @@ class Agent:
                     with span.attach():
                         current = await self._catalog.resolve()  # a provider's tools changed during the run
                 catalog = current
-            shown = catalog.specs if self.tool_search is None else self.tool_search.shown(catalog, messages)
-            request = ModelRequest(messages=tuple(messages), tools=shown, options=request_options)
+            if self.tool_search is None:
+                request = ModelRequest(messages=tuple(messages), tools=catalog.specs, options=request_options)
+            else:  # past its threshold: the provider's own search, or find/use (`_tool_search`)
+                request = self.tool_search.request(catalog, messages, request_options, self.model)
             chat = telemetry.start_chat(self.model, span, request)
             response: ModelResponse | None = None
             try:

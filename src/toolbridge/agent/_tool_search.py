@@ -16,8 +16,18 @@ may be called.
 
 The meta tools are one provider binding (`ToolSearch.binding`, effects `none`): under a
 governed runtime they need the grants `tool:find_tools` and `tool:use_tools`, and each of their
-calls is journaled like any tool call. Each provider's native deferred loading (Anthropic's
-tool search) is not used yet: the meta tools work with every model.
+calls is journaled like any tool call.
+
+The provider's native form, when the model has one (`native_tool_search` true: `AnthropicModel`)
+and `native` is set (default `bm25`): every tool goes in the request, all but the pinned ones
+and the final answer marked deferred (`ModelRequest.tool_search`), and the provider's own search
+(Anthropic's tool search tool) loads what the model looks for, in the same turn: no extra model
+turn, no meta tools, no grants for them. The search then runs on the provider's side over all the
+agent's tool definitions, and it is not a journaled tool call (the calls of the tools it loaded
+are). Past `MAX_NATIVE` tools (the API's limit, 10,000), or when a tool's name is one the
+provider's search tool takes, the meta tools are used. OpenAI's hosted tool search lives in the
+Responses API and Gemini's in its Interactions API; `OpenAIModel` and `GeminiModel` speak Chat
+Completions and generateContent, so they get the meta tools.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..calls import ToolBinding
 from ..catalog import FINAL_RESULT_TOOL, Catalog
@@ -40,11 +50,15 @@ from ..discovery import (
 )
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
+from .models import ModelRequest, NativeToolSearch
 
-__all__ = ["FIND_TOOLS", "USE_TOOLS", "ToolSearch", "tool_search_of"]
+__all__ = ["FIND_TOOLS", "MAX_NATIVE", "USE_TOOLS", "ToolSearch", "tool_search_of"]
 
 FIND_TOOLS = "find_tools"
 USE_TOOLS = "use_tools"
+MAX_NATIVE = 10_000
+"""The most tools a native search is given (Anthropic's limit); past it the meta tools are used."""
+_NATIVE_NAMES = frozenset({"tool_search_tool_bm25", "tool_search_tool_regex"})
 _FIND = ToolSpec(
     name=FIND_TOOLS,
     description=(
@@ -73,6 +87,8 @@ class ToolSearch:
         max_results: the most matches one `find_tools` returns (1..50).
         max_working_set: the most tools `use_tools` calls keep shown (the most recent).
         rerank: a user's scoring of the lexical candidates (`toolbridge.discovery.Reranker`).
+        native: the provider's own search when the model has one (`bm25`, the default, or
+            `regex`; None: always the meta tools).
 
     Raises:
         ConfigError: `ERR_CONFIG` for a negative threshold or limits out of range.
@@ -83,6 +99,7 @@ class ToolSearch:
     max_results: int = 10
     max_working_set: int = 32
     rerank: Reranker | None = None
+    native: Literal["bm25", "regex"] | None = "bm25"
     index: ToolIndex = field(init=False, repr=False)
     _indexed: Catalog | None = field(init=False, repr=False, default=None)
     _binding: ToolBinding | None = field(init=False, repr=False, default=None)
@@ -97,6 +114,8 @@ class ToolSearch:
                 raise ConfigError(
                     f"tool_search: {label} must be an integer from {low} to {high}", code="ERR_CONFIG"
                 )
+        if self.native not in ("bm25", "regex", None):
+            raise ConfigError("tool_search: native must be 'bm25', 'regex' or None", code="ERR_CONFIG")
         self.pinned = tuple(self.pinned)
         self.index = ToolIndex(rerank=self.rerank)
 
@@ -108,6 +127,24 @@ class ToolSearch:
         return self._binding
 
     # ------------------------------------------------------------------- what the model sees
+
+    def request(
+        self, catalog: Catalog, messages: Sequence[Any], options: Mapping[str, Any], model: object
+    ) -> ModelRequest:
+        """The model request of one turn: the provider's own search when `model` has one and the
+        catalog is past the threshold, else what `shown` gives."""
+        if self.native is not None and getattr(model, "native_tool_search", False) is True:
+            specs = [s for s in catalog.specs if s.name not in (FIND_TOOLS, USE_TOOLS)]
+            searchable = [s.name for s in specs if s.name != FINAL_RESULT_TOOL]
+            if self.threshold < len(searchable) <= MAX_NATIVE and _NATIVE_NAMES.isdisjoint(searchable):
+                deferred = frozenset(searchable) - frozenset(self.pinned)
+                return ModelRequest(
+                    messages=tuple(messages),
+                    tools=tuple(specs),
+                    options=options,
+                    tool_search=NativeToolSearch(deferred, self.native),
+                )
+        return ModelRequest(messages=tuple(messages), tools=self.shown(catalog, messages), options=options)
 
     def shown(self, catalog: Catalog, messages: Sequence[Any]) -> tuple[ToolSpec, ...]:
         """The specs of a model request: all of `catalog`'s under the threshold; past it the meta

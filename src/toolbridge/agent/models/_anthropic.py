@@ -22,6 +22,13 @@ Design:
   tool-use id) and sent back with that turn, as the API requires when thinking is on.
 - Tool input that is not a JSON object (or, streamed, JSON that does not parse) is
   `ERR_MODEL_BAD_RESPONSE`, never silently `{}`.
+- Native tool search (`native_tool_search = True`): a request with `tool_search` sends the
+  API's tool search tool (`tool_search_tool_bm25_20251119` or `..._regex_20251119`) first, the
+  deferred tools with `defer_loading: true` (the cache breakpoint goes on the last tool that is
+  not deferred). The API runs the search on its side (`server_tool_use`, then a
+  `tool_search_tool_result` whose `tool_reference` blocks load the found tools); those blocks are
+  remembered like thinking blocks and sent back, in their order, with the turn's tool calls, so
+  the next request still has the tools the search loaded.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from ._base import (
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
+    NativeToolSearch,
     TextDelta,
     ToolCall,
     Usage,
@@ -71,6 +79,8 @@ _ERROR_TYPES = {  # error `type` of an error event inside a stream -> (status it
     "request_too_large": 413,
 }
 _EPHEMERAL = {"type": "ephemeral"}
+_KEPT = frozenset({"thinking", "redacted_thinking", "server_tool_use", "tool_search_tool_result"})
+"""Blocks of a turn sent back before its tool calls (thinking; the API's own tool search)."""
 DEFAULT_MAX_TOKENS = 4096
 
 
@@ -103,8 +113,8 @@ def to_anthropic_messages(
 ) -> tuple[str, list[dict[str, Any]]]:
     """The `system` text and the Messages API turns for neutral messages.
 
-    `thinking` gives, for the first tool-use id of an assistant turn, the thinking blocks to
-    send back before its tool calls.
+    `thinking` gives, for the first tool-use id of an assistant turn, the blocks to send back
+    before its tool calls (thinking, and the API's own tool search with its results).
     """
     system: list[str] = []
     wire: list[dict[str, Any]] = []
@@ -145,8 +155,14 @@ def to_anthropic_messages(
     return "\n\n".join(system), wire
 
 
-def _tools(tools: Sequence[ToolSpec], cache: bool) -> list[dict[str, Any]]:
+def _tools(
+    tools: Sequence[ToolSpec], cache: bool, search: NativeToolSearch | None = None
+) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
+    deferred = search.deferred if search is not None else frozenset()
+    if search is not None:
+        name = f"tool_search_tool_{search.variant}"
+        wire.append({"type": f"{name}_20251119", "name": name})
     for spec in tools:
         schema = dict(spec.parameters)
         if "type" not in schema:
@@ -154,9 +170,13 @@ def _tools(tools: Sequence[ToolSpec], cache: bool) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"name": spec.name, "input_schema": schema}
         if spec.description:
             item["description"] = spec.description
+        if spec.name in deferred:
+            item["defer_loading"] = True
         wire.append(item)
-    if cache and wire:
-        wire[-1]["cache_control"] = dict(_EPHEMERAL)
+    if cache:
+        shown = [item for item in wire if not item.get("defer_loading")]
+        if shown:
+            shown[-1]["cache_control"] = dict(_EPHEMERAL)
     return wire
 
 
@@ -198,6 +218,7 @@ class AnthropicModel(RemoteModel):
     """
 
     provider = "anthropic"
+    native_tool_search = True
     key_env = ("ANTHROPIC_API_KEY",)
     base_url_env = "ANTHROPIC_BASE_URL"
     extra = "anthropic"
@@ -292,7 +313,7 @@ class AnthropicModel(RemoteModel):
             if self.prompt_caching:
                 block["cache_control"] = dict(_EPHEMERAL)
             kwargs["system"] = [block]
-        tools = _tools(request.tools, self.prompt_caching)
+        tools = _tools(request.tools, self.prompt_caching, request.tool_search)
         if tools:
             kwargs["tools"] = tools
         known = self._known_options(client)
@@ -346,7 +367,7 @@ class AnthropicModel(RemoteModel):
                         arguments=tool_arguments(self.model, name, getattr(block, "input", None)),
                     )
                 )
-            elif kind in ("thinking", "redacted_thinking"):
+            elif kind in _KEPT:
                 thinking.append(block.model_dump(mode="json", exclude_none=True))
         self._remember(thinking, calls)
         return ModelResponse(
@@ -399,6 +420,9 @@ class AnthropicModel(RemoteModel):
                         "thinking": [],
                         "signature": "",
                         "data": getattr(block, "data", None),
+                        "raw": block.model_dump(mode="json", exclude_none=True)
+                        if getattr(block, "type", None) in _KEPT
+                        else None,
                     }
                 elif kind == "content_block_delta":
                     slot = blocks.setdefault(
@@ -462,6 +486,13 @@ class AnthropicModel(RemoteModel):
                 )
             elif slot["type"] == "redacted_thinking":
                 thinking.append({"type": "redacted_thinking", "data": slot["data"]})
+            elif slot["type"] == "server_tool_use":  # the API's own tool search: its input streamed
+                raw = dict(slot["raw"] or {})
+                if slot["json"]:
+                    raw["input"] = tool_arguments(self.model, str(raw.get("name", "")), "".join(slot["json"]))
+                thinking.append(raw)
+            elif slot["type"] == "tool_search_tool_result":  # whole in its start event
+                thinking.append(dict(slot["raw"] or {}))
         self._remember(thinking, calls)
         yield ModelResponse(
             text="".join(text),

@@ -35,6 +35,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelStreamItem",
+    "NativeToolSearch",
     "Role",
     "TextDelta",
     "ToolCall",
@@ -126,6 +127,22 @@ def message_text(message: Message) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class NativeToolSearch:
+    """The provider's own tool search over some of a request's tools (Anthropic's deferred loading).
+
+    Only a model whose `native_tool_search` attribute is true is sent a request carrying one
+    (`Agent(tool_search=...)` decides; see `toolbridge.agent.ToolSearch`).
+
+    Attributes:
+        deferred: names among the request's tools the provider loads only when its search finds them.
+        variant: the provider's search: `bm25` (plain-words queries) or `regex`.
+    """
+
+    deferred: frozenset[str]
+    variant: Literal["bm25", "regex"] = "bm25"
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """Everything a model needs for one turn.
 
@@ -133,11 +150,14 @@ class ModelRequest:
         messages: the conversation so far.
         tools: the tools on offer, named as the model must call them.
         options: provider options (temperature, max_tokens, ...), merged agent < run.
+        tool_search: the provider's own search over the deferred part of `tools` (None: every
+            tool is shown).
     """
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    tool_search: NativeToolSearch | None = None
 
 
 @dataclass(frozen=True, slots=True)
