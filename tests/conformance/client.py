@@ -107,15 +107,24 @@ async def main() -> int:
             tools = await client.list_tools()
             if tools:
                 await client.call_tool(tools[0].name, {})
+        elif scenario == "json-schema-2020-12-preservation":
+            # The scenario: echo the focal tool's inputSchema, as toolbridge listed it, through
+            # the echo tool (the server compares it with the schema it sent).
+            tools = {tool.name: tool for tool in await client.list_tools()}
+            focal = tools["json_schema_2020_12_tool"].input_schema
+            await client.call_tool("json_schema_echo", {"schema": focal})
+        elif "toolCalls" in context:
+            # The scenario names its calls and their arguments (http-custom-headers: SEP-2243
+            # Mcp-Param-* headers, mirrored from the listed tool's x-mcp-header parameters).
+            await client.list_tools()
+            for call in context["toolCalls"]:
+                await client.call_tool(call["name"], call["arguments"])
         else:
             # The 2026-07-28 scenarios without a handler of their own: list the tools and call
             # each one, with arguments made from its schema (an error fails that call only).
             for tool in await client.list_tools():
-                arguments = sample_arguments(tool.input_schema)
-                if scenario == "json-schema-2020-12-preservation" and "schema" in arguments:
-                    arguments["schema"] = tool.input_schema  # the scenario: echo the schema as listed
                 try:
-                    await client.call_tool(tool.name, arguments)
+                    await client.call_tool(tool.name, sample_arguments(tool.input_schema))
                 except Exception as exc:
                     print(f"{tool.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 0
