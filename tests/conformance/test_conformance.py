@@ -99,12 +99,17 @@ def _baseline() -> dict[str, str]:
 
 
 def _run(
-    scenario: str, out: Path, runner: Path = CONFORMANCE_JS, timeout_ms: int = CLIENT_TIMEOUT_MS
+    scenario: str,
+    out: Path,
+    runner: Path = CONFORMANCE_JS,
+    timeout_ms: int = CLIENT_TIMEOUT_MS,
+    client: Path = CLIENT,
 ) -> Outcome:
-    """Run one scenario; return the runner's exit code, the checks, and its console output."""
-    command = f"{sys.executable} {CLIENT}"
+    """Run one scenario with `client` as the client under test; return the runner's exit code,
+    the checks, and its console output."""
+    command = f"{sys.executable} {client}"
     # The runner splits --command on single spaces.
-    assert " " not in sys.executable and " " not in str(CLIENT), "paths with spaces break --command"
+    assert " " not in sys.executable and " " not in str(client), "paths with spaces break --command"
     proc = subprocess.run(
         [
             str(NODE),

@@ -29,6 +29,7 @@ from test_conformance import (
 )
 
 ALPHA_JS = HERE / "node_modules" / "conformance-alpha" / "dist" / "index.js"
+GATEWAY_CLIENT = HERE / "gateway_client.py"
 BASELINE = HERE / "conformance-alpha-baseline.yml"
 
 CLIENT_TIMEOUT_MS = 60_000
@@ -89,6 +90,12 @@ SCENARIOS = (
     "sep-2640-client-verify-frontmatter",
 )
 """Every client scenario of conformance 0.2.0-alpha.12 (checked against `conformance list` below)."""
+
+THROUGH_THE_GATEWAY = ("json-schema-2020-12-preservation", "http-custom-headers")
+"""Scenarios also run with `toolbridge gateway` between `client.py` and the scenario's server
+(`gateway_client.py`): what a client must keep and send must survive the gateway too (the tool
+schema through its listing; the `Mcp-Param-*` headers made again on its upstream call, which goes
+over a connection of its own per set of client capabilities)."""
 
 
 def _baseline() -> dict[str, str]:
@@ -169,3 +176,34 @@ def test_alpha_client_scenario(scenario: str, alpha_runs: dict[str, Future[Outco
             f"{scenario} now passes but is listed in conformance-alpha-baseline.yml: remove the stale entry",
             pytrace=False,
         )
+
+
+@pytest.fixture(scope="module")
+def gateway_runs() -> Iterator[dict[str, Future[Outcome]]]:
+    """The scenarios of THROUGH_THE_GATEWAY, run at the same time (each starts its own gateway)."""
+    _require_install()
+    with (
+        tempfile.TemporaryDirectory(prefix="conformance-alpha-gateway-") as tmp,
+        ThreadPoolExecutor(PARALLEL) as pool,
+    ):
+        futures = {
+            scenario: pool.submit(
+                _run, scenario, Path(tmp) / f"run{i}", ALPHA_JS, CLIENT_TIMEOUT_MS, GATEWAY_CLIENT
+            )
+            for i, scenario in enumerate(THROUGH_THE_GATEWAY)
+        }
+        try:
+            yield futures
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+
+@pytest.mark.parametrize("scenario", THROUGH_THE_GATEWAY)
+def test_alpha_client_scenario_through_the_gateway(
+    scenario: str, gateway_runs: dict[str, Future[Outcome]]
+) -> None:
+    exit_code, checks, console = gateway_runs[scenario].result(timeout=CLIENT_TIMEOUT_MS / 1000 * 2 + 60)
+    problems = _problems(exit_code, checks)
+    assert not problems, f"{scenario} through the gateway failed:\n" + "\n".join(problems) + "\n" + console
+    assert len([c for c in checks if c.get("status") == "SUCCESS"]) >= 9, checks

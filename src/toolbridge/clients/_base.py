@@ -137,6 +137,10 @@ class _Connection:
         self.channel = ChangeChannel()
         self.calls = InFlightCalls()  # the calls that take server-to-client requests
         self.get_stream_open = False  # HTTP: the server accepted the GET stream (set by HttpClient)
+        self.listed = False
+        """This connection's SDK session holds the server's current tool listing (or needs none):
+        on a 2026-07-28 connection the SDK mirrors `x-mcp-header` arguments into `Mcp-Param-*`
+        headers from the last listing, so `call_tool` lists first when this is False."""
         self.up = False
         """Seen `ready` and `settled` once (both events are only ever set, never cleared): the
         fast path then checks only what can still change (liveness, errors, the loop)."""
@@ -364,6 +368,7 @@ class ConnectionClient(PerCallRequests):
             started = time.monotonic()
             try:
                 tools = await fetch_all_tools(self._sdk_of(conn), self._describe)
+                conn.listed = True
             except BaseException as exc:
                 self._raise_mapped(exc, conn, lambda: "tools/list")
                 raise  # pragma: no cover - _raise_mapped always raises
@@ -472,6 +477,8 @@ class ConnectionClient(PerCallRequests):
                         try:
                             conn = self._ready_connection() or await self._connection()
                             sdk = self._sdk_of(conn)
+                            if not conn.listed:
+                                await self._list_for_param_headers(conn, sdk)
                             if not offered:
                                 timed = await sdk.call_tool(name, args, progress_callback=rolling.callback)
                             else:
@@ -519,6 +526,24 @@ class ConnectionClient(PerCallRequests):
             raise
         record_mcp_operation("tools/call", started, tool=name, transport=self._net)
         return result
+
+    async def _list_for_param_headers(self, conn: _Connection, sdk: Client) -> None:
+        """Before a call on a connection that has not listed the server's current tools: on a
+        2026-07-28 connection, list them, so the SDK knows each tool's `x-mcp-header` parameters
+        and mirrors them into the call's `Mcp-Param-*` headers (SEP-2243; a 2026 server refuses a
+        call whose headers and arguments disagree). A connection made only to call (the gateway's
+        per-identity and per-capability connections) or whose tools changed lists once; a
+        handshake-era connection never needs to. The listing feeds the SDK only: the client's own
+        cache (`list_tools`) and its generation are left as they were. A listing that fails is not
+        retried before each call (the calls go without the headers until the tools change; the
+        server says what it misses)."""
+        conn.listed = True
+        if sdk.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        try:
+            await fetch_all_tools(sdk, self._describe)
+        except Exception as exc:  # the call still goes; the server says what it misses
+            self.logger.debug("%s: listing before a call failed: %s", self._describe(), type(exc).__name__)
 
     def _call_what(self, name: str) -> str:
         """The operation's name in messages (built only when a message needs it)."""
@@ -765,6 +790,7 @@ class ConnectionClient(PerCallRequests):
     # -- tool-list changes ----------------------------------------------------------------------
 
     def _tools_changed(self, conn: _Connection) -> None:
+        conn.listed = False  # the SDK's x-mcp-header maps may be stale: the next call lists
         if conn is self._conn:
             self._cache = None
             self._generation += 1
