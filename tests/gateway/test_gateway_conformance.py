@@ -65,10 +65,11 @@ _ONLY_2026_TOOLS = (
     "to 2026-07-28 clients only: a handshake-era upstream does not have them"
 )
 _NO_RESUME = (
-    "test_reconnection: the reference closes the call's stream and sends the result on a "
-    "reconnect; the SDK's client (the gateway's upstream side) reconnects with Last-Event-ID but "
-    "never receives the reference's replay, so the call stalls (the SDK client alone, directly, "
-    "times out the same way); the gateway's own stream is primed and resumable (gateway/_resume.py)"
+    "test_reconnection: the reference closes the call's stream, asks clients to wait 5 s before "
+    "reconnecting (`retry: 5000`) and answers 100 ms later; its transport keeps no event for a "
+    "stream that is closed, so a client that waits as asked (the SDK's, on the gateway's upstream "
+    "side) reconnects to nothing and the call stalls (the SDK client alone, directly, does the "
+    "same); the gateway's own streams are primed and resumable (gateway/_resume.py)"
 )
 _IRR = [
     "input-required-result-basic-elicitation",
