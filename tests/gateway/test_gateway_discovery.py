@@ -1,6 +1,7 @@
 """The gateway's `discovery:` over a real upstream of 1,200 tools: two identities, each finds only
 what it is granted; `use_tools` changes only its own session's list; `call_tool` is governed
-like a direct call; a rug-pulled tool is never found; hostile arguments are one clear error."""
+like a direct call; a rug-pulled tool is never found; hostile arguments are one clear error;
+sessionless clients (2026-07-28, `--stateless`) share one bounded working set per identity."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210"
 ENV = {"ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
 META = ["find_tools", "use_tools", "call_tool"]
+MODERN = "2026-07-28"
 
 sys.path.insert(0, str(HERE / "upstreams"))
 from catalog_server import ACTIONS, OBJECTS  # noqa: E402
@@ -107,12 +109,14 @@ class _Changes:
 
 
 @asynccontextmanager
-async def _connect(url: str, token: str, changes: _Changes | None = None) -> AsyncIterator[Client]:
+async def _connect(
+    url: str, token: str, changes: _Changes | None = None, mode: str = "legacy"
+) -> AsyncIterator[Client]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
         Client(
             streamable_http_client(url, http_client=http),  # type: ignore[arg-type]
-            mode="legacy",
+            mode=mode,
             message_handler=changes,
         ) as client,
     ):
@@ -298,3 +302,64 @@ async def test_a_prefix_grant_finds_and_calls_its_tools_and_check_says_what_it_g
     rows = _rows(tmp_path)
     assert ("me", "discovered", "mail_archive_thread", "succeeded") in rows  # the concrete tool
     assert ("me", "discovered", "cal_create_event", "not_started") in rows
+
+
+async def test_sessionless_clients_share_one_working_set_per_identity(tmp_path: Path) -> None:
+    """2026-07-28 clients have no session: their working set is their identity's, shared by their
+    requests and clients, never another identity's, and apart from a handshake-era session's."""
+    manifest = _manifest(tmp_path, _two_identities())
+    env = {**ENV, "CAROL_TOKEN": "carol-token-0123456789"}
+    with gateway_http(manifest, env=env) as url:
+        async with (
+            _connect(url, ALICE, mode=MODERN) as alice,
+            _connect(url, ALICE, mode=MODERN) as alice2,
+            _connect(url, BOB, mode=MODERN) as bob,
+            _connect(url, ALICE) as alice_session,
+        ):
+            assert await _names(alice) == [*META, "mail_list_message"]
+            used = _data(
+                await alice.call_tool("use_tools", {"names": ["cal_create_event", "repo_get_branch"]})
+            )
+            assert used["added"] == ["cal_create_event"] and used["unknown"] == ["repo_get_branch"]
+            assert await _names(alice) == [*META, "cal_create_event", "mail_list_message"]
+            assert await _names(alice2) == [*META, "cal_create_event", "mail_list_message"]  # the identity's
+            assert await _names(bob) == [*META, "repo_list_branch"]
+            assert await _names(alice_session) == [*META, "mail_list_message"]  # a session keeps its own
+            names = ["mail_get_message", "mail_get_thread", "vault_list_secret", "cal_list_event"]
+            used = _data(await alice2.call_tool("use_tools", {"names": names}))
+            assert used["working_set"] == names[1:]  # bounded (3), as a session's
+            assert set(await _names(alice)) == {*META, "mail_list_message", *names[1:]}
+    rows = _rows(tmp_path)
+    assert ("alice", "tools/use", "cal_create_event", "succeeded") in rows
+
+
+async def test_stateless_http_keeps_a_working_set_per_identity(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, _two_identities())
+    env = {**ENV, "CAROL_TOKEN": "carol-token-0123456789"}
+    with gateway_http(manifest, "--stateless", env=env) as url:
+        async with _connect(url, ALICE) as alice, _connect(url, BOB) as bob:
+            assert not _data(await alice.call_tool("use_tools", {"names": ["vault_get_secret"]}))["unknown"]
+            assert await _names(alice) == [*META, "mail_list_message", "vault_get_secret"]
+            assert await _names(bob) == [*META, "repo_list_branch"]
+        async with _connect(url, ALICE) as again:  # a new client of the same identity
+            assert await _names(again) == [*META, "mail_list_message", "vault_get_secret"]
+
+
+def test_identity_sets_expire_and_are_bounded() -> None:
+    from toolbridge.gateway._discovery import _IdentitySets
+
+    now = [0.0]
+    sets = _IdentitySets(ttl_s=600, limit=3, clock=lambda: now[0])
+    sets.get("alice").names["mail_get_message"] = None
+    now[0] = 599.0
+    assert list(sets.get("alice").names) == ["mail_get_message"]  # used: kept, its clock restarts
+    now[0] = 1198.0
+    assert list(sets.get("alice").names) == ["mail_get_message"]
+    now[0] = 1798.0  # 600 s unused: dropped
+    assert not sets.get("alice").names
+    for who in ("a", "b", "c", "d"):  # a flood of identities: at most `limit` kept, oldest out
+        sets.get(who).names["x"] = None
+    assert len(sets) == 3 and not sets.get("alice").names
+    off = _IdentitySets(ttl_s=0)
+    off.get("alice").names["x"] = None
+    assert not off.get("alice").names and len(off) == 0

@@ -459,7 +459,14 @@ async def open_gateway(
         if doc.discovery is not None:
             d = doc.discovery
             gateway.discovery = Discovery(
-                core, DiscoverySettings(d.threshold, tuple(d.pinned), d.max_results, d.max_working_set)
+                core,
+                DiscoverySettings(
+                    d.threshold,
+                    tuple(d.pinned),
+                    d.max_results,
+                    d.max_working_set,
+                    d.sessionless_ttl_ms / 1000,
+                ),
             )
         if pin_url is not None and pins:
             await _share_pins(gateway, pin_url, live)

@@ -21,15 +21,23 @@ Each `find_tools` and `use_tools` is journaled under the identity (`Runtime.oper
 characters; the arguments' digest as for any call). A call through `call_tool` is journaled as
 the tool it calls.
 
-Working sets live with the connection (handshake-era sessions; stdio). A client without a
-session (stateless HTTP, the 2026-07-28 era) gets a fresh empty set on each request and uses
-`call_tool`. At most `MAX_SESSIONS` working sets are kept (least recently used dropped).
+Working sets live with the connection (handshake-era sessions; stdio); at most `MAX_SESSIONS`
+are kept (least recently used dropped). A client without a session (a 2026-07-28 client, or any
+client of `--stateless` HTTP) has no connection to keep one with: its requests share one working
+set **per identity** (`_IdentitySets`), kept while used: `sessionless_ttl_s` (default 600 s) after
+its last `tools/list` or `use_tools` it is dropped, and at most `MAX_IDENTITY_SETS` are kept
+(least recently used dropped). Two sessionless clients of one identity share its set; that shows
+one client the names the other asked for, never a tool the identity is not granted (the set is
+only what is listed; grants decide what is called and found). Each gateway process keeps its own:
+behind a load balancer a replica may not have the set another built, so such clients should use
+`call_tool` (it needs no set). `sessionless_ttl_s` 0 keeps no sets: a fresh empty one per request.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -39,6 +47,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..discovery import MAX_LIMIT, MAX_NAMES, USE_TOOLS_SCHEMA, ToolIndex, find_tools_schema, indexed_tool
 from ..errors import ToolbridgeError, bounded
@@ -54,6 +63,9 @@ CALL_TOOL = "call_tool"
 META_TOOLS = frozenset({FIND_TOOLS, USE_TOOLS, CALL_TOOL})
 MAX_SESSIONS = 10_000
 """Working sets kept at once (one per connection; the least recently used is dropped)."""
+MAX_IDENTITY_SETS = 10_000
+"""Sessionless clients' working sets kept at once (one per identity; least recently used dropped)."""
+SESSIONLESS_TTL_S = 600.0
 NOTIFY_TIMEOUT_S = 5.0
 
 
@@ -65,6 +77,7 @@ class DiscoverySettings:
     pinned: tuple[str, ...] = ()
     max_results: int = 10
     max_working_set: int = 32
+    sessionless_ttl_s: float = SESSIONLESS_TTL_S
 
 
 def _meta_tools(max_results: int) -> list[types.Tool]:
@@ -106,6 +119,41 @@ class _WorkingSet:
     owner: Any
     """A weak reference to the connection (an id is reused once it is gone), or None."""
     names: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    used_at: float = 0.0
+    """When a sessionless set was last listed or added to (`time.monotonic`)."""
+
+
+@dataclass
+class _IdentitySets:
+    """The working sets of sessionless clients, one per identity, each kept `ttl_s` after its last
+    use and at most `limit` of them (least recently used first out)."""
+
+    ttl_s: float
+    limit: int = MAX_IDENTITY_SETS
+    clock: Any = time.monotonic
+    _sets: OrderedDict[str, _WorkingSet] = field(default_factory=OrderedDict)
+
+    def get(self, identity: str) -> _WorkingSet:
+        now = self.clock()
+        while self._sets:  # ordered by last use: the expired are at the front
+            oldest = next(iter(self._sets.values()))
+            if now - oldest.used_at < self.ttl_s:
+                break
+            self._sets.popitem(last=False)
+        found = self._sets.get(identity)
+        if found is None:
+            found = _WorkingSet(identity, None)
+            if self.ttl_s > 0:
+                self._sets[identity] = found
+                while len(self._sets) > self.limit:
+                    self._sets.popitem(last=False)
+        else:
+            self._sets.move_to_end(identity)
+        found.used_at = now
+        return found
+
+    def __len__(self) -> int:
+        return len(self._sets)
 
 
 @dataclass
@@ -119,9 +167,13 @@ class Discovery:
     _granted: dict[str, tuple[Any, frozenset[str]]] = field(default_factory=dict, repr=False)
     _sets: OrderedDict[int, _WorkingSet] = field(default_factory=OrderedDict, repr=False)
     _meta: list[types.Tool] = field(default_factory=list, repr=False)
+    stateless: bool = False
+    """Whether the gateway serves HTTP without sessions (`--stateless`): every client is sessionless."""
+    sessionless: _IdentitySets = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._meta = _meta_tools(self.settings.max_results)
+        self.sessionless = _IdentitySets(self.settings.sessionless_ttl_s)
 
     # ------------------------------------------------------------------------- the union
 
@@ -155,6 +207,8 @@ class Discovery:
     # ------------------------------------------------------------------------- listing
 
     def _working_set(self, identity: Identity, session: Any) -> _WorkingSet:
+        if self.stateless or getattr(session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            return self.sessionless.get(identity.name)  # no connection to keep it with
         conn = getattr(session, "_connection", None) or session
         key = id(conn)
         found = self._sets.get(key)

@@ -342,6 +342,8 @@ async def serve_http(
     from .._serving import run_http
 
     limits = gateway.bulkheads
+    if gateway.discovery is not None:  # no sessions: working sets are kept per identity
+        gateway.discovery.stateless = stateless
     server = create_server(gateway)
     app: Any = server.streamable_http_app(
         host=host,

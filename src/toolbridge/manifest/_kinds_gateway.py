@@ -312,6 +312,9 @@ class GatewayDiscovery(_Closed):
     """The most matches `find_tools` returns (its `limit` is capped there)."""
     max_working_set: Annotated[int, Field(ge=1, le=1_000, strict=True)] = 32
     """Tools one session's working set holds; `use_tools` past it drops the least recently added."""
+    sessionless_ttl_ms: Annotated[int, Field(ge=0, le=86_400_000, strict=True)] = 600_000
+    """A sessionless client's (2026-07-28, `--stateless` HTTP) working set is one per identity,
+    dropped this long after its last use; 0: none kept (such clients use `call_tool`)."""
 
 
 class GatewayDoc(KindDoc):
