@@ -62,12 +62,15 @@ def test_a_dot_dot_import_names_the_module_directory(tmp_path: Path) -> None:
     path = write(tmp_path / "modules" / "mcp-server" / "tests" / "http-call.yaml", SERVER_TEST)
     report = check_manifest(path)
     # Mcp.Tools is the server module's, checked as such (its handler names no document here);
-    # Mcp.HttpEndpoint is that module's too, not implemented
+    # Mcp.HttpEndpoint is that module's too, checked as such (it lacks its serverInfo)
     assert [(d.code, d.line) for d in report.diagnostics] == [
         ("ERR_MANIFEST_DANGLING_REF", 10),
-        (UNSUPPORTED, 12),
+        ("ERR_MANIFEST_MISSING_FIELD", 12),
     ]
-    assert "Mcp.HttpEndpoint of Telo's module mcp-server" in report.diagnostics[1].message
+    assert (
+        "McpServer.HttpEndpoint Endpoint: missing required field `serverInfo`"
+        in report.diagnostics[1].message
+    )
     assert not any("did you mean" in d.message for d in report.diagnostics)
 
 

@@ -376,15 +376,17 @@ targets: [ Server ]
 """
     )
     found = check_manifest(server).diagnostics
-    # Mcp.StdioServer and Mcp.Tools are served now (they were refused): checked as such
+    # Mcp.StdioServer, Mcp.Tools and Mcp.HttpEndpoint are served now (they were refused):
+    # checked as such
     assert [(d.code, d.line) for d in found] == [
         ("ERR_MANIFEST_MISSING_FIELD", 1),  # serverInfo
         ("ERR_MANIFEST_REF_FORM", 3),  # a bare name, refused by Telo too
-        *[(UNSUPPORTED, n) for n in (9, 12, 15)],
+        ("ERR_MANIFEST_MISSING_FIELD", 9),  # the endpoint's serverInfo
+        *[(UNSUPPORTED, n) for n in (12, 15)],
     ]
     assert all(
         "of Telo's module mcp-server is a Telo kind toolbridge does not implement" in d.message
-        for d in found[2:]
+        for d in found[3:]
     )
 
 

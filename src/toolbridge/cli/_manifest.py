@@ -83,6 +83,15 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="print the run's span tree on stderr when it ends (needs toolbridge[otel-sdk])",
     )
+    run.add_argument(
+        "--host", default="127.0.0.1", help="where an Mcp.HttpEndpoint target listens (default 127.0.0.1)"
+    )
+    run.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="the port of an Mcp.HttpEndpoint target (default 8000; 0 takes a free one)",
+    )
     _secret_options(run)
     run.set_defaults(handler=_run)
 
@@ -209,6 +218,8 @@ def _run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 130
         return 0
+    if target.kind == "McpServer.HttpEndpoint":  # over Streamable HTTP at /mcp
+        return _serve_endpoint(manifest, target.document, args.host, args.port)
     if target.reads_steps:
         raise ConfigError(
             f"target {target.name} reads `steps`, the results of the targets before it: run the whole "
@@ -484,3 +495,21 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     return repr(value)
+
+
+def _serve_endpoint(manifest: Any, name: str, host: str, port: int) -> int:
+    """Serve the `Mcp.HttpEndpoint` `name` until interrupted (one line on stderr once bound)."""
+    from ..manifest import serve_http_target
+
+    if not 0 <= port < 65536:
+        raise ConfigError(f"--port {port} is not a TCP port", code="ERR_CONFIG")
+
+    def listening(bound_host: str, bound_port: int) -> None:
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        warn(f"toolbridge: serving {name} at http://{shown}:{bound_port}/mcp")
+
+    try:
+        asyncio.run(serve_http_target(manifest, name, host=host, port=port, on_listening=listening))
+    except KeyboardInterrupt:
+        return 130
+    return 0

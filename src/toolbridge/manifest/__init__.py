@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._analyzer import AnalyzedManifest, CheckReport, Diagnostic, analyze_file, check_manifest
 from ._build import LiveManifest, Manifest, load_manifest
-from ._mcp_server import serve_stdio_target
+from ._mcp_server import serve_http_target, serve_stdio_target
 from ._reach import unneeded_secrets
 from ._schema import manifest_json_schema
 from ._secrets import Secret, SecretSources, parse_secret_arg, read_secrets_file, upper_snake
@@ -34,6 +34,7 @@ __all__ = [
     "model_inputs",
     "parse_secret_arg",
     "read_secrets_file",
+    "serve_http_target",
     "serve_stdio_target",
     "unneeded_secrets",
     "upper_snake",

@@ -5,6 +5,8 @@ imports the module as `Mcp`), or under any alias that imports `mcp-server`.
 
 - `McpServer.StdioServer`: `serverInfo {name, version}`, `instructions`, `tools` (refs to
   `McpServer.Tools` bundles). Served on stdin/stdout by `toolbridge run` when it is the target.
+- `McpServer.HttpEndpoint`: the same fields and `stateful` (default false: stateless, as Telo's
+  default). Served over Streamable HTTP at `/mcp` by `toolbridge run` when it is the target.
 - `McpServer.Tools`: `entries`, each a tool: `name`, `description`, `argumentsSchema`, a
   `handler` (a runnable document: `Ai.Agent`, `Ai.Text`, `Ai.Image`, `McpClient.ToolsCall`,
   `McpClient.ToolsList`), `inputs` (`!cel` over `request`: the request's `arguments` become the
@@ -21,7 +23,15 @@ from pydantic import Field
 from ._kinds import CelOrJson, KindDoc, PlainObject, RefTo, _Closed
 from ._yaml import Ref
 
-__all__ = ["HANDLER_KINDS", "McpServerToolsDoc", "StdioServerDoc", "ToolCatch", "ToolEntryDoc"]
+__all__ = [
+    "HANDLER_KINDS",
+    "HttpEndpointDoc",
+    "McpServerDoc",
+    "McpServerToolsDoc",
+    "StdioServerDoc",
+    "ToolCatch",
+    "ToolEntryDoc",
+]
 
 HANDLER_KINDS = ("Ai.Agent", "Ai.Text", "Ai.Image", "Mcp.ToolsCall", "Mcp.ToolsList")
 """The kinds a tool entry's `handler` may name (what toolbridge runs)."""
@@ -61,8 +71,8 @@ class ToolCatch(_Closed):
 class ToolEntryDoc(_Closed):
     """One tool of an `McpServer.Tools` bundle."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
-    """The tool's name, as `tools/list` gives it."""
+    name: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")]
+    """The tool's name, as `tools/list` gives it (and the journal and grants, `tool:NAME`)."""
     description: str | None = None
     """What it does, for a model."""
     arguments_schema: PlainObject = {"type": "object"}
@@ -77,6 +87,8 @@ class ToolEntryDoc(_Closed):
     catches: list[ToolCatch] = []
     """Failures answered as JSON-RPC errors (the first that matches); otherwise a failure is a
     tool result with `isError`."""
+    effects: Literal["none", "read", "write", "host"] = "write"
+    """toolbridge's: what a call may do, for a `Runtime`'s grants (`effect:NAME` unless `none`)."""
 
 
 class McpServerToolsDoc(KindDoc):
@@ -87,17 +99,31 @@ class McpServerToolsDoc(KindDoc):
     """The tools."""
 
 
-class StdioServerDoc(KindDoc):
-    """`McpServer.StdioServer` (`Mcp.StdioServer`): the application as an MCP server on stdio."""
+class McpServerDoc(KindDoc):
+    """What `McpServer.StdioServer` and `McpServer.HttpEndpoint` share."""
 
-    kind: Literal["McpServer.StdioServer"]
     server_info: ServerInfo
     """The advertised name and version."""
     instructions: str | None = None
     """Text for the client's model, sent on `initialize`."""
     tools: list[Annotated[Ref, RefTo("McpServer.Tools")]] = []
-    """The tool bundles it offers."""
+    """The tool bundles it offers (entries of several bundles are merged, the first name wins)."""
     resources: list[Annotated[Ref, RefTo("McpServer.Resources")]] = []
     """Telo's resource bundles (an `McpServer.Resources` document is one `ERR_MANIFEST_UNSUPPORTED`)."""
     prompts: list[Annotated[Ref, RefTo("McpServer.Prompts")]] = []
     """Telo's prompt bundles (an `McpServer.Prompts` document is one `ERR_MANIFEST_UNSUPPORTED`)."""
+
+
+class StdioServerDoc(McpServerDoc):
+    """`McpServer.StdioServer` (`Mcp.StdioServer`): the application as an MCP server on stdio."""
+
+    kind: Literal["McpServer.StdioServer"]
+
+
+class HttpEndpointDoc(McpServerDoc):
+    """`McpServer.HttpEndpoint` (`Mcp.HttpEndpoint`): the application as an MCP server over
+    Streamable HTTP (`toolbridge run APP --port N` serves it at `/mcp`)."""
+
+    kind: Literal["McpServer.HttpEndpoint"]
+    stateful: bool = False
+    """Sessions (`Mcp-Session-Id`, resumable streams); default false: every request stands alone."""

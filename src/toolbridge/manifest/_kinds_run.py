@@ -36,7 +36,7 @@ from ._kinds import (
     _Closed,
 )
 from ._kinds_gateway import GatewayDoc
-from ._kinds_mcp_server import McpServerToolsDoc, StdioServerDoc
+from ._kinds_mcp_server import HttpEndpointDoc, McpServerToolsDoc, StdioServerDoc
 from ._yaml import Cel, Ref
 
 __all__ = [
@@ -65,6 +65,7 @@ RUNNABLE_KINDS = (
     "Mcp.ToolsCall",
     "Mcp.ToolsList",
     "McpServer.StdioServer",
+    "McpServer.HttpEndpoint",
 )
 """Kinds `toolbridge run` can run (directly with `--target NAME`, or as a `targets` entry)."""
 
@@ -350,6 +351,7 @@ RUN_KINDS: dict[str, type[KindDoc]] = {
     "Ai.Image": ImageDoc,
     "AiOpenai.OpenaiImageModel": OpenaiImageModelDoc,
     "McpServer.StdioServer": StdioServerDoc,
+    "McpServer.HttpEndpoint": HttpEndpointDoc,
     "McpServer.Tools": McpServerToolsDoc,
 }
 

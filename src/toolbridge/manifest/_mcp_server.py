@@ -1,42 +1,59 @@
-"""Serving a Telo application's `McpServer.StdioServer` with the official SDK's server.
+"""Serving a Telo application's `McpServer.StdioServer` / `McpServer.HttpEndpoint` with the
+official SDK's server.
 
-`create_mcp_server(live, name)` builds an `mcp.server.Server` (the low-level server the task
-tools and the gateway serve through; both protocol eras) whose `tools/list` gives the entries of
-the server's `McpServer.Tools` bundles and whose `tools/call`:
+`create_mcp_server(live, name, principal=)` builds an `mcp.server.Server` (the low-level server
+the task tools and the gateway serve through; both protocol eras) whose `tools/list` gives the
+entries of the server's `McpServer.Tools` bundles and whose `tools/call`:
 
 1. refuses an unknown tool with JSON-RPC -32602, and arguments that break `argumentsSchema`
    with a tool result `isError` (`ERR_INVALID_INPUT: ...`);
-2. fills the handler's inputs from the entry's `inputs` (`!cel` over `request`:
+2. runs the call governed, as the gateway does: one `GovernedSession` per call (a journal run
+   whose principal is who called: `local:<user>` on stdio, `anonymous` over HTTP) under the
+   manifest's `Runtime` (its grants: `tool:NAME` and `effect:EFFECTS` of the entry, its limits
+   and journal), or, without one, under a runtime in memory that grants exactly the served tools;
+   a refused call (`PERMISSION_DENIED`, `LIMIT_EXCEEDED`, ...) is a tool result `isError`
+   with the runtime's code and generic message, and its journal row;
+3. fills the handler's inputs from the entry's `inputs` (`!cel` over `request`:
    `{name, arguments}`), or passes the arguments themselves;
-3. runs the handler (`Ai.Agent`, `Ai.Text`, `Ai.Image`, `McpClient.ToolsCall`,
+4. runs the handler (`Ai.Agent`, `Ai.Text`, `Ai.Image`, `McpClient.ToolsCall`,
    `McpClient.ToolsList`, built once per application);
-4. answers the entry's `result` (`!cel` over `request` and `result`) as the `CallToolResult`,
+5. answers the entry's `result` (`!cel` over `request` and `result`) as the `CallToolResult`,
    or by default: an agent's or a model's text (with the whole result as structured content),
    an image's image blocks, a `ToolsCall`'s result as the server answered it, anything else as
-   JSON;
-5. a failure (`ToolbridgeError`: its `code` and `message`) is answered by the first `catches`
+   JSON; a result with `isError` is journaled `TOOL_ERROR`;
+6. a failure (`ToolbridgeError`: its `code` and `message`) is answered by the first `catches`
    entry whose `code` matches and whose `when` holds (over `request` and `error`) as that
-   JSON-RPC error, or else as a tool result `isError` with `CODE: message`.
+   JSON-RPC error, or else as a tool result `isError` with `CODE: message` (journaled
+   `TOOL_FAILED` / `TOOL_ERROR`).
 
 `serve_stdio_target(manifest, name)` opens the manifest and serves it on stdin/stdout until the
-client closes the connection; everything built is closed then.
+client closes the connection; `serve_http_target(manifest, name, host=, port=)` serves an
+`McpServer.HttpEndpoint` over Streamable HTTP at `http://host:port/mcp` (stateless unless the
+endpoint says `stateful: true`) until interrupted. Everything built is closed then.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ToolbridgeError, ToolError
-from ._kinds_mcp_server import McpServerToolsDoc, StdioServerDoc, ToolEntryDoc
+from ..errors import PolicyError, ToolbridgeError, ToolError
+from ._kinds_mcp_server import McpServerDoc, McpServerToolsDoc, ToolEntryDoc
 from ._kinds_run import telo_truthy
 from ._targets import _fill
 
-__all__ = ["create_mcp_server", "serve_stdio_target"]
+__all__ = ["create_mcp_server", "serve_http_target", "serve_stdio_target"]
+
+DEFAULT_LIMITS = {"max_duration_ms": 600_000, "max_output_bytes": 64 * 1024 * 1024, "max_tool_calls": 1}
+"""The limits of a served call without a `Runtime` (one call of at most 10 minutes, whose
+result may hold images)."""
 
 
-def _entries(live: Any, server: StdioServerDoc) -> dict[str, ToolEntryDoc]:
+def _entries(live: Any, server: McpServerDoc) -> dict[str, ToolEntryDoc]:
     entries: dict[str, ToolEntryDoc] = {}
     for ref in server.tools:
         bundle = live._doc(ref.name).model
@@ -69,17 +86,128 @@ def _error_text(result: Mapping[str, Any]) -> str:
     return "the tool answered isError"
 
 
-def create_mcp_server(live: Any, name: str) -> Any:
-    """An SDK low-level `Server` for the `McpServer.StdioServer` document `name` (see the module
-    docstring); `live` is the open manifest, which owns everything the handlers use."""
+@dataclass
+class _Answer:
+    """What one served call answers, set by the declared tool that runs its handler: a JSON-RPC
+    error (a `catches` entry) or a `CallToolResult` that is not a success."""
+
+    rpc: Any = None
+    result: Any = None
+
+
+_ANSWER: ContextVar[_Answer] = ContextVar("toolbridge_served_answer")
+
+
+def _failed(code: str, message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": f"{code}: {message}"}], "isError": True}
+
+
+def _caught(entry: ToolEntryDoc, request: dict[str, Any], exc: ToolbridgeError, what: str) -> Any:
+    """The JSON-RPC error the first matching `catches` entry makes of `exc`, or None."""
+    from mcp.shared.exceptions import MCPError
+
+    error = {"code": exc.code, "message": exc.message}
+    for catch in entry.catches:
+        if catch.code is not None and catch.code != exc.code:
+            continue
+        scope = {"request": request, "error": error}
+        if catch.when is not None and not telo_truthy(_fill(catch.when, scope, what)):
+            continue
+        message = _fill(catch.error.message, scope, what) if catch.error.message is not None else exc.message
+        data = _fill(catch.error.data, scope, what) if catch.error.data is not None else None
+        return MCPError(catch.error.code, str(message)[:2000], data)
+    return None
+
+
+def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any], Any]:
+    """The declared tool's `execute` for `entry`: runs the handler and shapes its answer; a
+    failure or an `isError` answer raises (for the journal) with the answer in `_ANSWER`."""
+    import mcp_types as types
+
+    what = f"McpServer.Tools tool {entry.name}"
+    kind = live._doc(entry.handler.name).kind
+
+    async def execute(arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        answer = _ANSWER.get()
+        request = {"name": entry.name, "arguments": arguments}
+        try:
+            inputs = (
+                _fill(entry.inputs, {"request": request}, what) if entry.inputs is not None else arguments
+            )
+            runnable = await live.runnable(entry.handler.name)
+            output = await runnable.invoke(inputs)
+            if kind == "Mcp.ToolsCall" and output.get("isError"):
+                # as Telo's ToolsCall throws it: a failure `catches` may answer
+                raise ToolError(
+                    f"tool {inputs.get('name')!r}: {_error_text(output)}", code="ERR_MCP_TOOL_ERROR"
+                )
+            if entry.result is not None:
+                value = _fill(entry.result, {"request": request, "result": output}, what)
+            else:
+                value = _default_result(kind, output)
+        except ToolbridgeError as exc:
+            answer.rpc = _caught(entry, request, exc, what)
+            if answer.rpc is not None:
+                raise ToolError(exc.message, code=exc.code) from None
+            answer.result = _failed(exc.code, exc.message)
+            raise ToolError(exc.message, code=exc.code, details={"is_error": True}) from None
+        try:
+            checked = types.CallToolResult.model_validate(value)
+        except ValueError:
+            answer.result = _failed("ERR_MANIFEST_EXPRESSION", f"{what}: `result` is not a CallToolResult")
+            raise ToolError("the result is not a CallToolResult", details={"is_error": True}) from None
+        dumped: dict[str, Any] = checked.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if checked.is_error:
+            answer.result = dumped
+            raise ToolError("the tool answered isError", details={"is_error": True})
+        return dumped
+
+    return execute
+
+
+async def _governance(live: Any, entries: dict[str, ToolEntryDoc]) -> tuple[Any, Any]:
+    """The runtime served calls run under, and the catalog of the served tools as declared tools."""
+    from ..catalog import ToolCatalog, check_declared
+    from ..runtime import create_runtime, define_tool
+
+    runtime = await live.runtime()
+    if runtime is None:
+        grants = [f"tool:{n}" for n in entries] + ["effect:read", "effect:write", "effect:host"]
+        runtime = await live._own(create_runtime(permissions={"allow": grants}, limits=DEFAULT_LIMITS))
+    timeout_ms = max(runtime.limits.tool_timeout_ms, runtime.limits.max_duration_ms)
+    tools = [
+        define_tool(
+            e.name,
+            "1",
+            (e.description or e.name)[:4096],
+            {"type": "object"},  # the arguments are checked against `argumentsSchema` before
+            {"type": "object"},
+            e.effects,
+            [],
+            timeout_ms=timeout_ms,
+            execute=_handler_of(live, e),
+        )
+        for e in entries.values()
+    ]
+    return runtime, ToolCatalog((), check_declared(tools, "McpServer.Tools"))
+
+
+async def create_mcp_server(live: Any, name: str, *, principal: str) -> Any:
+    """An SDK low-level `Server` for the `McpServer.StdioServer` or `McpServer.HttpEndpoint`
+    document `name` (see the module docstring); `live` is the open manifest, which owns
+    everything the handlers use; `principal` is who calls (the journal's principal)."""
     import jsonschema  # type: ignore[import-untyped]
     import mcp_types as types
     from mcp.server import Server
     from mcp.shared.exceptions import MCPError
 
+    from ..runtime import GovernedSession
+
     server = live._doc(name).model
-    assert isinstance(server, StdioServerDoc)
+    assert isinstance(server, McpServerDoc)
     entries = _entries(live, server)
+    runtime, catalog = await _governance(live, entries)
+    label = f"mcp-server {server.server_info.name}"
     tools = [
         types.Tool(name=e.name, description=e.description, input_schema=dict(e.arguments_schema))
         for e in entries.values()
@@ -90,9 +218,7 @@ def create_mcp_server(live: Any, name: str) -> Any:
     }
 
     def failed(code: str, message: str) -> types.CallToolResult:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=f"{code}: {message}")], is_error=True
-        )
+        return types.CallToolResult.model_validate(_failed(code, message))
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -107,44 +233,20 @@ def create_mcp_server(live: Any, name: str) -> Any:
         if problems:
             where = "/".join(str(p) for p in problems[0].path) or "(arguments)"
             return failed("ERR_INVALID_INPUT", f"invalid arguments at {where}: {problems[0].message[:200]}")
-        request = {"name": entry.name, "arguments": arguments}
-        what = f"McpServer.Tools tool {entry.name}"
-        handler = live._doc(entry.handler.name)
+        answer = _Answer()
+        token = _ANSWER.set(answer)
         try:
-            inputs = (
-                _fill(entry.inputs, {"request": request}, what) if entry.inputs is not None else arguments
-            )
-            runnable = await live.runnable(entry.handler.name)
-            output = await runnable.invoke(inputs)
-            if handler.kind == "Mcp.ToolsCall" and output.get("isError"):
-                # as Telo's ToolsCall throws it: a failure `catches` may answer
-                raise ToolError(
-                    f"tool {inputs.get('name')!r}: {_error_text(output)}", code="ERR_MCP_TOOL_ERROR"
-                )
-            if entry.result is not None:
-                value = _fill(entry.result, {"request": request, "result": output}, what)
-            else:
-                value = _default_result(handler.kind, output)
-        except ToolbridgeError as exc:
-            error = {"code": exc.code, "message": exc.message}
-            for catch in entry.catches:
-                if catch.code is not None and catch.code != exc.code:
-                    continue
-                scope = {"request": request, "error": error}
-                if catch.when is not None and not telo_truthy(_fill(catch.when, scope, what)):
-                    continue
-                message = (
-                    _fill(catch.error.message, scope, what)
-                    if catch.error.message is not None
-                    else exc.message
-                )
-                data = _fill(catch.error.data, scope, what) if catch.error.data is not None else None
-                raise MCPError(catch.error.code, str(message)[:2000], data) from None
-            return failed(exc.code, exc.message)
-        try:
-            return types.CallToolResult.model_validate(value)
-        except ValueError:
-            return failed("ERR_MANIFEST_EXPRESSION", f"{what}: `result` is not a CallToolResult")
+            async with GovernedSession(runtime, principal=principal, label=label, catalog=catalog) as session:
+                result = await session.call_tool(entry.name, arguments)
+        except PolicyError as exc:
+            if answer.rpc is not None:
+                raise answer.rpc from None
+            if answer.result is not None:
+                return types.CallToolResult.model_validate(answer.result)
+            return failed(exc.code, exc.message)  # refused or failed by the runtime's rules
+        finally:
+            _ANSWER.reset(token)
+        return types.CallToolResult.model_validate(result.structured)
 
     return Server(
         server.server_info.name,
@@ -155,10 +257,38 @@ def create_mcp_server(live: Any, name: str) -> Any:
     )
 
 
+def _local_principal() -> str:
+    try:
+        return f"local:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "local:unknown"
+
+
 async def serve_stdio_target(manifest: Any, name: str) -> None:
     """Open `manifest` and serve its `McpServer.StdioServer` `name` on stdin/stdout until the
     client closes the connection; then close everything built."""
     from .._serving import run_stdio
 
     async with manifest.open() as live:
-        await run_stdio(create_mcp_server(live, name))
+        await run_stdio(await create_mcp_server(live, name, principal=_local_principal()))
+
+
+async def serve_http_target(
+    manifest: Any,
+    name: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    on_listening: Callable[[str, int], None] | None = None,
+) -> None:
+    """Open `manifest` and serve its `McpServer.HttpEndpoint` `name` over Streamable HTTP at
+    `http://host:port/mcp` until interrupted (`on_listening(host, port)` is told the bound port,
+    the real one for port 0); then close everything built."""
+    from .._serving import run_http
+
+    async with manifest.open() as live:
+        endpoint = live._doc(name).model
+        stateful = bool(getattr(endpoint, "stateful", False))
+        server = await create_mcp_server(live, name, principal="anonymous")
+        app = server.streamable_http_app(host=host, stateless_http=not stateful)
+        await run_http(app, host=host, port=port, on_listening=on_listening)

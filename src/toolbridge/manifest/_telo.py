@@ -222,7 +222,8 @@ class KindResolver:
                     None,
                     "ERR_MANIFEST_UNSUPPORTED",
                     f"kind {written} of Telo's module mcp-server is a Telo kind toolbridge does not "
-                    "implement (it serves McpServer.StdioServer with McpServer.Tools)",
+                    "implement (it serves McpServer.StdioServer and McpServer.HttpEndpoint with "
+                    "McpServer.Tools)",
                 )
             if canonical in _NOT_IMPLEMENTED:
                 return KindResolution(

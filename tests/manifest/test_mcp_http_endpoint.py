@@ -1,0 +1,248 @@
+"""Telo's `Mcp.HttpEndpoint`: `toolbridge run APP --port N` serves an application's `Mcp.Tools`
+over Streamable HTTP (the official SDK's server, both protocol eras), each call governed and
+journaled as the gateway's are. Clients: the official SDK client (both eras), raw HTTP for
+Telo's stateful-session contract, and the MCP Inspector CLI. One server process per module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from test_mcp_server import APP as STDIO_APP
+
+from toolbridge.manifest import check_manifest
+
+TOOLBRIDGE = str(Path(sys.executable).parent / "toolbridge")
+ROOT = Path(__file__).resolve().parents[2]
+NODE_BIN = ROOT / "tests" / "conformance" / "node_modules" / ".bin"
+LAUNCHER = (
+    ROOT
+    / "tests"
+    / "conformance"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "inspector"
+    / "clients"
+    / "launcher"
+    / "build"
+    / "index.js"
+)
+
+MORE = """---
+kind: Mcp.Tools
+metadata: { name: More }
+entries:
+  - name: secret
+    description: Not granted by the Runtime.
+    effects: read
+    handler: !ref Assistant
+    inputs: { prompt: tell me }
+"""
+
+RUNTIME = """---
+kind: Runtime
+metadata: { name: Governed }
+profile: durable
+journal: journal.db
+permissions: { allow: [ tool:shout, tool:broken, tool:ask, tool:failing, effect:write ] }
+"""
+
+TOOLS = ["shout", "ask", "broken", "failing", "secret"]
+
+
+def _app(everything_js: str, *, stateful: bool, runtime: str) -> str:
+    """test_mcp_server's application, served over HTTP: its `Mcp.StdioServer` becomes an
+    `Mcp.HttpEndpoint` offering one more bundle."""
+    text = STDIO_APP.format(js=everything_js)
+    for old, new in (
+        ("targets: [ !ref Server ]", "targets: [ !ref McpHttp ]"),
+        (
+            "kind: Mcp.StdioServer\nmetadata: { name: Server }",
+            f"kind: Mcp.HttpEndpoint\nmetadata: {{ name: McpHttp }}\nstateful: {str(stateful).lower()}",
+        ),
+        ("tools: [ !ref Toolbox ]", "tools: [ !ref Toolbox, !ref More ]"),
+        ('{ text: "and again" } ]', '{ text: "and again" }, { text: "more" }, { text: "still more" } ]'),
+    ):
+        assert old in text, old
+        text = text.replace(old, new)
+    return text + MORE + runtime
+
+
+def _serve(listening_process: Any, path: Path) -> Iterator[str]:
+    with listening_process([TOOLBRIDGE, "run", str(path), "--port", "{port}"], "toolbridge run") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def governed(
+    tmp_path_factory: pytest.TempPathFactory, everything_js: str, listening_process: Any
+) -> Iterator[tuple[str, Path]]:
+    """The stateless endpoint under a durable Runtime: (URL, its journal)."""
+    base = tmp_path_factory.mktemp("endpoint")
+    path = base / "app.yaml"
+    path.write_text(_app(everything_js, stateful=False, runtime=RUNTIME), encoding="utf-8")
+    report = check_manifest(path)
+    assert report.ok and not report.diagnostics, report.diagnostics
+    for url in _serve(listening_process, path):
+        yield url, base / "journal.db"
+
+
+def _journal_calls(journal: Path) -> list[tuple[str, str, str, str | None]]:
+    from toolbridge.runtime import Journal
+
+    opened = Journal.open_existing(str(journal))
+    try:
+        runs = [opened.get_run(r.run_id) for r in reversed(opened.list_runs(100))]
+    finally:
+        opened.close()
+    return [
+        (run.principal or "", c.tool_id, c.outcome, c.error_code)
+        for run in runs
+        if run is not None
+        for c in run.calls
+    ]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_sdk_client_calls_a_tools_call_and_an_agent_over_http(
+    governed: tuple[str, Path], mode: str
+) -> None:
+    url, journal = governed
+    before = len(_journal_calls(journal)) if journal.exists() else 0
+    async with (
+        httpx2.AsyncClient(timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        listed = [t.name for t in (await client.list_tools()).tools]
+        assert listed == TOOLS  # both bundles merged, in order
+        shout = await client.call_tool("shout", {"text": "hello"})
+        assert shout.is_error is not True and "hello!" in shout.content[0].text  # type: ignore[union-attr]
+        ask = await client.call_tool("ask", {"question": "what is 6 x 7?"})
+        assert ask.content[0].text.startswith("assistant: ")  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("broken", {})
+        assert caught.value.error.code == -32001 and caught.value.error.message.startswith("caught ERR_")
+        refused = await client.call_tool("secret", {})
+        assert refused.is_error is True
+        assert refused.content[0].text.startswith("PERMISSION_DENIED")  # type: ignore[union-attr]
+        invalid = await client.call_tool("shout", {"text": 3})
+        assert invalid.is_error is True and "ERR_INVALID_INPUT" in invalid.content[0].text  # type: ignore[union-attr]
+    rows = _journal_calls(journal)[before:]
+    # every governed call has its row, under who called, with its outcome
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("anonymous", "shout", None),
+        ("anonymous", "ask", None),
+        # the handler failed after it started: with effects write, what it did is not known
+        ("anonymous", "broken", "OUTCOME_UNKNOWN"),
+        ("anonymous", "secret", "PERMISSION_DENIED"),
+    ]
+    assert [r[2] for r in rows] == ["succeeded", "succeeded", "outcome_unknown", "not_started"]
+
+
+def test_the_inspector_cli_lists_and_calls_over_http(governed: tuple[str, Path], tmp_path: Path) -> None:
+    if not (NODE_BIN / "node").exists() or not LAUNCHER.exists():
+        pytest.fail(
+            "the MCP Inspector is not installed under tests/conformance; "
+            "run `bash .ci/install-conformance.sh`"
+        )
+    url, journal = governed
+    env = {"PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(tmp_path)}
+
+    def inspector(*args: str) -> dict[str, object]:
+        proc = subprocess.run(
+            [str(NODE_BIN / "node"), str(LAUNCHER), "--cli", url, "--transport", "http", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        data: dict[str, object] = json.loads(proc.stdout)
+        return data
+
+    listed = inspector("--method", "tools/list")
+    assert [t["name"] for t in listed["tools"]] == TOOLS  # type: ignore[attr-defined,index]
+    shout = inspector("--method", "tools/call", "--tool-name", "shout", "--tool-arg", "text=inspected")
+    assert "inspected!" in json.dumps(shout["content"])
+    ask = inspector("--method", "tools/call", "--tool-name", "ask", "--tool-arg", "question=why")
+    assert ask["content"][0]["text"].startswith("assistant: ")  # type: ignore[index]
+    assert [r[1] for r in _journal_calls(journal)][-2:] == ["shout", "ask"]
+
+
+@pytest.fixture(scope="module")
+def stateful(
+    tmp_path_factory: pytest.TempPathFactory, everything_js: str, listening_process: Any
+) -> Iterator[str]:
+    """The stateful endpoint, without a Runtime."""
+    path = tmp_path_factory.mktemp("stateful") / "app.yaml"
+    path.write_text(_app(everything_js, stateful=True, runtime=""), encoding="utf-8")
+    yield from _serve(listening_process, path)
+
+
+def test_a_stateful_endpoint_keeps_telos_session_contract(stateful: str) -> None:
+    """As Telo's http-stateful-session test: initialize mints Mcp-Session-Id, the id works on a
+    follow-up request, a bogus id is 404 (JSON-RPC -32001 when the body says); the instructions
+    reach the InitializeResult."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2024-11-05",
+            "capabilities": {},
+            "clientInfo": {"name": "telo-test", "version": "1.0.0"},
+        },
+    }
+
+    def payload(response: httpx2.Response) -> dict[str, object]:
+        if response.headers.get("content-type", "").startswith("application/json"):
+            data: dict[str, object] = response.json()
+            return data
+        lines = [ln[5:].strip() for ln in response.text.splitlines() if ln.startswith("data:")]
+        lines = [ln for ln in lines if ln]
+        return json.loads(lines[0]) if lines else {}
+
+    with httpx2.Client(timeout=30) as http:
+        first = http.post(stateful, json=init, headers=headers)
+        session = first.headers.get("mcp-session-id")
+        assert first.status_code == 200 and session
+        assert "Telo application" in payload(first)["result"]["instructions"]  # type: ignore[index]
+        http.post(
+            stateful,
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers={**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2024-11-05"},
+        )
+        listed = http.post(
+            stateful,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2024-11-05"},
+        )
+        assert listed.status_code == 200 and len(payload(listed)["result"]["tools"]) == 5  # type: ignore[index]
+        bogus = http.post(
+            stateful,
+            json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+            headers={**headers, "Mcp-Session-Id": "not-a-real-session"},
+        )
+        assert bogus.status_code == 404
+        error = payload(bogus).get("error")
+        assert isinstance(error, dict) and isinstance(error.get("code"), int)
+
+
+async def test_an_endpoint_without_a_runtime_serves_every_tool(stateful: str) -> None:
+    """Without a Runtime, every served tool is granted (the journal is in memory)."""
+    async with Client(streamable_http_client(stateful), mode="legacy") as client:  # type: ignore[arg-type]
+        result = await client.call_tool("secret", {})
+    assert result.is_error is not True
+    assert result.content[0].text == "forty-two"  # type: ignore[union-attr]
