@@ -24,7 +24,7 @@ import anyio
 
 from ..errors import ConfigError
 from ..runtime import Journal, PostgresJournal, is_postgres_url
-from ..runtime.journal import JournalBackend, read_back
+from ..runtime.journal import JournalBackend, keep_lease, lease_seconds, read_back, writer_key
 from ._files import OutFile, check_out_path, same_file
 from ._inputs import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_LINES, InputError, read_inputs
 from ._lease import hold, unknown_batch, with_heartbeat
@@ -43,7 +43,8 @@ __all__ = [
 _log = logging.getLogger("toolbridge.batch")
 
 LEASE_S = 30.0
-"""How long a driver's lease on its batch lasts without a heartbeat (renewed every third of it)."""
+"""How long a driver's lease on its batch, and a worker's lease in the journal, last without a
+heartbeat (renewed every third of it), unless `TOOLBRIDGE_LEASE_S` says otherwise."""
 DEFAULT_CONCURRENCY = 8
 """Runs in flight at once (per actor in Ray mode) unless `--concurrency` says otherwise."""
 _BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -187,6 +188,13 @@ def reconcile(
 ) -> str:
     """Decide a claimed item whose run did not report back: `pending`, `ended`, `unknown` or `claimed`.
 
+    A run still running is decided by its writer's lease (`runtime._leases`): while the lease is
+    live the item stays `claimed` (its run may really still be running, on any machine); once it
+    expired (or its writer is proven dead on this machine, which ends the lease at once), the run
+    is settled in the journal as every reaper settles it, then decided. A writer that never held a
+    lease (an older toolbridge) is judged as before: by its pid on its own machine, or
+    `writer_dead` (the caller saw its process die).
+
     A run never started, or interrupted (or cancelled) before any request with effects left, is
     run again. A run that sent a request with effects is never run again: interrupted with that
     call in flight it is `outcome_unknown`; interrupted after it ended it keeps the read-back
@@ -197,15 +205,32 @@ def reconcile(
     if record is None:
         store.release(batch_id, stored.key)
         return "pending"
-    if record.outcome == "running":
-        # still running as read back: its writer is alive on this machine, or on another one
-        if not writer_dead or store.run_host(record.run_id) == socket.gethostname():
-            return "claimed"
-        read_back(record, alive=False)
+    died = record.interrupted
+    if record.outcome == "running" or record.interrupted:
+        writer = store.run_writer(record.run_id)
+        if writer is not None and writer.lease_until is not None:
+            now = time.time()
+            if writer.lease_until >= now and writer.proven_dead():
+                store.end_lease(writer)
+            if writer.lease_until >= now:
+                return "claimed"  # its writer's lease is live: it may still be running
+            journal.reap_expired(now)  # settled in the journal, as any reaper would
+            record = journal.get_run(record.run_id) or record
+            if record.outcome == "running":
+                return "claimed"  # the lease was renewed meanwhile
+            died = True
+        elif record.outcome == "running":
+            # still running as read back: its writer is alive on this machine, or on another one
+            if not writer_dead or store.run_host(record.run_id) == socket.gethostname():
+                return "claimed"
+            read_back(record, alive=False)
+            died = True
     # a request with effects that left (answered or not) may have acted: such a run is never
     # run again; one that sent only effect-free requests, or none, is
     acted = any(c.request_sent and c.effects != "none" for c in record.calls)
-    rerun = not acted and (record.interrupted or record.outcome == "cancelled")
+    # settled by a reaper before (`runs reap`, another driver): `INTERRUPTED` is never a live run's
+    died = died or record.error_code == "INTERRUPTED"
+    rerun = not acted and (died or record.outcome == "cancelled")
     if rerun:
         store.release(batch_id, stored.key)
         return "pending"
@@ -217,7 +242,7 @@ def reconcile(
         "text": None,
         "output": None,
         "errorCode": record.error_code,
-        "error": "the run's process died; its outcome comes from the journal" if record.interrupted else None,
+        "error": "the run's process died; its outcome comes from the journal" if died else None,
         "usage": camel_usage(record.usage),
         "costMicros": record.cost_micros,
         "runId": stored.run_id,
@@ -335,7 +360,7 @@ async def run_batch(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_lines: int = DEFAULT_MAX_LINES,
     on_batch_id: Callable[[str], None] | None = None,
-    lease_s: float = LEASE_S,
+    lease_s: float | None = None,
 ) -> BatchSummary:
     """Run a manifest's agent once per input line; write one output line per item.
 
@@ -362,7 +387,8 @@ async def run_batch(
         max_line_bytes: longest input line (1 MiB).
         max_lines: most input lines (1,000,000).
         on_batch_id: told the batch id once the batch is held, before anything runs.
-        lease_s: how long the driver's lease on the batch lasts without a heartbeat.
+        lease_s: how long the driver's lease on the batch, and each worker's lease in the
+            journal, last without a heartbeat (default `TOOLBRIDGE_LEASE_S`, else 30 s).
 
     Raises:
         ConfigError: a bad manifest, option, input file or journal (`ERR_BATCH_CONFIG`,
@@ -391,6 +417,8 @@ async def run_batch(
         batch_id = f"b{time.strftime('%Y%m%d')}-{uuid.uuid4().hex[:10]}"
     else:
         check_batch_id(batch_id)
+    if lease_s is None:
+        lease_s = lease_seconds()
     if not (isinstance(lease_s, int | float) and 1.0 <= lease_s <= 3600.0):
         raise ConfigError("lease_s must be from 1 to 3600 seconds", code="ERR_BATCH_CONFIG")
     for name, bound in (("max_line_bytes", max_line_bytes), ("max_lines", max_lines)):
@@ -422,6 +450,8 @@ async def run_batch(
     )
     try:
         writer_gone = hold(store, backend.path, batch_id, items, resuming, rerun, lease_s)
+        # this process's lease as a writer (its local runs), held before anything is claimed
+        backend.hold_lease(writer_key(backend.writer), time.time() + lease_s)
         if on_batch_id is not None:
             on_batch_id(batch_id)
         store.open_budget(batch_id, budget_micros)
@@ -465,6 +495,7 @@ async def run_batch(
                     server_limits=limits,
                     actors=actors,
                     concurrency=concurrency,
+                    lease_s=lease_s,
                     dispatch=lambda runner: _dispatch(
                         todo,
                         runner,
@@ -475,6 +506,7 @@ async def run_batch(
                         bar,
                         workers=actors * concurrency,
                         ceiling=ceiling,
+                        lease_s=lease_s,
                     ),
                 )
             from ._worker import Worker
@@ -492,10 +524,15 @@ async def run_batch(
                     bar,
                     workers=concurrency,
                     ceiling=ceiling,
+                    lease_s=lease_s,
                 )
 
         try:
-            summary.ran = await with_heartbeat(store, batch_id, lease_s, body)
+            # the batch's lease, and beside it this process's writer lease, which also settles
+            # the runs of writers whose lease expired (every driver is a reaper)
+            summary.ran = await with_heartbeat(
+                store, batch_id, lease_s, body, beside=lambda: keep_lease(backend, lease=lease_s)
+            )
         finally:
             # also when cancelled (Ctrl-C; nothing here awaits): runs that were cancelled before
             # sending anything with effects go back to pending, the others get their line
@@ -552,11 +589,14 @@ async def _dispatch(
     *,
     workers: int,
     ceiling: int,
+    lease_s: float = LEASE_S,
 ) -> int:
     """Claim and run every item of `todo` with `workers` in flight; returns how many runs started.
 
-    A run whose worker died (`WorkerLost`) is reconciled at once: run again (up to 3 times) when
-    it sent nothing with effects, else its outcome comes from the journal.
+    A run whose worker died (`WorkerLost`) is reconciled: run again (up to 3 attempts in all)
+    when it sent nothing with effects, else its outcome comes from the journal. While its
+    writer's lease is live (a worker on another machine that may still be running it) the item
+    waits, up to twice `lease_s`, for the lease to expire; then the journal decides it.
     """
     send, receive = anyio.create_memory_object_stream[tuple[Item, int]](len(todo) + 1)
     for entry in todo:
@@ -588,8 +628,8 @@ async def _dispatch(
                         "batch %s line %d: the worker failed: %s", batch_id, item.line, type(exc).__name__
                     )
                     retry = False
-                (stored,) = [s for s in store.items(batch_id, "claimed") if s.key == item.key]
-                state = reconcile(store, journal, batch_id, stored, writer_dead=dead)
+                wait = 2 * lease_s + 1 if isinstance(exc, WorkerLost) else 0.0
+                state = await _decide(store, journal, batch_id, item.key, dead, lease_s, wait)
                 if state == "pending":
                     if retry:
                         continue
@@ -616,6 +656,26 @@ async def _dispatch(
             tg.start_soon(consume)
     receive.close()
     return ran
+
+
+async def _decide(
+    store: BatchStore,
+    journal: JournalBackend,
+    batch_id: str,
+    key: str,
+    dead: bool,
+    lease_s: float,
+    wait: float,
+) -> str:
+    """`reconcile` a claimed item whose worker was lost, waiting up to `wait` seconds for its
+    writer's lease to expire."""
+    deadline = time.monotonic() + wait
+    while True:
+        (stored,) = [s for s in store.items(batch_id, "claimed") if s.key == key]
+        state = reconcile(store, journal, batch_id, stored, writer_dead=dead)
+        if state != "claimed" or time.monotonic() >= deadline:
+            return state
+        await anyio.sleep(min(1.0, lease_s / 3))
 
 
 def _fill(
@@ -680,15 +740,20 @@ def batch_status(batch_id: str, *, journal: str) -> BatchSummary:
             here = socket.gethostname()
 
             def doubt(item: StoredItem) -> bool:
-                """The driver's lease is live, or the item's run is alive on this machine."""
+                """The driver's lease is live, or the item's run may still be running: its
+                writer's lease is live and it is not proven dead (a writer without a lease:
+                it is alive on this machine)."""
                 if held:
                     return True
                 record = backend.get_run(item.run_id) if item.run_id else None
-                return (
-                    record is not None
-                    and record.outcome == "running"
-                    and store.run_host(record.run_id) == here
-                )
+                if record is None or record.outcome != "running":
+                    return False
+                writer = store.run_writer(record.run_id)
+                if writer is None:
+                    return False
+                if writer.lease_until is None:
+                    return writer.host == here
+                return writer.lease_until >= time.time() and not writer.proven_dead()
 
             _fill(summary, store, batch_id, len(stored), 0, doubt)
             return summary

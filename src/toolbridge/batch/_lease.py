@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -27,13 +28,21 @@ _log = logging.getLogger("toolbridge.batch")
 
 
 async def with_heartbeat(
-    store: BatchStore, batch_id: str, lease_s: float, body: Callable[[], Awaitable[int]]
+    store: BatchStore,
+    batch_id: str,
+    lease_s: float,
+    body: Callable[[], Awaitable[int]],
+    *,
+    beside: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> int:
-    """Run `body` while renewing the batch's lease every third of `lease_s`; stop it if the lease is lost."""
+    """Run `body` while renewing the batch's lease every third of `lease_s`; stop it if the lease is
+    lost. `beside` runs in the same task group (cancelled when `body` ends)."""
     lost: list[bool] = []
     result = 0
     try:
         async with anyio.create_task_group() as tg:
+            if beside is not None:
+                tg.start_soon(beside)
             result = await _beside(tg, store, batch_id, lease_s, body, lost)
     except BaseExceptionGroup as group:  # the body's own error, as it raised it
         if len(group.exceptions) == 1:

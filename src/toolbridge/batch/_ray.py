@@ -22,6 +22,9 @@
   `ceil(concurrency / CALLS_PER_ACTOR)` runs, each claimed by the driver before it is sent; a
   call that fails fails each of its runs the same way.
 - `server_limits` go through one `_Gate` actor: a batch-wide semaphore per server.
+- Each actor holds its own writer lease in the journal (`lease_s`, `runtime._leases`) and reaps
+  expired ones: the runs of an actor whose node died are settled once its lease expires (at
+  once when its process is proven dead on the driver's machine), then decided by the driver.
 """
 
 from __future__ import annotations
@@ -190,8 +193,9 @@ class _BatchActor:
         secrets: Mapping[str, str],
         server_limits: Mapping[str, int],
         gate: Any,
+        lease_s: float | None = None,
     ) -> None:
-        self._args = (manifest, agent, journal, dict(secrets), dict(server_limits), gate)
+        self._args = (manifest, agent, journal, dict(secrets), dict(server_limits), gate, lease_s)
         self._worker: Any = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Event | None = None
@@ -201,7 +205,7 @@ class _BatchActor:
     async def _host(self) -> None:
         from ._worker import Worker
 
-        manifest, agent, journal, secrets, limits, gate_handle = self._args
+        manifest, agent, journal, secrets, limits, gate_handle, lease_s = self._args
         gate = None
         if gate_handle is not None:
 
@@ -227,6 +231,7 @@ class _BatchActor:
                 env={},
                 server_limits=limits,
                 gate=gate,
+                lease_s=lease_s,
             )
             async with worker.open() as opened:
                 self._worker = opened
@@ -362,6 +367,7 @@ async def run_on_ray(
     server_limits: Mapping[str, int],
     actors: int,
     concurrency: int,
+    lease_s: float | None = None,
     dispatch: Callable[[Callable[[Item, str], Awaitable[dict[str, Any]]]], Awaitable[int]],
 ) -> int:
     """Run `dispatch(runner)` with a runner that sends each item to the least busy actor."""
@@ -396,7 +402,7 @@ async def run_on_ray(
         )(_BatchActor)
         manifest = os.path.abspath(manifest)  # noqa: ASYNC240 - no I/O: a path join
         handles = [
-            actor_cls.remote(manifest, agent, journal, dict(secrets), dict(server_limits), gate)
+            actor_cls.remote(manifest, agent, journal, dict(secrets), dict(server_limits), gate, lease_s)
             for _ in range(actors)
         ]
         try:

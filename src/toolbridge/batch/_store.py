@@ -46,13 +46,15 @@ from ..runtime.journal import (
     SQLITE,
     Dialect,
     JournalBackend,
+    LeaseStatements,
     Statements,
     Writer,
     budget_dict,
     process_alive,
+    writer_key,
 )
 
-__all__ = ["BatchRow", "BatchStore", "Item", "Lease", "StoredItem", "open_store"]
+__all__ = ["BatchRow", "BatchStore", "Item", "Lease", "RunWriter", "StoredItem", "open_store"]
 
 _R = TypeVar("_R")
 _Steps = Generator[tuple[str, tuple[Any, ...]], list[Any], _R]
@@ -121,6 +123,28 @@ class BatchRow:
         if self.owner_host == socket.gethostname():
             return process_alive(self.owner_pid, self.owner_host, self.owner_start)
         return True  # another machine: only the lease's expiry says it is gone
+
+
+@dataclass
+class RunWriter:
+    """The process that wrote a run, and its lease in the journal (`runtime._leases`).
+
+    `lease_until` is `None` when that process never held a lease (an older toolbridge): only
+    its host can then judge it, by its pid.
+    """
+
+    host: str | None
+    pid: int | None
+    start: str | None
+    lease_until: float | None
+
+    @property
+    def key(self) -> str:
+        return writer_key(Writer(self.pid or 0, self.host or "", self.start))
+
+    def proven_dead(self) -> bool:
+        """On this machine, and its process is gone (pid dead, or reused by another program)."""
+        return self.host == socket.gethostname() and not process_alive(self.pid, self.host, self.start)
 
 
 _BATCH_COLUMNS = "batch_id, inputs_sha256, created_at, owner, owner_host, owner_pid, owner_start, lease_until"
@@ -278,6 +302,28 @@ class BatchStore:
         """The host of the process that wrote a run (from the journal's runs table)."""
         rows = self._exec(self._q("SELECT host FROM {runs} WHERE run_id = ?"), (run_id,))
         return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def run_writer(self, run_id: str) -> RunWriter | None:
+        """The writer of a run and its lease; `None` when the journal has no such run."""
+        try:
+            rows = self._exec(LeaseStatements.of(self.dialect).run_writer, (run_id,))
+        except Exception:  # a journal from before leases (no such table), read-only
+            rows = self._exec(
+                self._q("SELECT host, pid, proc_start, NULL FROM {runs} WHERE run_id = ?"), (run_id,)
+            )
+        if not rows:
+            return None
+        host, pid, start, until = rows[0]
+        return RunWriter(
+            host, None if pid is None else int(pid), start, None if until is None else float(until)
+        )
+
+    def end_lease(self, writer: RunWriter) -> None:
+        """End the lease of a writer proven dead (`RunWriter.proven_dead`), so that its runs are
+        settled at once instead of when the lease would have expired."""
+        now = time.time()
+        self._exec(LeaseStatements.of(self.dialect).expire, (now - 1, writer.key, now - 1))
+        writer.lease_until = now - 1
 
     # Each change of an item is written once, as steps: a generator yielding `(sql, params)`
     # and receiving the statement's rows; `_drive` runs it on the sync connection, `_adrive`

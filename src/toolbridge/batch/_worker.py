@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 
 from ..errors import ConfigError, ToolbridgeError
+from ..runtime.journal import keep_lease, writer_key
 
 __all__ = ["Worker", "result_line", "secrets_needed"]
 
@@ -103,6 +105,27 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+@contextlib.asynccontextmanager
+async def _beside_lease(journal: Any, lease_s: float | None) -> AsyncIterator[None]:
+    """This process's writer lease held (before the block runs) and kept while the block runs;
+    nothing when `lease_s` is `None`. The block's own error comes out as it was raised."""
+    if lease_s is None:
+        yield
+        return
+    await journal.ahold_lease(writer_key(journal.writer), time.time() + lease_s)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: keep_lease(journal, lease=lease_s))
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
 class Worker:
     """Runs a manifest's agent under its runtime, with the batch's journal.
 
@@ -114,6 +137,10 @@ class Worker:
         env: the environment secrets may come from (default `os.environ`).
         server_limits: client document name -> calls in flight at most.
         gate: a batch-wide gate for `server_limits` (Ray mode); default a local semaphore each.
+        lease_s: hold this process's writer lease in the journal while open, renewed every
+            third of it (Ray actors; `runtime._leases`): once it expires, any driver or
+            `toolbridge runs reap` settles the runs it left running. `None`: the caller holds it
+            (local mode: the driver's process is this worker's).
     """
 
     def __init__(
@@ -126,6 +153,7 @@ class Worker:
         env: Mapping[str, str] | None = None,
         server_limits: Mapping[str, int] | None = None,
         gate: Gate | None = None,
+        lease_s: float | None = None,
     ) -> None:
         self.manifest_path = manifest_path
         self.agent_name = agent
@@ -134,6 +162,7 @@ class Worker:
         self.env = env
         self.server_limits = dict(server_limits or {})
         self.gate = gate
+        self.lease_s = lease_s
         self.runtime: Any = None
         self.agent: Any = None
         self.max_cost_micros = 0
@@ -159,7 +188,7 @@ class Worker:
             journal=self.journal,
         )
         try:
-            async with manifest.open() as live:
+            async with manifest.open() as live, _beside_lease(runtime.journal, self.lease_s):
                 for name, cap in self.server_limits.items():
                     await self._gate_server(live, name, cap)
                 self.agent = await live.agent(self.agent_name)

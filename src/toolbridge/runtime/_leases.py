@@ -14,6 +14,12 @@ call whose request was never sent becomes `not_started` (`INTERRUPTED`); one sen
 A run whose writer never held a lease (an agent, a script, an older toolbridge) is never reaped:
 it is read back as before (by its host only). `LEASE_S` is 30 s; the environment variable
 `TOOLBRIDGE_LEASE_S` (1 to 3600) changes it for a process.
+
+Batch drivers and Ray actors hold one too (`keep_lease` on their journal): a claimed batch item
+is covered by its driver's batch lease until its run starts, then by its run's writer's lease
+(`run_writer` reads it with the run's host and pid). A writer on the reader's own machine whose
+process is gone (pid dead or reused) is proven dead: its lease may be ended at once (`expire`);
+a writer on another machine only by its lease's expiry.
 """
 
 from __future__ import annotations
@@ -33,7 +39,14 @@ if TYPE_CHECKING:
     from ._journal_sql import Dialect
     from ._runtime import Runtime
 
-__all__ = ["LEASES_TABLE", "LeaseStatements", "keep_leases", "lease_seconds", "writer_key"]
+__all__ = [
+    "LEASES_TABLE",
+    "LeaseStatements",
+    "keep_lease",
+    "keep_leases",
+    "lease_seconds",
+    "writer_key",
+]
 
 log = logging.getLogger("toolbridge.runtime")
 
@@ -85,6 +98,10 @@ class LeaseStatements:
     """(ended_at, run_id, now): the run's running calls, while its lease is expired."""
     settle_run: str
     """(run_id, ended_at, run_id, now) -> a row when the run was settled."""
+    run_writer: str
+    """(run_id) -> (host, pid, proc_start, expires_at or NULL): a run's writer and its lease."""
+    expire: str
+    """(now, writer, now): end a live lease at once (its writer is proven dead)."""
 
     @classmethod
     def of(cls, d: Dialect) -> LeaseStatements:
@@ -118,6 +135,11 @@ class LeaseStatements:
                 "ELSE 'INTERRUPTED' END, ended_at = ? "
                 "WHERE run_id = ? AND status = 'running' AND " + expired + " RETURNING status"
             ),
+            run_writer=d.sql(
+                "SELECT r.host, r.pid, r.proc_start, l.expires_at FROM {runs} r LEFT JOIN {leases} l "
+                "ON l.writer = " + _WRITER_OF_RUN + " WHERE r.run_id = ?"
+            ),
+            expire=d.sql("UPDATE {leases} SET expires_at = ? WHERE writer = ? AND expires_at >= ?"),
         )
 
 
@@ -127,13 +149,23 @@ def settle_params(run_id: str, now: float) -> tuple[tuple[Any, ...], tuple[Any, 
 
 
 async def keep_leases(runtime: Runtime, *, stop: anyio.Event | None = None) -> None:
-    """Hold this process's lease in `runtime`'s journal while it lives, and settle the runs of
-    writers whose lease expired (see the module docs). Runs until cancelled (or `stop` is set);
-    a journal that cannot be written now is tried again at the next tick (logged once a minute)."""
-    journal: JournalBackend = runtime.journal
+    """`keep_lease` on `runtime`'s journal (every gateway runs it)."""
+    await keep_lease(runtime.journal, stop=stop)
+
+
+async def keep_lease(
+    journal: JournalBackend, *, lease: float | None = None, stop: anyio.Event | None = None
+) -> None:
+    """Hold this process's lease in `journal` while it lives, and settle the runs of writers
+    whose lease expired (see the module docs). Runs until cancelled (or `stop` is set); a
+    journal that cannot be written now is tried again at the next tick (logged once a minute).
+
+    Args:
+        lease: the lease's length (default `lease_seconds()`); renewed every third of it.
+    """
     if journal.path == ":memory:" or getattr(journal, "readonly", False):
         return
-    lease = lease_seconds()
+    lease = lease_seconds() if lease is None else lease
     key = writer_key(journal.writer)
     warned = -1e9
     while stop is None or not stop.is_set():

@@ -24,6 +24,7 @@ from ._journal_sql import (
     Statements,
     budget_dict,
 )
+from ._leases import LeaseStatements, keep_lease, lease_seconds, writer_key
 
 __all__ = [
     "BATCHES_TABLE",
@@ -34,13 +35,17 @@ __all__ = [
     "CallRecord",
     "Dialect",
     "JournalBackend",
+    "LeaseStatements",
     "RunRecord",
     "Statements",
     "Writer",
     "budget_dict",
     "is_postgres_url",
+    "keep_lease",
+    "lease_seconds",
     "migrate",
     "process_alive",
     "read_back",
     "redact_url",
+    "writer_key",
 ]
