@@ -32,8 +32,11 @@ def upstream_manifest(
     lock: str | None = None,
     extra: str = "",
     gateway: str = "",
+    upstream: Path = UPSTREAM,
+    prefix: str = "up_",
 ) -> Path:
-    """A manifest with a `Gateway` in front of `upstream_server.py` (prefix `up_`)."""
+    """A manifest with a `Gateway` in front of `upstream` (default `upstream_server.py`, prefix
+    `up_`; `prefix=""` serves its tools under their own names), run with `tmp_path/state`."""
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
     text = f"""
@@ -44,7 +47,7 @@ runtime: !ref Policy
 {gateway}
 toolProviders:
   - provider: !ref Up
-    prefix: up_
+{f"    prefix: {prefix}" if prefix else ""}
 {binding}
 {clients}
 ---
@@ -57,7 +60,7 @@ journal: journal.db
 kind: Mcp.StdioClient
 metadata: {{ name: UpMcp }}
 command: {sys.executable}
-args: [{json.dumps(str(UPSTREAM))}, {json.dumps(str(state))}]
+args: [{json.dumps(str(upstream))}, {json.dumps(str(state))}]
 mode: legacy
 ---
 kind: AiMcp.ToolProvider

@@ -16,7 +16,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from gw_helpers import TOOLBRIDGE, gateway_http, gateway_stdio
+from gw_helpers import TOOLBRIDGE, gateway_http, gateway_stdio, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -40,42 +40,21 @@ def _grants(*domains: str) -> list[str]:
 
 
 def _manifest(tmp_path: Path, clients: str, *, lock: str | None = None) -> Path:
-    state = tmp_path / "state"
-    state.mkdir(exist_ok=True)
-    text = f"""
-kind: Gateway
-metadata: {{ name: Disco }}
-runtime: !ref Policy
-{f"lock: {lock}" if lock else ""}
-discovery:
+    """The gateway (`gw_helpers.upstream_manifest`) in front of the catalog server, unprefixed."""
+    discovery = """discovery:
   threshold: 40
   pinned: [mail_list_message, repo_list_branch]
   maxResults: 8
-  maxWorkingSet: 3
-toolProviders:
-  - provider: !ref Cat
-    effects: read
-{clients}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: journal.db
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: CatMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(CATALOG))}, {json.dumps(str(state))}]
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Cat }}
-client: !ref CatMcp
-"""
-    path = tmp_path / "gateway.yaml"
-    path.write_text(text, encoding="utf-8")
-    return path
+  maxWorkingSet: 3"""
+    return upstream_manifest(
+        tmp_path,
+        clients=clients,
+        binding="    effects: read",
+        lock=lock,
+        gateway=discovery,
+        upstream=CATALOG,
+        prefix="",
+    )
 
 
 def _two_identities() -> str:
@@ -170,7 +149,7 @@ async def test_two_identities_find_use_and_call_only_what_they_are_granted(tmp_p
             query = {"query": "create a new calendar meeting event", "limit": 5}
             found = _data(await alice.call_tool("find_tools", query))["tools"]
             assert found[0]["name"] == "cal_create_event"
-            assert found[0]["server"] == "Cat" and "calendar" in found[0]["description"]
+            assert found[0]["server"] == "Up" and "calendar" in found[0]["description"]
             assert "event (name, description)" in found[0]["why"]
             assert len(found) == 5 and all(f["name"].split("_")[0] in ("mail", "cal", "vault") for f in found)
             # bob is not granted calendar tools: none is found for him, whatever the query
@@ -287,7 +266,7 @@ async def test_a_prefix_grant_finds_and_calls_its_tools_and_check_says_what_it_g
     checked = await anyio.run_process([TOOLBRIDGE, "check", str(manifest)], check=False)
     out = checked.stdout.decode()
     assert checked.returncode == 0, out
-    assert "warning ERR_MANIFEST_GRANT_PATTERN: Disco: tool:mail_* grants 101 tool(s) of the lock" in out
+    assert "warning ERR_MANIFEST_GRANT_PATTERN: TestGate: tool:mail_* grants 101 tool(s) of the lock" in out
     async with gateway_stdio(manifest) as client:
         assert await _names(client) == [*META, "mail_list_message"]  # 101 granted: past the threshold
         found = _data(await client.call_tool("find_tools", {"query": "archive an old email thread"}))["tools"]
