@@ -11,7 +11,8 @@ holding one proof that
   fragment, a trailing slash ignored), `ath` = the token's SHA-256, and an `iat` within
   `window_s` (default 300 s) of now;
 - carries a `jti` never seen in that window (`ReplayCache`: in memory, per gateway process,
-  bounded; a replica behind the same balancer keeps its own).
+  bounded; replicas whose journal is one PostgreSQL database share the window there instead,
+  `_dpop_shared`).
 
 The same token as `Bearer` is refused (a bound token must never work without its key).
 
@@ -20,8 +21,9 @@ proof must carry the gateway's current `nonce`, else the answer is 401 `use_dpop
 fresh one in `DPoP-Nonce` (toolbridge's client, like any RFC 9449 client, retries once with it).
 A nonce is the time it was made with a MAC under a key of the gateway process: nothing is stored
 per client, and a proof made long ago cannot be used later, whatever its `iat` says. A nonce is
-accepted for `NONCE_LIFETIME_S` (a new one is handed out after half of that); replicas have
-keys of their own, so a client moving to another replica is asked for that replica's nonce once.
+accepted for `NONCE_LIFETIME_S` (a new one is handed out after half of that). Replicas that
+share a PostgreSQL journal share the key (`_dpop_shared`), so each accepts the others' nonces;
+otherwise each has its own, and a client moving to another replica is asked for its nonce once.
 """
 
 from __future__ import annotations
@@ -163,12 +165,14 @@ def check_proof(
     url: str,
     token: str,
     jkt: str,
-    replay: ReplayCache,
+    replay: ReplayCache | None,
     window_s: float = DEFAULT_PROOF_WINDOW_S,
     now: float | None = None,
     nonces: NonceIssuer | None = None,
-) -> None:
-    """Accept the proof of one request for a bound token, or raise.
+) -> tuple[str, float, float]:
+    """Accept the proof of one request for a bound token, or raise; returns its `jti`, until
+    when it is remembered, and now. With `replay` None the caller checks the `jti` itself (in the
+    replicas' shared window, `_dpop_shared`).
 
     Raises:
         TokenRejected: 401 `invalid_dpop_proof` with the reason, or `use_dpop_nonce` when
@@ -220,5 +224,7 @@ def check_proof(
         raise refuse("DPoP proof lacks a jti")
     if nonces is not None and not nonces.valid(claims.get("nonce"), at):
         raise TokenRejected("the DPoP proof needs the gateway's current nonce", error="use_dpop_nonce")
-    if not replay.first_use(jti, float(iat) + window_s, at):
+    until = float(iat) + window_s
+    if replay is not None and not replay.first_use(jti, until, at):
         raise refuse("DPoP proof replayed")
+    return jti, until, at

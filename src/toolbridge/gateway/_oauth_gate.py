@@ -49,6 +49,8 @@ from ._oauth import AuthUnavailable, OAuthSettings, OAuthVerifier, TokenRejected
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
 
+    from ._dpop_shared import SharedDpopState
+
 __all__ = ["PRM_PREFIX", "UNAVAILABLE_LOG_EVERY_S", "ClientRule", "OAuthGate", "metadata_url"]
 
 log = logging.getLogger("toolbridge.gateway.oauth")
@@ -163,6 +165,7 @@ class OAuthGate:
         verifier: Any = None,
         identity_key: str = "toolbridge.identity",
         resource_name: str | None = None,
+        dpop_state: SharedDpopState | None = None,
     ) -> None:
         from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 
@@ -186,7 +189,11 @@ class OAuthGate:
         """Per client address: introspections of tokens the cache does not know."""
         self.replay = ReplayCache()
         """`jti`s of the DPoP proofs accepted in the proof window (see `_dpop_proof`)."""
-        self.nonces = NonceIssuer() if settings.dpop_nonce else None
+        self.dpop_state = dpop_state
+        """The replicas' shared replay window and nonce key (`_dpop_shared`), or None: this
+        process's own (`replay`, a random nonce key)."""
+        key = dpop_state.nonce_key if dpop_state is not None else None
+        self.nonces = NonceIssuer(key) if settings.dpop_nonce else None
         """The gateway's DPoP nonces, when the settings ask for them (`_dpop_proof`)."""
 
     def _metadata_app(self, resource_name: str | None) -> ASGIApp:
@@ -273,8 +280,11 @@ class OAuthGate:
 
     def _check_binding(
         self, scope: MutableMapping[str, Any], access: AccessToken, token: str, dpop: bool
-    ) -> None:
+    ) -> tuple[str, float, float] | None:
         """RFC 9449: a bound token only with the DPoP scheme and a good proof; no proof for a bearer one.
+
+        Returns the proof's `jti`, until when and now, when the replicas' shared window must
+        still record it (`dpop_state`); else None.
 
         Raises:
             TokenRejected: the token or its proof is refused.
@@ -283,21 +293,23 @@ class OAuthGate:
         if jkt is None:
             if dpop:
                 raise TokenRejected("the token is not DPoP-bound; send it as Bearer")
-            return
+            return None
         if not dpop:
             raise TokenRejected("a DPoP-bound token presented as Bearer")
         proofs = [v for k, v in scope.get("headers") or [] if k == b"dpop"]
         if len(proofs) > 1:
             raise TokenRejected("more than one DPoP proof", error="invalid_dpop_proof")
-        check_proof(
+        shared = self.dpop_state is not None
+        use = check_proof(
             proofs[0].decode("ascii", "replace") if proofs else None,
             method=str(scope.get("method", "")),
             url=self.settings.resource,
             token=token,
             jkt=jkt,
-            replay=self.replay,
+            replay=None if shared else self.replay,
             nonces=self.nonces,
         )
+        return use if shared else None
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         kind = scope.get("type")
@@ -327,8 +339,10 @@ class OAuthGate:
                 await self._too_many(send)
                 return
             access = await self.verifier.check(text)
-            self._check_binding(scope, access, text, dpop_scheme)
+            use = self._check_binding(scope, access, text, dpop_scheme)
             who = self.identify(access)
+            if use is not None and self.dpop_state is not None and not await self.dpop_state.first_use(*use):
+                raise TokenRejected("DPoP proof replayed", error="invalid_dpop_proof")
         except UnicodeDecodeError:
             await self._refuse(send, TokenRejected("malformed token"))
             return
