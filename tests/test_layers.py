@@ -164,3 +164,43 @@ def test_runtime_files_import_no_loop() -> None:
             seen.add(start)
             visit(start, [start])
     assert not loops, f"import loops among the runtime's files: {loops}"
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """`obj._name` where `obj` is not `self` or `cls`: one object reading another's private state."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or (name.startswith("__") and name.endswith("__")):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+            continue
+        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_runtime_objects_meet_through_public_interfaces() -> None:
+    """The runtime is composed, not inherited: the session, its run (`_run.GovernedRun`), the
+    rule objects (`CallRules`, `RefusedCalls`, `RunRules` over one `RunCore`), the governor and
+    `Runtime` call each other's public methods only. No `other._private` in the runtime's files
+    (a class's own `self._x` is its business), and no class there inherits rules from another."""
+    found = []
+    for path in sorted((ROOT / "runtime").glob("*.py")):
+        found.extend(_private_reaches(path))
+    assert not found, f"reaches into another object's private state: {found}"
+
+
+def test_runtime_rules_are_not_mixins() -> None:
+    """The session and the rule objects subclass nothing of the runtime's (no mixins)."""
+    ruled = ("GovernedSession", "GovernedRun", "RunCore", "CallRules", "RefusedCalls", "RunRules", "Governor")
+    found = []
+    for path in sorted((ROOT / "runtime").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name in ruled:
+                bases = [ast.unparse(b) for b in node.bases if ast.unparse(b) not in ("AgentHooks",)]
+                if bases:
+                    found.append(f"{node.name}({', '.join(bases)})")
+    assert not found, f"rule classes built by inheritance: {found}"

@@ -233,7 +233,7 @@ class Quota:
         journal: JournalBackend = session.rt.journal_port.backend
         principal = session.principal or ""
         key = period_key(self.period)
-        ceiling = call_cost(session._catalog, name)
+        ceiling = call_cost(session.catalog, name)
         max_calls = UNLIMITED if self.max_calls is None else self.max_calls
         max_micros = UNLIMITED if self.max_cost_micros is None else self.max_cost_micros
         try:

@@ -32,7 +32,6 @@ cost the binding's `cost_micros` (default 0) and time out after its `timeout_ms`
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -44,8 +43,8 @@ from .. import telemetry
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
 from .._canonical import canonical_json
 from .._deadlines import deadline_watch
-from ..calls import PlannedToolCall, ToolBinding
-from ..errors import ConfigError, JsonRpcError, PolicyError, ToolbridgeError, ToolError
+from ..calls import PlannedToolCall
+from ..errors import JsonRpcError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
 from ._answers import answered_code
 from ._declared import DeclaredTool, ToolContext
@@ -53,9 +52,9 @@ from ._guards import Guard, GuardContext, run_guards
 from ._journal import CallEnd, CallPlan, JournalWriteError
 from ._limits import Budget, Reservation, parts_bytes
 from ._outcomes import CODES, policy_error
-from ._permissions import ToolGrantNeeds, effective_effects
-from ._refusals import RefusedCalls, args_digest
-from ._state import Plan
+from ._permissions import ToolGrantNeeds
+from ._refusals import RefusedCalls, args_digest, binding_value, needs_of
+from ._state import Plan, RunCore, loop_now
 
 __all__ = ["CallRules", "TakesDeadline", "ms", "rt_settle"]
 
@@ -83,15 +82,6 @@ def _result_bytes(result: ToolResult) -> int:
     return size
 
 
-def _binding_value(binding: Any, name: str) -> Any:
-    """An option of a discovered tool's binding: an attribute, or a key of a mapping binding."""
-    value = getattr(binding, name, None)
-    # A `ToolBinding` (what a catalog holds) is no mapping: no ABC check for it.
-    if value is None and type(binding) is not ToolBinding and isinstance(binding, Mapping):
-        value = binding.get(name)
-    return value
-
-
 def _as_tool_result(value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
@@ -111,9 +101,6 @@ def ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 3)
 
 
-_NO_DEADLINE: Final = float("inf")
-
-
 class TakesDeadline(functools.partial[Any]):
     """A discovered tool's call (its provider's `call_tool_until` with the tool's name and
     arguments) whose provider enforces the runtime's deadline itself: the rules call it with `deadline=`
@@ -122,11 +109,6 @@ class TakesDeadline(functools.partial[Any]):
     whose `call_tool` is its own, not a subclass's or an instance's replacement)."""
 
     __slots__ = ()
-
-
-def _now() -> float:
-    """The event loop's clock (what cancel-scope deadlines use), without anyio's lookups."""
-    return asyncio.get_running_loop().time()
 
 
 _Resolved = tuple[PlannedToolCall, ToolGrantNeeds, str, str | None, DeclaredTool | None]
@@ -147,37 +129,25 @@ class _Batch:
     timeouts: list[int] = field(default_factory=list)
 
 
-class CallRules(RefusedCalls):
-    """The per-call rules of a run or session (see the module docs)."""
+class CallRules:
+    """The per-call rules of one run or session (see the module docs), over its `RunCore`.
 
-    _deadline: float = _NO_DEADLINE
-    """The session's deadline (anyio time); a run's own deadline is enforced around the run."""
+    `plan(calls, step)` checks and journals a batch (the turn rule); `run(call, step, invoke)`
+    runs one planned call. A refused batch's rows and spans go through `RefusedCalls`.
+    """
 
-    def _check_deadline(self) -> None:
-        if self._deadline != _NO_DEADLINE and _now() >= self._deadline:
-            raise self._fail("TIMEOUT", "max_duration_ms")
+    __slots__ = ("core", "refusals")
 
-    def _needs(self, call: PlannedToolCall) -> tuple[ToolGrantNeeds, str, str | None, DeclaredTool | None]:
-        target = call.target
-        assert target is not None
-        source = target.source
-        if target.declared or isinstance(source, DeclaredTool):
-            if not isinstance(source, DeclaredTool):
-                raise self._fail("NOT_FOUND", "declared tool of an unknown kind")
-            return source.grant_needs(), source.kind, source.version, source
-        caps = _binding_value(target.binding, "capabilities")
-        try:
-            effects = effective_effects(_binding_value(target.binding, "effects"), target.spec.annotations)
-        except ConfigError:
-            effects = "host"  # an unreadable declaration is treated as the most powerful
-        return ToolGrantNeeds(target.model_name, effects, tuple(caps or ())), "discovered", None, None
+    def __init__(self, core: RunCore, refusals: RefusedCalls) -> None:
+        self.core = core
+        self.refusals = refusals
 
     @staticmethod
-    def _binding_int(binding: Any, name: str) -> int | None:
-        value = _binding_value(binding, name)
+    def _binding_int(binding: object, name: str) -> int | None:
+        value = binding_value(binding, name)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
-    async def _plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
+    async def plan(self, calls: Sequence[PlannedToolCall], step: int) -> None:
         """Check a whole batch (the turn rule) and plan each call; raises on the first refusal.
 
         A batch refused by a check gets a row per call (ended `not_started` with the code).
@@ -185,24 +155,24 @@ class CallRules(RefusedCalls):
         try:
             batch = self._plan_checked(calls, step)
         except PolicyError as exc:
-            self._refused(calls, exc)
-            await self._refused_rows(calls, exc, step)
+            self.refusals.refused(calls, exc)
+            await self.refusals.rows(calls, exc, step)
             raise
         try:
             await self._plan_rows(batch, step)
         except PolicyError as exc:
-            self._refused(calls, exc)
+            self.refusals.refused(calls, exc)
             raise
 
     def _plan_checked(self, calls: Sequence[PlannedToolCall], step: int) -> _Batch:
-        st, rt, limits = self.state, self.rt, self.rt.limits
+        st, rt, limits = self.core.state, self.core.rt, self.core.rt.limits
         st.phase = "tools"
-        self._check_deadline()
+        self.core.check_deadline()
         # 1. every tool exists
         for call in calls:
             if call.target is None:
-                raise self._fail("NOT_FOUND")
-        resolved = [(call, *self._needs(call)) for call in calls]
+                raise self.core.fail("NOT_FOUND")
+        resolved = [(call, *needs_of(self.core, call)) for call in calls]
         # arguments: hash and size (never stored)
         hashed = [args_digest(call.arguments) for call in calls]
         # 2. permissions, for the whole batch; denied calls are recorded as not started
@@ -212,17 +182,17 @@ class CallRules(RefusedCalls):
             if missing is not None and denied is None:
                 denied = missing
         if denied is not None:
-            return _Batch(resolved, hashed, denied=self._fail("PERMISSION_DENIED", denied))
+            return _Batch(resolved, hashed, denied=self.core.fail("PERMISSION_DENIED", denied))
         # 3. tool-call count
         if st.tool_calls + len(calls) > limits.max_tool_calls:
-            raise self._fail("LIMIT_EXCEEDED", "max_tool_calls")
+            raise self.core.fail("LIMIT_EXCEEDED", "max_tool_calls")
         # 4. sizes and declared input schemas
         validated: list[Any] = []
         for (call, needs, _kind, _version, tool), (_digest, size) in zip(resolved, hashed, strict=True):
             if size > limits.max_input_bytes:
-                raise self._fail("LIMIT_EXCEEDED", "max_input_bytes")
+                raise self.core.fail("LIMIT_EXCEEDED", "max_input_bytes")
             if arguments_too_deep(call.arguments):  # nothing deeper is sent, nor validated, nor run
-                raise self._fail(
+                raise self.core.fail(
                     "INVALID_INPUT",
                     f"arguments of tool {needs.tool_id!r} nest deeper than {MAX_ARGUMENT_DEPTH} levels",
                 )
@@ -230,7 +200,7 @@ class CallRules(RefusedCalls):
                 try:
                     validated.append(tool.validate_input(call.arguments))
                 except ToolError:
-                    raise self._fail("INVALID_INPUT", f"arguments of tool {needs.tool_id!r}") from None
+                    raise self.core.fail("INVALID_INPUT", f"arguments of tool {needs.tool_id!r}") from None
             else:
                 validated.append(call.arguments)
         # 5. the whole batch's cost (and each call's timeout)
@@ -245,7 +215,7 @@ class CallRules(RefusedCalls):
                 costs.append(self._binding_int(binding, "cost_micros") or 0)
                 timeouts.append(self._binding_int(binding, "timeout_ms") or limits.tool_timeout_ms)
         if not st.budget.can_reserve(sum(costs)):
-            raise self._fail("BUDGET_EXCEEDED", "the tool calls of this turn")
+            raise self.core.fail("BUDGET_EXCEEDED", "the tool calls of this turn")
         st.tool_calls += len(calls)
         return _Batch(resolved, hashed, validated=validated, costs=costs, timeouts=timeouts)
 
@@ -253,7 +223,7 @@ class CallRules(RefusedCalls):
     # a denied batch gets rows ended `not_started` and raises.
 
     async def _plan_rows(self, batch: _Batch, step: int) -> None:
-        st, journal = self.state, self.journal
+        st, journal = self.core.state, self.core.journal
         if batch.denied is not None:
             for (call, needs, kind, version, _tool), (digest, size) in zip(
                 batch.resolved, batch.hashed, strict=True
@@ -262,7 +232,7 @@ class CallRules(RefusedCalls):
                     row = await journal.plan(self._call_plan(call, step, needs, kind, version, digest, size))
                 except PolicyError:
                     break
-                await self._record_end(row, "not_started", "PERMISSION_DENIED", 0)
+                await self.core.record_end(row, "not_started", "PERMISSION_DENIED", 0)
             raise batch.denied
         for (call, needs, kind, version, tool), (digest, size), value, cost, timeout_ms in zip(
             batch.resolved, batch.hashed, batch.validated, batch.costs, batch.timeouts, strict=True
@@ -272,7 +242,7 @@ class CallRules(RefusedCalls):
                 row = await journal.plan(self._call_plan(call, step, needs, kind, version, digest, size))
             except JournalWriteError:
                 rt_settle(st.budget, reservation, 0)
-                raise self._fail(
+                raise self.core.fail(
                     "JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent"
                 ) from None
             except BaseException:  # cancelled while writing: nothing of this call was sent
@@ -295,11 +265,11 @@ class CallRules(RefusedCalls):
     ) -> CallPlan:
         """What the journal records of a call this batch plans."""
         return CallPlan(
-            run_id=self.state.run_id, call_id=call.call_id, step=step, tool_id=needs.tool_id,
+            run_id=self.core.state.run_id, call_id=call.call_id, step=step, tool_id=needs.tool_id,
             tool_version=version, kind=kind, effects=needs.effects, args_sha256=digest, args_bytes=size,
         )  # fmt: skip
 
-    def _run(
+    def run(
         self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]] | None
     ) -> Coroutine[Any, Any, ToolResult]:
         """Run one planned call under its rules; raises `PolicyError` when it does not succeed.
@@ -342,22 +312,22 @@ class CallRules(RefusedCalls):
             effects=plan.needs.effects,
             reserved=plan.cost_micros,
             settled=charged,
-            principal=getattr(self, "principal", None),
-            run_id=self.state.run_id,
+            principal=self.core.principal,
+            run_id=self.core.state.run_id,
         )
 
     async def _run_call(
         self, call: PlannedToolCall, step: int, invoke: Callable[[], Awaitable[ToolResult]] | None
     ) -> ToolResult:
-        st, rt = self.state, self.rt
+        st, rt = self.core.state, self.core.rt
         plan = st.plans.pop((step, call.call_id), None)
         if plan is None:  # the agent skipped before_tool_calls: refuse rather than run ungoverned
-            error = self._fail("PERMISSION_DENIED", "tool call was not checked")
-            await self._record_refused([call], error, step)
+            error = self.core.fail("PERMISSION_DENIED", "tool call was not checked")
+            await self.refusals.record([call], error, step)
             raise error
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
-            await self._record_end(plan.row, "not_started", st.failure.code, charged)
+            await self.core.record_end(plan.row, "not_started", st.failure.code, charged)
             raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {
@@ -369,16 +339,16 @@ class CallRules(RefusedCalls):
         }
         if plan.version is not None:
             meta["tool_version"] = plan.version
-        self._emit("tool.started", meta)
+        self.core.emit("tool.started", meta)
         started = time.monotonic()
         sent = False
         received = False
         code: str | None = None
         try:
-            await self.journal.request_sent(plan.row)
+            await self.core.journal.request_sent(plan.row)
         except JournalWriteError:
             # No evidence, no call: the request is not sent.
-            error = self._fail("JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent")
+            error = self.core.fail("JOURNAL_UNAVAILABLE", "a call could not be recorded, so none was sent")
             await self._end_unfinished(
                 plan, meta, "not_started", "JOURNAL_UNAVAILABLE", sent=False, received=False, started=started
             )
@@ -395,7 +365,7 @@ class CallRules(RefusedCalls):
             st.in_flight[plan.row] = effects
             raw: Any = None
             try:
-                deadline = min(_now() + plan.timeout_ms / 1000, self._deadline)
+                deadline = min(loop_now() + plan.timeout_ms / 1000, self.core.deadline)
                 # A toolbridge client takes the deadline into its own cancel scope, and raises
                 # `TimeoutError` when it passes: one scope for the call, not one in another.
                 # A discovered tool's provider may take it the same way (`TakesDeadline`).
@@ -459,7 +429,7 @@ class CallRules(RefusedCalls):
             received = True
             st.in_flight.pop(plan.row, None)
             try:
-                await self.journal.response_received(plan.row)
+                await self.core.journal.response_received(plan.row)
             except JournalWriteError:
                 code = "JOURNAL_UNAVAILABLE"
                 raise self._call_failure(code, effects, sent=True) from None
@@ -482,7 +452,7 @@ class CallRules(RefusedCalls):
                 raise self._call_failure(code, effects, sent=True, detail="max_output_bytes")
             meta["result_bytes"] = size
             # guards: the runtime's, then the tool's own
-            if self.rt.guards.tool_result or (plan.tool is not None and plan.tool.guards):
+            if self.core.rt.guards.tool_result or (plan.tool is not None and plan.tool.guards):
                 result = await self._guard_result(plan, result)
         except PolicyError as exc:
             code = exc.code
@@ -517,7 +487,7 @@ class CallRules(RefusedCalls):
         charged = 0 if reservation is None else st.budget.settle(reservation, plan.cost_micros)
         try:
             # not shielded: a success cancelled while it is written is given to no one
-            await self.journal.end_call(CallEnd(plan.row, "succeeded", None, charged), shielded=False)
+            await self.core.journal.end_call(CallEnd(plan.row, "succeeded", None, charged), shielded=False)
         except JournalWriteError:
             # The result is not given to anyone: the journal could not say the call succeeded.
             error = self._call_failure("JOURNAL_UNAVAILABLE", effects, sent=True)
@@ -539,7 +509,7 @@ class CallRules(RefusedCalls):
             )
             raise
         st.sent_unended.pop(plan.row, None)
-        self._emit(
+        self.core.emit(
             "tool.completed", dict(meta, duration_ms=ms(started), outcome="succeeded", cost_micros=charged)
         )
         self._observe(plan, "succeeded", None, charged)
@@ -550,9 +520,9 @@ class CallRules(RefusedCalls):
         that fails leaves it unrecorded; the call's end still says what happened)."""
         if isinstance(exc, JsonRpcError):
             meta["rpc_code"] = exc.rpc_code
-        self.state.in_flight.pop(plan.row, None)
+        self.core.state.in_flight.pop(plan.row, None)
         try:
-            await self.journal.response_received(plan.row)
+            await self.core.journal.response_received(plan.row)
         except JournalWriteError:
             log.warning("the evidence journal could not be written")
 
@@ -573,28 +543,16 @@ class CallRules(RefusedCalls):
         The reservation is charged in full once the request was sent (the remote side may have
         acted), and released when it was not.
         """
-        st = self.state
+        st = self.core.state
         if charged is None:
             charged = rt_settle(st.budget, plan.reservation, None if sent else 0)
-        await self._record_end(plan.row, outcome, code, charged)
+        await self.core.record_end(plan.row, outcome, code, charged)
         st.in_flight.pop(plan.row, None)
         self._observe(plan, outcome, code, charged)
-        self._emit(
+        self.core.emit(
             "tool.completed",
             dict(meta, duration_ms=ms(started), outcome=outcome, code=code, response_received=received),
         )
-
-    async def _record_end(self, row: int, outcome: str, code: str | None, charged: int) -> None:
-        """Journal a call's end (shielded from a cancellation ending the call: `JournalPort`);
-        when that write fails, keep it for the run's end."""
-        end = CallEnd(row, outcome, code, charged)
-        try:
-            await self.journal.end_call(end)
-        except JournalWriteError:
-            log.warning("the evidence journal could not be written")
-            self.state.unrecorded[row] = end
-            return
-        self.state.sent_unended.pop(row, None)
 
     def _call_failure(
         self, code: str, effects: str, *, sent: bool, detail: str | None = None, answered: bool = False
@@ -602,23 +560,23 @@ class CallRules(RefusedCalls):
         """The error for a call that failed: unknown when a request with effects was sent, unless
         the server `answered` what happened (`_answers`)."""
         if sent and effects != "none" and not answered:
-            self.state.unknown = True
+            self.core.state.unknown = True
             error = policy_error("OUTCOME_UNKNOWN")
             error.details["cause"] = code
         else:
             error = policy_error(code, detail)
-        if self.state.failure is None or error.outcome == "outcome_unknown":
-            self.state.failure = error
+        if self.core.state.failure is None or error.outcome == "outcome_unknown":
+            self.core.state.failure = error
         return error
 
     async def _guard_result(self, plan: Plan, result: ToolResult) -> ToolResult:
-        guards: tuple[Guard, ...] = self.rt.guards.tool_result
+        guards: tuple[Guard, ...] = self.core.rt.guards.tool_result
         if plan.tool is not None:
             guards = guards + plan.tool.guards
         if not guards:
             return result
         gctx = GuardContext(
-            run_id=self.state.run_id,
+            run_id=self.core.state.run_id,
             stage="tool_result",
             tool_id=plan.needs.tool_id,
             call_id=plan.call.call_id,
@@ -629,14 +587,15 @@ class CallRules(RefusedCalls):
                 guards,
                 result.structured if tool is not None else result,
                 gctx,
-                timeout_ms=self.rt.limits.guard_timeout_ms,
-                emit=self._emit,
+                timeout_ms=self.core.rt.limits.guard_timeout_ms,
+                emit=self.core.emit,
                 revalidate=tool.validate_output if tool is not None else None,
             )
         except ToolError:  # only `revalidate` raises it
-            raise self._fail("INVALID_OUTPUT", "a guard's rewrite does not match the output schema") from None
+            error = self.core.fail("INVALID_OUTPUT", "a guard's rewrite does not match the output schema")
+            raise error from None
         except PolicyError as exc:
-            if self.state.failure is None:
-                self.state.failure = exc
+            if self.core.state.failure is None:
+                self.core.state.failure = exc
             raise
         return ToolResult.of_structured(value) if tool is not None else _as_tool_result(value)

@@ -28,7 +28,7 @@ from ._calls import ms, rt_settle
 from ._journal import CallEnd, JournalWriteError
 from ._limits import Reservation, model_ceiling, model_cost
 from ._outcomes import CODES, GENERIC_MESSAGES, RuntimeResult, worse
-from ._state import SessionCore
+from ._state import RunCore
 
 __all__ = ["RunRules", "code_for", "flatten"]
 
@@ -46,10 +46,20 @@ class _ModelCall:
     started: float
 
 
-class RunRules(SessionCore):
-    """The per-run rules of a run or session (see the module docs)."""
+class RunRules:
+    """The per-run rules of one run or session (see the module docs), over its `RunCore`.
 
-    async def before_model_call(
+    `model_started` / `model_ended` / `model_failed` govern a model call (the session's
+    `before_model_call` / `after_model_call` / `on_model_call_error`, and the agent's governor);
+    `outcome` decides a run's result and `end_run` journals it.
+    """
+
+    __slots__ = ("core",)
+
+    def __init__(self, core: RunCore) -> None:
+        self.core = core
+
+    def model_started(
         self,
         model_id: str,
         *,
@@ -57,51 +67,26 @@ class RunRules(SessionCore):
         max_output_tokens: int | None = None,
         prices: Any = None,
     ) -> None:
-        """Check and reserve one model call before it is made (`_model_started`, awaitable).
-
-        Args:
-            model_id: the model's id; the call needs the grant `model:<model_id>`.
-            context_bytes: the size of what the call sends (checked against
-                `max_context_bytes`; also its input-token ceiling).
-            max_output_tokens: the request's output cap (default 4096), for the cost ceiling.
-            prices: the model's `ModelPrices` (`None`: the call costs nothing).
-
-        Raises:
-            PolicyError: `LIMIT_EXCEEDED`, `PERMISSION_DENIED` or `BUDGET_EXCEEDED` (the call must
-                not be made; the run or session has ended), or the code that ended it before.
-        """
-        self._model_started(
-            model_id, context_bytes=context_bytes, max_output_tokens=max_output_tokens, prices=prices
-        )
-
-    def _model_started(
-        self,
-        model_id: str,
-        *,
-        context_bytes: int = 0,
-        max_output_tokens: int | None = None,
-        prices: Any = None,
-    ) -> None:
-        """`before_model_call`, as a plain call (the agent's governor calls it at every step)."""
-        self._check_open()
-        st, limits = self.state, self.rt.limits
+        """Check and reserve one model call before it is made (see `GovernedSession.before_model_call`)."""
+        self.core.check_open()
+        st, limits = self.core.state, self.core.rt.limits
         st.phase = "model"
         model_id = str(model_id)
         if st.model_calls >= limits.max_model_calls:
-            raise self._fail("LIMIT_EXCEEDED", "max_model_calls")
-        if not self.rt.permissions.has(f"model:{model_id}"):
-            raise self._fail("PERMISSION_DENIED", f"model:{model_id}")
+            raise self.core.fail("LIMIT_EXCEEDED", "max_model_calls")
+        if not self.core.rt.permissions.has(f"model:{model_id}"):
+            raise self.core.fail("PERMISSION_DENIED", f"model:{model_id}")
         if context_bytes > limits.max_context_bytes:
-            raise self._fail("LIMIT_EXCEEDED", "max_context_bytes")
+            raise self.core.fail("LIMIT_EXCEEDED", "max_context_bytes")
         ceiling = model_ceiling(prices, context_bytes, max_output_tokens)
         reservation = st.budget.reserve(ceiling)
         if reservation is None:
-            raise self._fail("BUDGET_EXCEEDED", f"model:{model_id}")
+            raise self.core.fail("BUDGET_EXCEEDED", f"model:{model_id}")
         st.model_calls += 1
         st.model_reservations.append(
             _ModelCall(model_id, st.model_calls, reservation, prices, time.monotonic())
         )
-        self._emit(
+        self.core.emit(
             "model.started",
             {
                 "model": model_id,
@@ -111,7 +96,7 @@ class RunRules(SessionCore):
             },
         )
 
-    async def after_model_call(
+    def model_ended(
         self,
         *,
         input_tokens: int = 0,
@@ -119,35 +104,8 @@ class RunRules(SessionCore):
         cost_micros: int | None = None,
         tool_calls: int = 0,
     ) -> None:
-        """Settle the oldest model call still open at its reported usage.
-
-        Args:
-            input_tokens / output_tokens: the usage the provider reported.
-            cost_micros: what the call cost (default: the usage at the prices given to
-                `before_model_call`).
-            tool_calls: how many tool calls the response asked for (for the event).
-
-        Raises:
-            PolicyError: `BUDGET_EXCEEDED` when the call cost more than the rest of the budget
-                (it is recorded all the same; the run or session has ended).
-        """
-        self._model_ended(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_micros=cost_micros,
-            tool_calls=tool_calls,
-        )
-
-    def _model_ended(
-        self,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        cost_micros: int | None = None,
-        tool_calls: int = 0,
-    ) -> None:
-        """`after_model_call`, as a plain call (the agent's governor calls it at every step)."""
-        st = self.state
+        """Settle the oldest model call still open (see `GovernedSession.after_model_call`)."""
+        st = self.core.state
         if not st.model_reservations:
             raise ConfigError("after_model_call without a before_model_call")
         st.input_tokens += max(0, int(input_tokens))
@@ -170,35 +128,24 @@ class RunRules(SessionCore):
         }
         if st.budget.over:
             data["code"] = "BUDGET_EXCEEDED"
-            self._emit("model.completed", data)
-            raise self._fail("BUDGET_EXCEEDED", "a model call cost more than the budget allows")
-        self._emit("model.completed", data)
+            self.core.emit("model.completed", data)
+            raise self.core.fail("BUDGET_EXCEEDED", "a model call cost more than the budget allows")
+        self.core.emit("model.completed", data)
         st.phase = "after_model"
 
-    def on_model_call_error(self, error: BaseException | None = None) -> None:
-        """Settle the model calls still open after a model call raised instead of answering.
-
-        Call it where `after_model_call` would have been called, when the model call raised
-        (or was cancelled). Each open call keeps its full reserved ceiling charged (its real
-        cost is not known) and gets a `model.completed` event with the code `MODEL_FAILED`
-        (`CANCELLED` when `error` is a cancellation). It does not end the run or session: a
-        framework may retry or fall back; if the error leaves the session, the session ends
-        `failed` / `MODEL_FAILED`. Synchronous (it never waits), so it is safe in cleanup code
-        and during cancellation. Nothing of `error` is recorded but its kind.
-
-        Args:
-            error: the exception the model call raised, if known.
-        """
+    def model_failed(self, error: BaseException | None = None) -> None:
+        """Settle the model calls still open after a model call raised (see
+        `GovernedSession.on_model_call_error`): each keeps its full ceiling charged."""
         code = "MODEL_FAILED"
         if error is not None and isinstance(error, anyio.get_cancelled_exc_class()):
             code = "CANCELLED"
-        st = self.state
+        st = self.core.state
         while st.model_reservations:
             pending: _ModelCall = st.model_reservations.pop(0)
             st.budget.settle(pending.reservation, None)
-            self._emit("model.completed", {"call": pending.number, "code": code})
+            self.core.emit("model.completed", {"call": pending.number, "code": code})
 
-    def _outcome(
+    def outcome(
         self,
         output: Any,
         text: str | None,
@@ -209,13 +156,13 @@ class RunRules(SessionCore):
         cancelled: bool,
     ) -> RuntimeResult:
         """The result of the run: its outcome, code and generic message, from what happened."""
-        state = self.state
+        state = self.core.state
         # calls still marked in flight (cancelled mid-call) decide `unknown`
         for row, effects in list(state.in_flight.items()):
             if effects != "none":
                 state.unknown = True
             state.in_flight.pop(row, None)
-        self.on_model_call_error()
+        self.model_failed()
         code: str | None = None
         if cancelled:
             code = "CANCELLED"
@@ -261,7 +208,7 @@ class RunRules(SessionCore):
             run_id=state.run_id,
         )
 
-    async def _end_run(self, result: RuntimeResult) -> RuntimeResult:
+    async def end_run(self, result: RuntimeResult) -> RuntimeResult:
         """Journal the run's end with every call end not yet recorded, all or nothing.
 
         Shielded from a cancellation that is ending the run, bounded by the journal's own timeouts
@@ -269,7 +216,7 @@ class RunRules(SessionCore):
         """
         end = self._run_end(result)
         try:
-            await self.journal.end_run(self.state.run_id, end)
+            await self.core.journal.end_run(self.core.state.run_id, end)
             return result
         except JournalWriteError:
             log.warning("the evidence journal could not record the end of a run")
@@ -277,7 +224,7 @@ class RunRules(SessionCore):
 
     def _run_end(self, result: RuntimeResult) -> dict[str, Any]:
         """What the run's end writes: the result, usage and every call end not yet recorded."""
-        state = self.state
+        state = self.core.state
         ends = dict(state.unrecorded)
         for plan in state.plans.values():  # planned, never run: the turn was stopped before them
             code = result.error_code or "CANCELLED"
@@ -303,7 +250,7 @@ class RunRules(SessionCore):
         same outcome (`outcome_unknown`, or `failed` / `JOURNAL_UNAVAILABLE`), and the write is
         tried again at the next run's start and at `close()`.
         """
-        state = self.state
+        state = self.core.state
         ends = {e.row: e for e in end["calls"]}
         for row in ends:
             if ends[row].outcome != "not_started":
@@ -319,7 +266,7 @@ class RunRules(SessionCore):
             cost_micros=result.cost_micros,
             run_id=result.run_id,
         )
-        self.journal.keep_run_end(state.run_id, dict(end, outcome=honest.outcome, error_code=code))
+        self.core.journal.keep_run_end(state.run_id, dict(end, outcome=honest.outcome, error_code=code))
         return honest
 
 

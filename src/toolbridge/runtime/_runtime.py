@@ -2,11 +2,13 @@
 guards and a journal.
 
 `create_runtime(...)` builds a `Runtime`; its configuration is fixed at creation. Everything a
-run does goes through one `GovernedSession` (`_session`): `runtime.session(...)` hands one to any
-caller; `runtime.run(agent, input)` and `runtime.stream(agent, input)` open one per run and give
-the agent a `Governor` (`_governor`) that hands every decision to it. The rules live in
-`_calls` (per tool call: the turn rule, journaling, timeouts, result rules, guards) and
-`_run_rules` (per run: model calls, limits, the budget, the outcome); journal backends in
+run does goes through one `GovernedRun` (`_run`): `runtime.session(...)` hands any caller a
+`GovernedSession` (`_session`), the face of one; `runtime.run(agent, input)` and
+`runtime.stream(agent, input)` open one per run and give the agent a `Governor` (`_governor`)
+that hands every decision to it. A run is composed of objects over one `RunCore` (`_state`), each
+used through its public methods: `CallRules` (`_calls`: per tool call, the turn rule, journaling,
+timeouts, result rules, guards), `RefusedCalls` (`_refusals`) and `RunRules` (`_run_rules`: per
+run, model calls, limits, the budget, the outcome); journal backends in
 `_journal` (the interface, sync and awaited; the runtime writes through one `JournalPort`,
 `_journal_port`), `_journal_memory`, `_journal_sqlite` and
 `_journal_postgres` (its writes awaited on the loop), their SQL in `_journal_sql`.
@@ -30,7 +32,6 @@ import anyio
 from .._deadlines import deadline_watch
 from .._owned_tasks import stop_task
 from ..agent import RunErrorEvent, RunFinishedEvent
-from ..catalog import ToolCatalog
 from ..errors import ConfigError, PolicyError
 from ._events import Event
 from ._governor import Governor
@@ -45,7 +46,9 @@ from ._limits import Limits, value_bytes
 from ._operations import Operation
 from ._outcomes import RuntimeResult
 from ._permissions import Permissions
+from ._run import GovernedRun
 from ._session import GovernedSession
+from ._state import checked_name, new_run_id
 
 __all__ = ["PROFILES", "RunOutcomeEvent", "Runtime", "create_runtime"]
 
@@ -266,8 +269,8 @@ class Runtime:
     ) -> RuntimeResult:
         model = getattr(agent, "model", None)
         label = f"{getattr(agent, 'name', None) or type(agent).__name__} ({getattr(model, 'id', '?')})"
-        session = GovernedSession(self, run_id=run_id, label=label, catalog=ToolCatalog((), ()))
-        run_id = session.run_id
+        run_id = checked_name("run_id", run_id) or new_run_id()
+        run = GovernedRun(self, run_id=run_id, principal=None, label=label)
         # One cancel scope for `cancel(run_id)` and the run's `max_duration_ms` (its deadline kept
         # by the loop's `DeadlineWatch`): every cancellation check inside the run walks each scope
         # around it, so a second scope for the deadline would cost at every step. Which of the two
@@ -277,7 +280,7 @@ class Runtime:
         scope = watch.scope_class()  # anyio.CancelScope(), minus the backend lookup
         self._active[run_id] = scope  # cancellable while its start is written
         try:
-            refused = await session._open(deadline=False)
+            refused = await run.open(deadline=False)
         except BaseException:
             self._active.pop(run_id, None)
             self._cancel_requested.discard(run_id)
@@ -286,7 +289,7 @@ class Runtime:
             self._active.pop(run_id, None)
             self._cancel_requested.discard(run_id)
             return refused
-        governor = Governor(session)
+        governor = Governor(run)
         self._active[run_id] = scope
         output: Any = None
         text: str | None = None
@@ -322,18 +325,18 @@ class Runtime:
             self._active.pop(run_id, None)
             cancelled = run_id in self._cancel_requested or outer_cancel
             self._cancel_requested.discard(run_id)
-            result = await session._settle(
+            result = await run.settle(
                 output=output, text=text, steps=steps, error=error, timed_out=timed_out, cancelled=cancelled
             )
             governor.end_step(result.error_code)
-            session._completed(result)
+            run.completed(result)
         return result
 
     async def _agent_input(self, input: Any, governor: Governor) -> Any:
         """The run's input, checked (size) and through the input guards."""
-        session, st, limits = governor.session, governor.state, self.limits
+        core, st, limits = governor.core, governor.state, self.limits
         if value_bytes(input) > limits.max_input_bytes:
-            raise session._fail("LIMIT_EXCEEDED", "max_input_bytes")
+            raise core.fail("LIMIT_EXCEEDED", "max_input_bytes")
         if self.guards.input:
             st.phase = "guards"
             input = await run_guards(
@@ -341,21 +344,21 @@ class Runtime:
                 input,
                 GuardContext(run_id=st.run_id, stage="input"),
                 timeout_ms=limits.guard_timeout_ms,
-                emit=session._emit,
+                emit=core.emit,
             )
         st.phase = "agent"
         return input
 
     async def _agent_output(self, result: Any, governor: Governor) -> tuple[Any, str | None, list[Any]]:
         """The agent's (output, text, steps), the output checked (size) and through the output guards."""
-        session, st, limits = governor.session, governor.state, self.limits
+        core, st, limits = governor.core, governor.state, self.limits
         text = getattr(result, "text", None)
         output = getattr(result, "output", None)
         if output is None:
             output = text
         steps = list(getattr(result, "steps", None) or [])
         if value_bytes(output if output is not None else "") > limits.max_output_bytes:
-            raise session._fail("LIMIT_EXCEEDED", "max_output_bytes")
+            raise core.fail("LIMIT_EXCEEDED", "max_output_bytes")
         if self.guards.output:
             st.phase = "guards"
             try:
@@ -364,10 +367,10 @@ class Runtime:
                     output,
                     GuardContext(run_id=st.run_id, stage="output"),
                     timeout_ms=limits.guard_timeout_ms,
-                    emit=session._emit,
+                    emit=core.emit,
                 )
             except PolicyError as exc:
-                session._note(exc)
+                core.note(exc)
                 raise
             if isinstance(output, str):
                 text = output

@@ -12,8 +12,9 @@ outcome = session.result()                              # a RuntimeResult, like 
 A session is a run without an agent: it is journaled as one run (with `principal`), its events
 are the run's events (`run.started`, `tool.*`, `model.*`, `guard.*`, `run.completed`), and every
 call goes through exactly the rules of an agent run (`_calls`, `_run_rules`): grants, limits,
-budget, timeouts, `tool_result` guards, result rules, honest outcomes, no leakage. The `Agent`'s
-governor (`_governor`) is built on the same object, so there is one implementation of the rules.
+budget, timeouts, `tool_result` guards, result rules, honest outcomes, no leakage. A session is
+the face of one `GovernedRun` (`_run`); the `Agent`'s governor (`_governor`) is built on the
+same object, so there is one implementation of the rules.
 
 - `call_tool(name, args)` returns the `ToolResult` (after guards) or raises `PolicyError` with
   the runtime's code and generic message; `call_tools([(name, args), ...])` checks the whole
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,22 +48,20 @@ import anyio
 from .._deadlines import takes_deadline
 from ..calls import PlannedToolCall, ToolBinding, ToolTarget
 from ..catalog import Catalog, ToolCatalog, check_declared
-from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError
+from ..errors import AgentError, ConfigError, PolicyError, ToolbridgeError
 from ..tools import ToolResult, ToolSpec
-from ._calls import CallRules, TakesDeadline, ms
+from ._calls import TakesDeadline
 from ._declared import DeclaredTool
-from ._journal import JournalWriteError
-from ._limits import Budget
-from ._outcomes import CODES, GENERIC_MESSAGES, RuntimeResult
-from ._run_rules import RunRules, code_for, flatten
-from ._state import RunState, new_run_id
+from ._outcomes import CODES, RuntimeResult
+from ._run import GovernedRun
+from ._run_rules import code_for
+from ._state import MAX_NAME, checked_name, new_run_id
 
 if TYPE_CHECKING:
     from ._host import RuntimeHost
 
 __all__ = ["GovernedSession"]
 
-_MAX_PRINCIPAL = 256
 _MAX_UNPLANNED_ROWS = 1000
 """A batch refused before it was planned gets rows for at most this many of its calls."""
 
@@ -94,8 +92,11 @@ def _invoke(
     return functools.partial(source.call_tool, target.spec.name, call.arguments)
 
 
-class GovernedSession(CallRules, RunRules):
+class GovernedSession:
     """Governed tool calls for any caller (see the module docs). Build it with `runtime.session()`.
+
+    The caller-facing face of one `GovernedRun` (`_run`): it adds the catalog, the turn counter
+    and the checks of a caller's input, and hands every decision to the run's rule objects.
 
     Attributes:
         run_id: the session's run id (journal, events, `runtime.inspect`).
@@ -114,12 +115,8 @@ class GovernedSession(CallRules, RunRules):
         label: str | None = None,
         catalog: ToolCatalog | None = None,
     ) -> None:
-        if principal is not None and (
-            not isinstance(principal, str) or not 0 < len(principal) <= _MAX_PRINCIPAL
-        ):
-            raise ConfigError(f"principal must be a non-empty string of at most {_MAX_PRINCIPAL} characters")
-        if run_id is not None and (not isinstance(run_id, str) or not 0 < len(run_id) <= _MAX_PRINCIPAL):
-            raise ConfigError(f"run_id must be a non-empty string of at most {_MAX_PRINCIPAL} characters")
+        checked_name("principal", principal)
+        checked_name("run_id", run_id)
         if (
             isinstance(max_parallel_tools, bool)
             or not isinstance(max_parallel_tools, int)
@@ -131,175 +128,133 @@ class GovernedSession(CallRules, RunRules):
                 tool_providers = [tool_providers]
             bindings = tuple(ToolBinding.coerce(b) for b in tool_providers)
             catalog = ToolCatalog(bindings, check_declared(tools, "session"))
-        self.rt = runtime
-        self.journal = runtime.journal_port
         self.run_id = run_id or new_run_id()
         self.principal = principal
-        self.state = RunState(run_id=self.run_id, budget=Budget(runtime.limits.max_cost_micros))
-        self.bind_events()
+        self._run = run = GovernedRun(
+            runtime,
+            run_id=self.run_id,
+            principal=principal,
+            label=label or (f"session ({principal})" if principal else "session"),
+        )
+        self._core = run.core
+        self.rt = runtime
+        self.journal = run.core.journal
+        self.state = run.core.state
         self.max_parallel_tools = max_parallel_tools
         self._catalog = catalog
-        self._label = label or (f"session ({principal})" if principal else "session")
         self._turns = 0
-        self._opened = False
-        self._result: RuntimeResult | None = None
-        self._started = time.monotonic()
 
     def __repr__(self) -> str:
         return f"GovernedSession({self.run_id!r}, principal={self.principal!r})"
 
+    @property
+    def catalog(self) -> ToolCatalog:
+        """The session's tools (what `list_tools` resolves; a quota reads a call's declared cost)."""
+        return self._catalog
+
     # -- lifecycle -------------------------------------------------------------------------------
 
-    async def _open(self, *, deadline: bool = True) -> RuntimeResult | None:
-        """Journal the start; a result (`JOURNAL_UNAVAILABLE`) when the journal cannot."""
-        if self._opened:
-            raise ConfigError("a session can be entered only once")
-        self._opened = True
-        self._started = time.monotonic()
-        self.state.started = self._started
-        if deadline:
-            self._deadline = anyio.current_time() + self.rt.limits.max_duration_ms / 1000
-        self._emit("run.started", {"agent": self._label, "profile": self.rt.profile})
-        try:
-            new = await self.journal.start_run(
-                self.run_id, agent=self._label, profile=self.rt.profile, principal=self.principal
-            )
-        except JournalWriteError:
-            return self._not_started()
-        except BaseException:
-            self.rt.open_runs.forget(self.run_id)
-            raise
-        if not new:
-            self._duplicate()
-        self.rt.open_runs.opened(self.run_id, self._cancel)
-        return None
-
-    def _duplicate(self) -> None:
-        self.rt.open_runs.forget(self.run_id)
-        raise ConfigError(f"run id {self.run_id!r} is already in the journal")
-
-    def _not_started(self) -> RuntimeResult:
-        self._fail("JOURNAL_UNAVAILABLE", "the run's start could not be recorded")
-        result = RuntimeResult(
-            outcome="failed",
-            error_code="JOURNAL_UNAVAILABLE",
-            error_message=GENERIC_MESSAGES["JOURNAL_UNAVAILABLE"],
-            usage={"input_tokens": 0, "output_tokens": 0, "model_calls": 0},
-            run_id=self.run_id,
-        )
-        self._completed(result)
-        return result
-
-    async def _settle(
-        self,
-        *,
-        output: Any = None,
-        text: str | None = None,
-        steps: list[Any] | None = None,
-        error: BaseException | None = None,
-        timed_out: bool = False,
-        cancelled: bool = False,
-    ) -> RuntimeResult:
-        """Decide the outcome and journal the end (once); `_completed` then reports it."""
-        if self._result is not None:
-            return self._result
-        self.rt.open_runs.closed(self.run_id)
-        result = self._outcome(output, text, steps or [], error, timed_out=timed_out, cancelled=cancelled)
-        self._result = await self._end_run(result)
-        return self._result
-
-    def _completed(self, result: RuntimeResult) -> None:
-        self._result = result
-        self._emit(
-            "run.completed",
-            {
-                "outcome": result.outcome,
-                "code": result.error_code,
-                "duration_ms": ms(self._started),
-                "cost_micros": result.cost_micros,
-                "model_calls": self.state.model_calls,
-                "tool_calls": self.state.tool_calls,
-            },
-        )
-        self.rt.open_runs.forget(self.run_id)
-
     async def __aenter__(self) -> GovernedSession:
-        await self._open()
+        await self._run.open()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        if self._result is not None:  # never opened (journal) or already closed
+        run = self._run
+        if run.result is not None:  # never opened (journal) or already closed
             return
         cancelled = exc is not None and isinstance(exc, anyio.get_cancelled_exc_class())
         if exc is not None and not cancelled:
-            self._fail(self._exit_code(exc))
-        self._completed(await self._settle(cancelled=cancelled))
-
-    def _exit_code(self, exc: BaseException) -> str:
-        """The code of a session left by an exception (not a cancellation), from what is known.
-
-        The session's own refusal or failure (a `PolicyError` it raised) keeps its code (it is
-        already the session's failure); a model error, or any error while a model call was in
-        flight or had just failed, is `MODEL_FAILED`; anything else (the caller's code, or a
-        framework around it, raised) is `ABORTED`. Calls with effects still in flight make the
-        outcome `outcome_unknown` (`_outcome`).
-        """
-        errors = flatten(exc)
-        for error in errors:
-            if isinstance(error, PolicyError) and error.code in CODES:
-                return error.code
-        if self.state.phase == "model" or any(isinstance(e, ModelError) for e in errors):
-            return "MODEL_FAILED"
-        return "ABORTED"
+            self._core.fail(run.exit_code(exc))
+        run.completed(await run.settle(cancelled=cancelled))
 
     def result(self) -> RuntimeResult:
         """The session's outcome, error code, usage, cost and run id (like `runtime.run`'s).
 
         Before the session is closed: the outcome so far (`succeeded` until something ends it).
         """
-        if self._result is not None:
-            return self._result
-        failure = self.state.failure
-        usage = {
-            "input_tokens": self.state.input_tokens,
-            "output_tokens": self.state.output_tokens,
-            "model_calls": self.state.model_calls,
-        }
-        if failure is None:
-            return RuntimeResult(
-                outcome="succeeded", usage=usage, cost_micros=self.state.budget.spent, run_id=self.run_id
-            )
-        return RuntimeResult(
-            outcome=failure.outcome,
-            error_code=failure.code,
-            error_message=failure.message,
-            usage=usage,
-            cost_micros=self.state.budget.spent,
-            run_id=self.run_id,
+        return self._run.so_far()
+
+    # -- model calls the caller makes itself -----------------------------------------------------
+
+    async def before_model_call(
+        self,
+        model_id: str,
+        *,
+        context_bytes: int = 0,
+        max_output_tokens: int | None = None,
+        prices: Any = None,
+    ) -> None:
+        """Check and reserve one model call before it is made.
+
+        Args:
+            model_id: the model's id; the call needs the grant `model:<model_id>`.
+            context_bytes: the size of what the call sends (checked against
+                `max_context_bytes`; also its input-token ceiling).
+            max_output_tokens: the request's output cap (default 4096), for the cost ceiling.
+            prices: the model's `ModelPrices` (`None`: the call costs nothing).
+
+        Raises:
+            PolicyError: `LIMIT_EXCEEDED`, `PERMISSION_DENIED` or `BUDGET_EXCEEDED` (the call must
+                not be made; the run or session has ended), or the code that ended it before.
+        """
+        self._run.rules.model_started(
+            model_id, context_bytes=context_bytes, max_output_tokens=max_output_tokens, prices=prices
         )
 
-    def _cancel(self) -> None:
-        """`runtime.cancel(run_id)`: end the session `cancelled`; refuse every later call."""
-        self._fail("CANCELLED")
+    async def after_model_call(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_micros: int | None = None,
+        tool_calls: int = 0,
+    ) -> None:
+        """Settle the oldest model call still open at its reported usage.
+
+        Args:
+            input_tokens / output_tokens: the usage the provider reported.
+            cost_micros: what the call cost (default: the usage at the prices given to
+                `before_model_call`).
+            tool_calls: how many tool calls the response asked for (for the event).
+
+        Raises:
+            PolicyError: `BUDGET_EXCEEDED` when the call cost more than the rest of the budget
+                (it is recorded all the same; the run or session has ended).
+        """
+        self._run.rules.model_ended(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_micros=cost_micros,
+            tool_calls=tool_calls,
+        )
+
+    def on_model_call_error(self, error: BaseException | None = None) -> None:
+        """Settle the model calls still open after a model call raised instead of answering.
+
+        Call it where `after_model_call` would have been called, when the model call raised
+        (or was cancelled). Each open call keeps its full reserved ceiling charged (its real
+        cost is not known) and gets a `model.completed` event with the code `MODEL_FAILED`
+        (`CANCELLED` when `error` is a cancellation). It does not end the run or session: a
+        framework may retry or fall back; if the error leaves the session, the session ends
+        `failed` / `MODEL_FAILED`. Synchronous (it never waits), so it is safe in cleanup code
+        and during cancellation. Nothing of `error` is recorded but its kind.
+
+        Args:
+            error: the exception the model call raised, if known.
+        """
+        self._run.rules.model_failed(error)
 
     # -- tools -----------------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if not self._opened:
-            raise ConfigError("use the session as `async with runtime.session(...) as session:`")
-        if self._result is not None and self.state.failure is None:
-            raise ConfigError("the session is closed")
-        super()._check_open()
 
     async def _resolve(self) -> Catalog:
         try:
             return await self._catalog.resolve()
         except AgentError as exc:
-            raise self._fail(code_for(exc, "tools")) from None
+            raise self._core.fail(code_for(exc, "tools")) from None
         except ToolbridgeError:
-            raise self._fail("TOOLS_UNAVAILABLE") from None
+            raise self._core.fail("TOOLS_UNAVAILABLE") from None
 
     async def list_tools(self) -> list[ToolSpec]:
         """The tools a model may be shown, with their model-facing names.
@@ -308,7 +263,7 @@ class GovernedSession(CallRules, RunRules):
             PolicyError: `TOOL_COLLISION` or `TOOLS_UNAVAILABLE` (the session has ended), or the
                 code that ended it before.
         """
-        self._check_open()
+        self._core.check_open()
         return list((await self._resolve()).specs)
 
     async def call_tool(
@@ -337,7 +292,7 @@ class GovernedSession(CallRules, RunRules):
         target = call.target
         assert target is not None  # `_plan` refused unknown names
         # A declared tool needs no `invoke` closure (the rules call its `send`).
-        return await self._run(
+        return await self._run.calls.run(
             call, step, None if isinstance(target.source, DeclaredTool) else _invoke(target, call, context)
         )
 
@@ -370,14 +325,14 @@ class GovernedSession(CallRules, RunRules):
         """
         if CODES.get(code) not in ("blocked", "failed"):
             raise ConfigError(f"refuse: {code!r} is not a blocked or failed run code")
-        self._check_open()
+        self._core.check_open()
         catalog = self._catalog.current() or await self._resolve()
         step = self._turns
         self._turns += 1
         arguments = args if isinstance(args, Mapping) else {}
         call = PlannedToolCall(call_id or f"call_{step}_0", name, arguments, catalog.targets.get(name))
-        error = self._fail(code, detail)
-        await self._record_refused([call], error, step)
+        error = self._core.fail(code, detail)
+        await self._run.refusals.record([call], error, step)
         return error
 
     async def call_tools(
@@ -400,7 +355,7 @@ class GovernedSession(CallRules, RunRules):
         if len(planned) == 1:
             call = planned[0]
             assert call.target is not None  # `_plan` refused unknown names
-            return [await self._run(call, step, _invoke(call.target, call))]
+            return [await self._run.calls.run(call, step, _invoke(call.target, call))]
         results: list[ToolResult | None] = [None] * len(planned)
         failures: dict[int, BaseException] = {}
         limiter = (
@@ -412,9 +367,9 @@ class GovernedSession(CallRules, RunRules):
             try:
                 if limiter is not None:
                     async with limiter:
-                        results[index] = await self._run(call, step, _invoke(call.target, call))
+                        results[index] = await self._run.calls.run(call, step, _invoke(call.target, call))
                 else:
-                    results[index] = await self._run(call, step, _invoke(call.target, call))
+                    results[index] = await self._run.calls.run(call, step, _invoke(call.target, call))
             except PolicyError as exc:
                 failures[index] = exc
 
@@ -435,25 +390,27 @@ class GovernedSession(CallRules, RunRules):
         malformed ids or calls) gets a row for each call that names a tool (`_unplanned`).
         """
         try:
-            self._check_open()
+            self._core.check_open()
         except PolicyError as exc:
-            if self._result is None:  # still open, ended by an earlier refusal or failure
+            if self._run.result is None:  # still open, ended by an earlier refusal or failure
                 await self._unplanned(calls, None, exc)
             raise
         if call_ids is not None and (
             isinstance(call_ids, str)
             or not isinstance(call_ids, Sequence)
             or len(call_ids) != len(calls)
-            or not all(isinstance(c, str) and 0 < len(c) <= _MAX_PRINCIPAL for c in call_ids)
+            or not all(isinstance(c, str) and 0 < len(c) <= MAX_NAME for c in call_ids)
             or len(set(call_ids)) != len(call_ids)
         ):
-            error = self._fail("INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call")
+            error = self._core.fail(
+                "INVALID_INPUT", "call_ids must be distinct non-empty strings, one per call"
+            )
             await self._unplanned(calls, None, error)
             raise error
         if (  # a list (the common case) needs no ABC check
             type(calls) is not list and (isinstance(calls, str | bytes) or not isinstance(calls, Sequence))
         ) or not calls:
-            raise self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+            raise self._core.fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
         catalog = self._catalog.current()
         if catalog is None:
             catalog = await self._resolve()
@@ -462,19 +419,21 @@ class GovernedSession(CallRules, RunRules):
         planned: list[PlannedToolCall] = []
         for i, item in enumerate(calls):
             if not isinstance(item, tuple | list) or len(item) != 2 or not isinstance(item[0], str):
-                error = self._fail("INVALID_INPUT", "calls must be a non-empty list of (name, arguments)")
+                error = self._core.fail(
+                    "INVALID_INPUT", "calls must be a non-empty list of (name, arguments)"
+                )
                 await self._unplanned(calls, call_ids, error, step)
                 raise error
             name, args = item
             if args is None:
                 args = {}
             if type(args) is not dict and not isinstance(args, Mapping):
-                error = self._fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
+                error = self._core.fail("INVALID_INPUT", f"arguments of call #{i} must be an object")
                 await self._unplanned(calls, call_ids, error, step)
                 raise error
             call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
             planned.append(PlannedToolCall(call_id, name, args, catalog.targets.get(name)))
-        await self._plan(planned, step)
+        await self._run.calls.plan(planned, step)
         return planned, step
 
     async def _unplanned(
@@ -495,4 +454,4 @@ class GovernedSession(CallRules, RunRules):
                 args = item[1] if isinstance(item[1], Mapping) else {}
                 call_id = call_ids[i] if call_ids is not None else f"call_{step}_{i}"
                 refused.append(PlannedToolCall(call_id, item[0], args, targets.get(item[0])))
-        await self._record_refused(refused, error, step)
+        await self._run.refusals.record(refused, error, step)
