@@ -6,8 +6,9 @@ Counts every Python function call (`sys.setprofile`) made while calling server-e
 `get-structured-content` over stdio 10 times through: the raw SDK (`mcp.Client`), toolbridge's
 `StdioClient`, a declared MCP tool through `runtime.session(...).call_tool`, and the same tool
 through an agent step under `runtime.run` (a `ScriptedModel` turn per call); with `--echo`,
-also `echo` through the raw SDK and through a session's discovered tool (an `McpToolProvider`
-binding: what the framework adapters call, `bench/bench_adapters.py`). The governed
+also `echo` through the raw SDK, a plain `McpToolProvider.call_tool`, and through a session's
+discovered tool (an `McpToolProvider` binding: what the framework adapters call,
+`bench/bench_adapters.py`); `--profile LABEL` then shows where one row's calls go. The governed
 figures include the session's or run's own setup (10 calls per session or run). Each figure is
 the least of `--repeat` counts (default 5): what lands in a count besides the calls themselves
 (the stdio client's 20 ms exit poll, a garbage collection, an extra event-loop iteration when a
@@ -56,7 +57,7 @@ async def _count(run: Callable[[], Awaitable[None]], repeat: int = 5) -> float:
     return min(counts) / N
 
 
-async def main(repeat: int, echo_rows: bool) -> None:
+async def main(repeat: int, echo_rows: bool, profile_row: str | None = None) -> None:
     params = StdioServerParameters(command="node", args=[EVERYTHING, "stdio"])
     async with Client(params) as sdk, StdioClient("node", [EVERYTHING, "stdio"]) as client:
         tool = define_mcp_tool(
@@ -100,6 +101,10 @@ async def main(repeat: int, echo_rows: bool) -> None:
             for _ in range(N):
                 await sdk.call_tool("echo", echo)
 
+        async def provider_call() -> None:
+            for _ in range(N):
+                await provider.call_tool("echo", echo)
+
         async def discovered() -> None:
             runtime = create_runtime(permissions={"allow": ["tool:echo", "effect:read"]})
             async with runtime.session(tool_providers=[{"provider": provider, "effects": "read"}]) as s:
@@ -115,6 +120,7 @@ async def main(repeat: int, echo_rows: bool) -> None:
         if echo_rows:
             rows += [
                 ("raw SDK mcp.Client.call_tool, `echo`", raw_echo, "echo"),
+                ("McpToolProvider.call_tool, `echo` (no governance)", provider_call, "echo"),
                 ("session.call_tool, discovered `echo` (the adapters' path)", discovered, "echo"),
             ]
         base: dict[str | None, float] = {}
@@ -123,11 +129,32 @@ async def main(repeat: int, echo_rows: bool) -> None:
             per_call = await _count(run, repeat)
             base.setdefault(group, per_call)
             print(f"| {label} | {per_call:,.0f} | {per_call / base[group]:.2f}x |")
+        if profile_row:
+            await _profile(dict((label, run) for label, run, _ in rows)[profile_row])
+
+
+async def _profile(run: Callable[[], Awaitable[None]]) -> None:
+    """Where one path's calls go: cProfile's functions by own call count, toolbridge's first."""
+    import cProfile
+    import pstats
+
+    await run()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    await run()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][1])  # type: ignore[attr-defined]
+    print(f"\n| function (calls per {N} tool calls) | calls |\n|---|---|")
+    for (file, line, name), (_cc, calls, *_rest) in rows[:30]:
+        where = file.split("site-packages/")[-1].split("src/")[-1]
+        print(f"| {where}:{line} {name} | {calls} |")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="counts per path; the least is shown")
     parser.add_argument("--echo", action="store_true", help="also count `echo` (raw SDK, discovered tool)")
+    parser.add_argument("--profile", metavar="LABEL", help="then profile the row with this label (cProfile)")
     options = parser.parse_args()
-    asyncio.run(main(max(1, options.repeat), options.echo))
+    asyncio.run(main(max(1, options.repeat), options.echo, options.profile))
