@@ -38,7 +38,7 @@ from . import _pages as pages
 from ._approvals import MAX_REASON, ApprovalStore
 from ._auth import COOKIE, SESSION_S, OAuthOperators, Operators, Refusal, Session, place_problem, same_origin
 from ._live import LiveCalls
-from ._pins import PinBoard
+from ._pins import KINDS, PinBoard
 
 __all__ = ["ConsoleSettings", "console_app"]
 
@@ -352,19 +352,23 @@ def console_app(settings: ConsoleSettings) -> Starlette:
         fields: dict[str, str] = request.state.fields
         decision = fields.get("decision")
         server, name, digest = fields.get("server", ""), fields.get("name", ""), fields.get("digest", "")
+        kind = fields.get("kind", "tool")
         if decision == "keep":
             log.info("console: %s kept %r of %r withheld", operator, bounded(name, 100), bounded(server, 100))
             return RedirectResponse("/console/pins?done=kept", status_code=303, headers=_HEADERS)
-        if decision != "accept" or not (server and name and digest):
-            return _plain("the decision must be accept or keep, for a server, a tool and its hash", 400)
+        if decision != "accept" or not (server and name and digest) or kind not in KINDS:
+            return _plain(
+                "the decision must be accept or keep, for a server, a kind, a name and its hash", 400
+            )
         try:
-            written = await board.accept(server, name, digest)
+            written = await board.accept(server, name, digest, kind)
         except ToolbridgeError as exc:
             return _plain(f"the lock could not be written: {bounded(str(exc), 200)}", 503)
         if written:
             log.info(
-                "console: %s accepted %r of %r (%s)",
+                "console: %s accepted %s %r of %r (%s)",
                 operator,
+                kind,
                 bounded(name, 100),
                 bounded(server, 100),
                 digest,

@@ -334,14 +334,14 @@ def query_of(f: CallFilter) -> str:
 
 
 def pins_page(reviews: Sequence[Any], *, csrf: str | None) -> str:
-    """Tools withheld by their pins: the state, the hashes, a diff (when known) or the whole
-    current definition, and **Accept** / **Keep withheld**."""
+    """Tools, prompts, resources and templates withheld by their pins: the state, the hashes, a
+    diff (when known) or the whole current definition, and **Accept** / **Keep withheld**."""
     if not reviews:
-        return '<p class="muted" id="no-pins">Every pinned tool matches its pin.</p>'
+        return '<p class="muted" id="no-pins">Every pinned tool, prompt and resource matches its pin.</p>'
     parts: list[str] = []
     for r in reviews:
         facts = (
-            f"<dt>server</dt><dd>{esc(r.server)}</dd><dt>tool</dt><dd><code>{esc(r.name)}</code></dd>"
+            f"<dt>server</dt><dd>{esc(r.server)}</dd><dt>{esc(r.kind)}</dt><dd><code>{esc(r.name)}</code></dd>"
             f"<dt>state</dt><dd>{esc(r.state)}</dd>"
             f"<dt>pinned</dt><dd><code>{esc(r.pinned or '-')}</code></dd>"
             f"<dt>now</dt><dd><code>{esc(r.current)}</code></dd>"
@@ -362,12 +362,14 @@ def pins_page(reviews: Sequence[Any], *, csrf: str | None) -> str:
                 '<form class="actions" method="post" action="/console/pins">'
                 f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
                 f'<input type="hidden" name="server" value="{esc(r.server)}">'
+                f'<input type="hidden" name="kind" value="{esc(r.kind)}">'
                 f'<input type="hidden" name="name" value="{esc(r.name)}">'
                 f'<input type="hidden" name="digest" value="{esc(r.current)}">'
                 '<button class="approve" name="decision" value="accept">Accept</button>'
                 '<button class="deny" name="decision" value="keep">Keep withheld</button></form>'
             )
         parts.append(
-            f'<section class="card pin" data-tool="{esc(r.name)}"><dl>{facts}</dl>{shown}{form}</section>'
+            f'<section class="card pin" data-kind="{esc(r.kind)}" data-{esc(r.kind)}="{esc(r.name)}">'
+            f"<dl>{facts}</dl>{shown}{form}</section>"
         )
     return "".join(parts)

@@ -1,13 +1,16 @@
-"""The Pins page's data: tools whose definitions changed under a pin (or are new), with a diff,
-and accepting one into the lock file as `toolbridge lock` would.
+"""The Pins page's data: tools, prompts, resources and resource templates whose definitions
+changed under a pin (or are new), with a diff, and accepting one into the lock file as
+`toolbridge lock` would.
 
-The lock keeps hashes, not definitions: the definition a tool had while it matched its pin is
-known only when this console saw it (each review remembers the definitions of pinned tools), so
+The lock keeps hashes, not definitions: the definition an item had while it matched its pin is
+known only when this console saw it (each review remembers the definitions of pinned items), so
 a diff shows when the change happened after the console first looked; otherwise the whole
-current definition is shown. **Accept** writes the tool's current hash into the server's entry
-of the lock file (atomically; the gateway re-reads it within a second, and with PostgreSQL pins
-stores it for every replica); it is refused when the definition changed again since the page
-was read (the form carries the hash the operator reviewed). **Keep withheld** writes nothing.
+current definition is shown. Prompts, resources and templates are shown as they are pinned
+(`pinning.canonical_side`: the fields the hash covers). **Accept** writes the item's current
+hash into the server's entry of the lock file (atomically; the gateway re-reads it within a
+second, and with PostgreSQL pins stores it for every replica); it is refused when the
+definition changed again since the page was read (the form carries the hash the operator
+reviewed). **Keep withheld** writes nothing.
 """
 
 from __future__ import annotations
@@ -22,19 +25,29 @@ from typing import Any
 import anyio
 
 from ..errors import ConfigError
+from ..pinning import SIDE_KEYS, SIDE_KINDS, SideKind, canonical_side, side_digests, side_listing
 from ..tools import ToolSpec
 
-__all__ = ["PinBoard", "PinReview"]
+__all__ = ["KINDS", "PinBoard", "PinReview"]
 
 MAX_SEEN = 10_000
+KINDS: dict[str, SideKind | None] = {
+    "tool": None,
+    "prompt": "prompts",
+    "resource": "resources",
+    "template": "templates",
+}
+"""What the Pins page reviews (its form's `kind`) -> the lock's section (None: `tools`)."""
+_KIND_OF: dict[SideKind, str] = {"prompts": "prompt", "resources": "resource", "templates": "template"}
 
 
 @dataclass(frozen=True)
 class PinReview:
-    """One tool that is not served because of its pin."""
+    """One tool, prompt, resource or template that is not served because of its pin."""
 
     server: str
     name: str
+    """The tool's or prompt's name, the resource's URI, the template's `uriTemplate`."""
     state: str
     """`changed`, `new` or `blocked` (the server's instructions changed)."""
     pinned: str | None
@@ -43,6 +56,8 @@ class PinReview:
     """The current definition (canonical JSON, indented)."""
     diff: str | None
     """A unified diff from the definition seen while pinned, when known."""
+    kind: str = "tool"
+    """`tool`, `prompt`, `resource` or `template` (`KINDS`)."""
 
 
 def _shown(spec: ToolSpec) -> str:
@@ -56,71 +71,125 @@ def _shown(spec: ToolSpec) -> str:
             "outputSchema": spec.output_schema,
             "annotations": spec.annotations,
         }
+    return _dumped(data)
+
+
+def _dumped(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-class PinBoard:
-    """The pinned upstreams of one gateway: `(server, PinnedToolProvider, lock path)` each."""
+def _diff(before: str | None, now: str) -> str | None:
+    if before is None:
+        return None
+    lines = difflib.unified_diff(before.splitlines(), now.splitlines(), "pinned", "now", lineterm="", n=2)
+    return "\n".join(lines)
 
-    def __init__(self, sources: Sequence[tuple[str, Any, Path]]) -> None:
+
+Source = tuple[str, Any, Path, Any]
+"""(server, its `PinnedToolProvider`, its lock file, its MCP client or None)."""
+
+
+class PinBoard:
+    """The pinned upstreams of one gateway (`Source` each)."""
+
+    def __init__(self, sources: Sequence[Source]) -> None:
         # one entry per server and lock file (bindings of one server share its pins)
-        self.sources = list(
-            {(server, path): (server, p, path) for server, p, path in reversed(sources)}.values()
-        )
+        self.sources = list({(s[0], s[2]): s for s in reversed(sources)}.values())
         self.sources.reverse()
-        self._seen: dict[tuple[str, str, str], str] = {}
+        self._seen: dict[tuple[str, str, str, str], str] = {}
         self._lock = anyio.Lock()
 
+    def _remember(self, server: str, kind: str, name: str, digest: str, shown: str) -> None:
+        if len(self._seen) < MAX_SEEN:
+            self._seen[(server, kind, name, digest)] = shown
+
     async def reviews(self) -> list[PinReview]:
-        """Every tool withheld by its pin now (listing each pinned upstream).
+        """Everything withheld by its pin now (listing each pinned upstream).
 
         Raises:
             ConfigError: an upstream could not be listed.
         """
         out: list[PinReview] = []
-        for server, pinned, _ in self.sources:
+        for server, pinned, _, client in self.sources:
             try:
                 with anyio.fail_after(30):
                     definitions = await pinned.definitions()
                     statuses = {s.name: s for s in await pinned.status()}
+                    sides = await _side_items(client)
             except Exception as exc:  # an upstream that cannot be listed now
                 raise ConfigError(f"server {server!r} could not be listed ({type(exc).__name__})") from None
             for name, digest, spec in definitions:
                 status = statuses.get(name)
                 shown = _shown(spec)
                 if status is None or status.state in ("pinned", "approved"):
-                    if len(self._seen) < MAX_SEEN:
-                        self._seen[(server, name, digest)] = shown
+                    self._remember(server, "tool", name, digest, shown)
                     continue
-                before = self._seen.get((server, name, status.pinned or ""))
-                diff = None
-                if before is not None:
-                    diff = "\n".join(
-                        difflib.unified_diff(
-                            before.splitlines(), shown.splitlines(), "pinned", "now", lineterm="", n=2
+                before = self._seen.get((server, "tool", name, status.pinned or ""))
+                out.append(
+                    PinReview(server, name, status.state, status.pinned, digest, shown, _diff(before, shown))
+                )
+            for side, items in sides.items():
+                kind = _KIND_OF[side]
+                shown_of = {c[SIDE_KEYS[side]]: _dumped(c) for c in (canonical_side(side, i) for i in items)}
+                for key, digest in side_digests(side, items):
+                    verdict = pinned.side_status(side, key, digest)
+                    shown = shown_of[key]
+                    if verdict.state == "pinned":
+                        self._remember(server, kind, key, digest, shown)
+                        continue
+                    before = self._seen.get((server, kind, key, verdict.pinned or ""))
+                    out.append(
+                        PinReview(
+                            server,
+                            key,
+                            verdict.state,
+                            verdict.pinned,
+                            digest,
+                            shown,
+                            _diff(before, shown),
+                            kind,
                         )
                     )
-                out.append(PinReview(server, name, status.state, status.pinned, digest, shown, diff))
         return out
 
-    async def accept(self, server: str, name: str, digest: str) -> bool:
-        """Pin `name` of `server` at `digest` in its lock file: True when written, False when
-        its definition is no longer `digest` (it changed again: review it anew).
+    async def accept(self, server: str, name: str, digest: str, kind: str = "tool") -> bool:
+        """Pin `name` (a tool's or prompt's name, a resource's URI, a template) of `server` at
+        `digest` in its lock file: True when written, False when its definition is no longer
+        `digest` (it changed again: review it anew).
 
         Raises:
-            ConfigError: no such pinned server, or the lock file cannot be read or written.
+            ConfigError: no such pinned server or kind, or the lock file cannot be read or written.
         """
         from ..pinning import read_lock, write_lock
 
-        found = next(((p, path) for s, p, path in self.sources if s == server), None)
+        if kind not in KINDS:
+            raise ConfigError(f"nothing of kind {kind!r} is pinned")
+        side = KINDS[kind]
+        found = next(((p, path, c) for s, p, path, c in self.sources if s == server), None)
         if found is None:
             raise ConfigError(f"no pinned server {server!r}")
-        pinned, path = found
+        pinned, path, client = found
         async with self._lock:
-            current = {n: d for n, d, _ in await pinned.definitions()}
+            if side is None:
+                current = {n: d for n, d, _ in await pinned.definitions()}
+            else:
+                with anyio.fail_after(30):
+                    current = dict(side_digests(side, (await _side_items(client, side)).get(side, [])))
             if current.get(name) != digest:
                 return False
             lock = read_lock(path)
-            lock.server(server).tools[name] = digest
+            entry = lock.server(server)
+            (entry.tools if side is None else entry.side(side))[name] = digest
             write_lock(path, lock)
         return True
+
+
+async def _side_items(client: Any, only: SideKind | None = None) -> dict[SideKind, list[Any]]:
+    """The prompts, resources and templates the upstream lists now (none without a client)."""
+    if client is None:
+        return {}
+    out: dict[SideKind, list[Any]] = {}
+    async with client.sdk_request() as sdk:
+        for side in SIDE_KINDS if only is None else (only,):
+            out[side] = await side_listing(sdk, side)
+    return out

@@ -108,9 +108,11 @@ class OpenGateway:
     discovery: Discovery | None = field(default=None, repr=False)
     """Governed tool discovery (`_discovery`), when the document has `discovery:`."""
 
-    def pin_sources(self) -> list[tuple[str, Any, Path]]:
-        """(server, its `PinnedToolProvider`, its lock file) of every pinned upstream."""
-        return [(pin.server, pin.pinned, pin.path) for pin in self._pins]
+    def pin_sources(self) -> list[tuple[str, Any, Path, Any]]:
+        """(server, its `PinnedToolProvider`, its lock file, its MCP client whose prompts and
+        resources pass through, else None) of every pinned upstream."""
+        clients = {id(s.binding.provider): s.client for s in self.core.sources if s.resources}
+        return [(pin.server, pin.pinned, pin.path, clients.get(id(pin.watched))) for pin in self._pins]
 
     async def refresh(self) -> None:
         """Re-read changed lock files (with PostgreSQL pins: store them, and adopt what another
