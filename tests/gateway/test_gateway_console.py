@@ -4,6 +4,7 @@ and an approval decided in the page lets a waiting call (raw SDK client, no elic
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -147,3 +148,39 @@ async def test_an_operator_approves_in_the_console_and_the_waiting_call_complete
             )
         assert journal.status_code == 200 and "w_note" in journal.text and "alice" in journal.text
         assert 'class="outcome-succeeded"' in journal.text
+
+
+async def test_refused_calls_show_live_with_their_code(tmp_path: Path) -> None:
+    """A call refused by its grant and one whose approval timed out reach the live stream as
+    `not_started` with their codes (nothing sent upstream)."""
+    manifest = upstream_manifest(
+        tmp_path, clients=CLIENTS, binding=BINDING, gateway=CONSOLE.replace("60000", "1000")
+    )
+    with gateway_http(manifest, env=ENV) as url:
+        base = url.removesuffix("/mcp")
+        seen: dict[str, dict[str, object]] = {}
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=60) as http,
+            http.stream("GET", "/console/calls/events", headers={"Authorization": f"Bearer {OLGA}"}) as live,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=60) as mcp_http,
+            Client(streamable_http_client(url, http_client=mcp_http), mode="legacy") as client,  # type: ignore[arg-type]
+        ):
+            assert live.status_code == 200
+            refused = await client.call_tool("up_weather", {"city": "Oslo"})  # not granted
+            timed_out = await client.call_tool("w_note", {"text": "nobody decides"})
+            assert refused.meta and refused.meta["toolbridge/code"] == "PERMISSION_DENIED"
+            assert timed_out.meta and timed_out.meta["toolbridge/code"] == "APPROVAL_TIMEOUT"
+            with anyio.fail_after(30):
+                async for line in live.aiter_lines():
+                    if line.startswith("data: "):
+                        row = json.loads(line[6:])
+                        seen[row["tool"]] = row
+                    if {"up_weather", "w_note"} <= seen.keys():
+                        break
+        assert (seen["up_weather"]["outcome"], seen["up_weather"]["code"]) == (
+            "not_started",
+            "PERMISSION_DENIED",
+        )
+        assert (seen["w_note"]["outcome"], seen["w_note"]["code"]) == ("not_started", "APPROVAL_TIMEOUT")
+        assert seen["w_note"]["principal"] == "alice" and "nobody decides" not in json.dumps(seen)
+    assert calls_of(tmp_path) == []

@@ -1,6 +1,7 @@
 """Live calls for the console's Calls page: the runtimes' `tool.started` / `tool.completed`
-events (metadata only: no arguments, no results), kept for the latest `KEEP` calls and handed to
-each open stream.
+events, and `tool.refused` for calls refused before anything was sent (a grant, an approval
+denied or timed out, a budget or limit: outcome `not_started` with the refusal's code); metadata
+only, no arguments, no results; kept for the latest `KEEP` calls and handed to each open stream.
 
 Publishing never waits: a stream whose reader is slow loses events (its queue holds
 `QUEUE` of them), the runs never do. At most `MAX_STREAMS` streams at once.
@@ -36,7 +37,7 @@ class LiveCalls:
         """Hear `runtime`'s tool events as calls of `principal`."""
 
         def on_event(event: Any) -> None:
-            if event.type in ("tool.started", "tool.completed"):
+            if event.type in ("tool.started", "tool.completed", "tool.refused"):
                 self._heard(event, principal)
 
         self._unsubscribe.append(runtime.subscribe(on_event))
@@ -51,7 +52,7 @@ class LiveCalls:
     def _heard(self, event: Any, principal: str) -> None:
         data = event.data
         key = (str(event.run_id), str(data.get("call_id", "")))
-        done = event.type == "tool.completed"
+        done = event.type != "tool.started"
         row = {
             "runId": key[0],
             "callId": key[1],

@@ -233,6 +233,7 @@ class CallRules:
                 except PolicyError:
                     break
                 await self.core.record_end(row, "not_started", "PERMISSION_DENIED", 0)
+                self.refusals.event(call.call_id, needs.tool_id, needs.effects, "PERMISSION_DENIED")
             raise batch.denied
         for (call, needs, kind, version, tool), (digest, size), value, cost, timeout_ms in zip(
             batch.resolved, batch.hashed, batch.validated, batch.costs, batch.timeouts, strict=True
@@ -328,6 +329,7 @@ class CallRules:
         if st.failure is not None:  # another call of this turn already ended the run
             charged = rt_settle(st.budget, plan.reservation, 0)
             await self.core.record_end(plan.row, "not_started", st.failure.code, charged)
+            self.refusals.event(call.call_id, plan.needs.tool_id, plan.needs.effects, st.failure.code)
             raise st.failure
         effects = plan.needs.effects
         meta: dict[str, Any] = {

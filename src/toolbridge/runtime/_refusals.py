@@ -128,12 +128,21 @@ class RefusedCalls:
         self.refused(calls, error)
         await self.rows(calls, error, step)
 
+    def event(self, call_id: str, tool_id: str, effects: str, code: str) -> None:
+        """The `tool.refused` event of a call ended `not_started` before anything was sent (the
+        console's live Calls page shows it): ids, effects and the code, never arguments."""
+        data = {"call_id": call_id, "tool_id": tool_id, "effects": effects, "outcome": "not_started"}
+        self.core.emit("tool.refused", dict(data, code=code))
+
     async def rows(self, calls: Sequence[PlannedToolCall], error: PolicyError, step: int) -> None:
-        """A row per refused call of a batch, ended `not_started` with the refusal's code."""
+        """A row per refused call of a batch, ended `not_started` with the refusal's code, and a
+        `tool.refused` event per call (`event`)."""
         core = self.core
         for call in calls:
+            plan = self.refused_plan(call, step)
+            self.event(call.call_id, plan.tool_id, plan.effects, error.code)
             try:
-                row = await core.journal.plan(self.refused_plan(call, step))
+                row = await core.journal.plan(plan)
             except PolicyError:
                 log.warning("the evidence journal could not record a refused call")
                 return
