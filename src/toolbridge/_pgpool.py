@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -43,7 +43,7 @@ import anyio
 
 from ._extras import require
 
-__all__ = ["AsyncPgPool", "PoolUnavailable"]
+__all__ = ["AsyncPgPool", "PoolUnavailable", "autocommit_pool", "create_schema"]
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE (plain ints: no psycopg import at module level)
 _ACTIVE = 1  # psycopg.pq.TransactionStatus.ACTIVE (a statement in progress)
@@ -236,3 +236,27 @@ def _finish(conn: Any) -> None:
     """Close a connection at once, without awaiting (what `AsyncConnection.close` does, too)."""
     with contextlib.suppress(Exception):  # already gone
         conn.pgconn.finish()
+
+
+def autocommit_pool(url: str, *, max_size: int, timeout_s: float, statement_timeout_ms: int) -> AsyncPgPool:
+    """A pool of autocommit connections, each made within `timeout_s`, whose statements the
+    server stops after `statement_timeout_ms` (the gateway's small shared tables use these)."""
+    return AsyncPgPool(
+        url,
+        max_size=max_size,
+        timeout_s=timeout_s,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": max(1, int(timeout_s)),
+            "options": f"-c statement_timeout={statement_timeout_ms}",
+        },
+    )
+
+
+async def create_schema(conn: Any, lock_key: int, statements: Sequence[str]) -> None:
+    """Run `statements` (`CREATE ... IF NOT EXISTS`) in one transaction of `conn` under the
+    transaction-scoped advisory lock `lock_key`, so processes starting together do not race."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+        for statement in statements:
+            await conn.execute(statement)

@@ -20,8 +20,9 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -186,29 +187,44 @@ def test_baseline_is_well_formed() -> None:
         assert len(reason.strip()) > 20, f"baseline entry {scenario!r} needs a real reason"
 
 
-@pytest.fixture(scope="module")
-def scenario_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Outcome]]]:
-    """Start every selected scenario on a small pool at once; each test then waits for its own.
+@contextmanager
+def started_runs(
+    scenarios: Iterable[str],
+    runner: Path = CONFORMANCE_JS,
+    timeout_ms: int = CLIENT_TIMEOUT_MS,
+    client: Path = CLIENT,
+) -> Iterator[dict[str, Future[Outcome]]]:
+    """Start `scenarios` on a small pool at once (`_run` each); each test then waits for its own.
 
-    Only the scenarios of the tests pytest actually collected are started (so `-k` stays cheap).
-    The pool is shut down (waiting for running scenarios) when the module's tests are done.
+    The pool is shut down (waiting for running scenarios) when the block ends.
     """
-    _require_install()
-    selected = [
-        item.callspec.params["scenario"]
-        for item in request.session.items
-        if item.originalname == "test_client_scenario" and hasattr(item, "callspec")
-    ]
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp, ThreadPoolExecutor(PARALLEL) as pool:
         futures = {
-            scenario: pool.submit(_run, scenario, Path(tmp) / f"run{i}")
-            for i, scenario in enumerate(selected)
+            scenario: pool.submit(_run, scenario, Path(tmp) / f"run{i}", runner, timeout_ms, client)
+            for i, scenario in enumerate(scenarios)
         }
         try:
             yield futures
         finally:
             for future in futures.values():
                 future.cancel()
+
+
+def selected(request: pytest.FixtureRequest, test_name: str) -> list[str]:
+    """The scenarios of the `test_name` tests pytest actually collected (so `-k` stays cheap)."""
+    return [
+        item.callspec.params["scenario"]
+        for item in request.session.items
+        if item.originalname == test_name and hasattr(item, "callspec")
+    ]
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Outcome]]]:
+    """Every selected scenario, started at once (`started_runs`)."""
+    _require_install()
+    with started_runs(selected(request, "test_client_scenario")) as futures:
+        yield futures
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

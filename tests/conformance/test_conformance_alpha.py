@@ -11,21 +11,19 @@ passes 44 of the 48; the four it fails (`auth/dpop`, `auth/dpop-nonce`, `auth/wi
 from __future__ import annotations
 
 import subprocess
-import tempfile
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
+from concurrent.futures import Future
 
 import pytest
 import yaml
 from test_conformance import (
     HERE,
     NODE,
-    PARALLEL,
     Outcome,
     _env,
     _problems,
-    _run,
+    selected,
+    started_runs,
 )
 
 ALPHA_JS = HERE / "node_modules" / "conformance-alpha" / "dist" / "index.js"
@@ -142,24 +140,9 @@ def test_alpha_baseline_is_well_formed() -> None:
 def alpha_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Outcome]]]:
     """Start the selected scenarios on a small pool; each test waits for its own."""
     _require_install()
-    selected = [
-        item.callspec.params["scenario"]
-        for item in request.session.items
-        if item.originalname == "test_alpha_client_scenario" and hasattr(item, "callspec")
-    ]
-    with (
-        tempfile.TemporaryDirectory(prefix="conformance-alpha-") as tmp,
-        ThreadPoolExecutor(PARALLEL) as pool,
-    ):
-        futures = {
-            scenario: pool.submit(_run, scenario, Path(tmp) / f"run{i}", ALPHA_JS, CLIENT_TIMEOUT_MS)
-            for i, scenario in enumerate(selected)
-        }
-        try:
-            yield futures
-        finally:
-            for future in futures.values():
-                future.cancel()
+    scenarios = selected(request, "test_alpha_client_scenario")
+    with started_runs(scenarios, ALPHA_JS, CLIENT_TIMEOUT_MS) as futures:
+        yield futures
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -179,24 +162,12 @@ def test_alpha_client_scenario(scenario: str, alpha_runs: dict[str, Future[Outco
 
 
 @pytest.fixture(scope="module")
-def gateway_runs() -> Iterator[dict[str, Future[Outcome]]]:
-    """The scenarios of THROUGH_THE_GATEWAY, run at the same time (each starts its own gateway)."""
+def gateway_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Outcome]]]:
+    """The selected scenarios of THROUGH_THE_GATEWAY, run at the same time (each starts its own gateway)."""
     _require_install()
-    with (
-        tempfile.TemporaryDirectory(prefix="conformance-alpha-gateway-") as tmp,
-        ThreadPoolExecutor(PARALLEL) as pool,
-    ):
-        futures = {
-            scenario: pool.submit(
-                _run, scenario, Path(tmp) / f"run{i}", ALPHA_JS, CLIENT_TIMEOUT_MS, GATEWAY_CLIENT
-            )
-            for i, scenario in enumerate(THROUGH_THE_GATEWAY)
-        }
-        try:
-            yield futures
-        finally:
-            for future in futures.values():
-                future.cancel()
+    scenarios = selected(request, "test_alpha_client_scenario_through_the_gateway")
+    with started_runs(scenarios, ALPHA_JS, CLIENT_TIMEOUT_MS, GATEWAY_CLIENT) as futures:
+        yield futures
 
 
 @pytest.mark.parametrize("scenario", THROUGH_THE_GATEWAY)

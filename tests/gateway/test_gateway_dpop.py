@@ -16,53 +16,15 @@ import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oauth"))
 from test_dpop_client import Start, dpop_server  # noqa: F401  (a fixture)
+from test_gateway_oauth_gate import App, call
 
 from toolbridge.clients import DPoPKey
 from toolbridge.gateway import ClientRule, OAuthGate, OAuthSettings
 
 
-class App:
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        self.seen.append(scope.get("toolbridge.identity", "?"))
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-
-async def send_to(
-    gate: OAuthGate, headers: list[tuple[bytes, bytes]], method: str = "POST"
-) -> tuple[int, dict[str, str]]:
-    """One request through `gate`: its status and response headers."""
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": method,
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "headers": headers,
-        "scheme": "http",
-        "server": ("127.0.0.1", 1),
-        "client": ("127.0.0.1", 5000),
-        "root_path": "",
-        "http_version": "1.1",
-    }
-    with anyio.fail_after(10):
-        await gate(scope, receive, send)
-    return sent[0]["status"], {k.decode(): v.decode() for k, v in sent[0].get("headers", [])}
-
-
-async def _call(gate: OAuthGate, headers: list[tuple[bytes, bytes]], method: str = "POST") -> tuple[int, str]:
-    status, found = await send_to(gate, headers, method)
+async def _call(gate: OAuthGate, headers: list[tuple[bytes, bytes]]) -> tuple[int, str]:
+    """One POST through `gate`: its status and `WWW-Authenticate`."""
+    status, found = await call(gate, headers)
     return status, found.get("www-authenticate", "")
 
 
@@ -171,23 +133,27 @@ def test_a_stale_proof_and_the_replay_window() -> None:
     assert len(replay) <= 2
 
 
-def test_the_stale_key_grace_is_set_from_the_manifest() -> None:
+def settings_of(**oauth: object) -> OAuthSettings:
+    """The OAuth settings a Gateway document with `oauth:` (these fields on top of a resource, an
+    issuer and a key set) builds."""
     from toolbridge.gateway._build import _oauth_of
     from toolbridge.manifest._kinds_gateway import GatewayDoc
     from toolbridge.manifest._yaml import Ref
 
-    oauth = {
+    fields = {
         "resource": "https://gw.test/mcp",
         "issuer": "https://as.test",
         "jwksUri": "https://as.test/jwks",
     }
     base = {"kind": "Gateway", "metadata": {"name": "G"}, "tasks": [Ref("T")]}
-    doc = GatewayDoc.model_validate({**base, "oauth": oauth})
-    settings, _ = _oauth_of(doc)
-    assert settings is not None and settings.jwks_stale_s == 3600.0
-    doc = GatewayDoc.model_validate({**base, "oauth": {**oauth, "jwksStaleSeconds": 0}})
-    settings, _ = _oauth_of(doc)
-    assert settings is not None and settings.jwks_stale_s == 0.0
+    settings, _ = _oauth_of(GatewayDoc.model_validate({**base, "oauth": {**fields, **oauth}}))
+    assert settings is not None
+    return settings
+
+
+def test_the_stale_key_grace_is_set_from_the_manifest() -> None:
+    assert settings_of().jwks_stale_s == 3600.0
+    assert settings_of(jwksStaleSeconds=0).jwks_stale_s == 0.0
 
 
 async def test_unknown_opaque_tokens_are_introspected_at_a_bounded_rate_per_client() -> None:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oauth"))
 from test_dpop_client import Start, dpop_server  # noqa: F401  (a fixture)
-from test_gateway_dpop import App, _bound_token, send_to
+from test_gateway_dpop import _bound_token, settings_of
+from test_gateway_oauth_gate import App, call
 
 from toolbridge.clients import DPoPKey
 from toolbridge.gateway import ClientRule, OAuthGate, OAuthSettings
@@ -39,16 +40,16 @@ async def test_a_proof_needs_the_gateways_nonce(dpop_server: Start) -> None:  # 
             proof = key.proof("POST", resource, access_token=token, nonce=nonce)
             return [(b"authorization", f"DPoP {token}".encode()), (b"dpop", proof.encode())]
 
-        status, headers = await send_to(gate, auth(None))
+        status, headers = await call(gate, auth(None))
         assert status == 401 and headers["www-authenticate"].startswith('DPoP error="use_dpop_nonce"')
         nonce = headers["dpop-nonce"]
         assert app.seen == []
-        assert (await send_to(gate, auth(nonce)))[0] == 200
-        assert (await send_to(gate, auth(nonce)))[0] == 200  # a nonce serves many proofs
+        assert (await call(gate, auth(nonce)))[0] == 200
+        assert (await call(gate, auth(nonce)))[0] == 200  # a nonce serves many proofs
         assert app.seen == ["job", "job"]
         elsewhere = NonceIssuer().current()  # another gateway process's nonce
         for bad in (elsewhere, nonce[:-2] + "AA", "x" * 32, "", "not-a-nonce"):
-            status, headers = await send_to(gate, auth(bad))
+            status, headers = await call(gate, auth(bad))
             assert status == 401 and "use_dpop_nonce" in headers["www-authenticate"], bad
             assert headers["dpop-nonce"] == nonce
         assert app.seen == ["job", "job"]
@@ -76,18 +77,7 @@ def test_no_made_up_nonce_is_taken(candidate: object) -> None:
 
 
 def test_the_manifest_turns_nonces_and_the_introspection_rate_on() -> None:
-    from toolbridge.gateway._build import _oauth_of
-    from toolbridge.manifest._kinds_gateway import GatewayDoc
-    from toolbridge.manifest._yaml import Ref
-
-    oauth = {
-        "resource": "https://gw.test/mcp",
-        "issuer": "https://as.test",
-        "jwksUri": "https://as.test/jwks",
-    }
-    base = {"kind": "Gateway", "metadata": {"name": "G"}, "tasks": [Ref("T")]}
-    settings, _ = _oauth_of(GatewayDoc.model_validate({**base, "oauth": oauth}))
-    assert settings is not None and not settings.dpop_nonce and settings.introspections_per_minute == 60.0
-    more = {**oauth, "dpopNonce": True, "introspectionsPerMinute": 5}
-    settings, _ = _oauth_of(GatewayDoc.model_validate({**base, "oauth": more}))
-    assert settings is not None and settings.dpop_nonce and settings.introspections_per_minute == 5.0
+    settings = settings_of()
+    assert not settings.dpop_nonce and settings.introspections_per_minute == 60.0
+    settings = settings_of(dpopNonce=True, introspectionsPerMinute=5)
+    assert settings.dpop_nonce and settings.introspections_per_minute == 5.0

@@ -17,8 +17,10 @@ import anyio
 import httpx2
 import pytest
 from gw_helpers import free_port, upstream_manifest
-from test_gateway_dpop import App, _bound_token, send_to
+from test_gateway_dpop import _bound_token
+from test_gateway_oauth_gate import App, call
 from test_gateway_replicas import kill_group, start_replica, wait_listening
+from test_gateway_wire import INIT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oauth"))
 from test_dpop_client import Start, dpop_server  # noqa: F401  (a fixture)
@@ -33,18 +35,7 @@ CLIENTS = """clients:
     oauth: { subject: c1 }
     permissions: { allow: [tool:up_echo, effect:read] }
 """
-INITIALIZE = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "replica-test", "version": "1"},
-        },
-    }
-)
+INITIALIZE = json.dumps(INIT)
 
 
 async def test_replicas_refuse_a_proof_replayed_to_another_and_accept_each_others_nonces(
@@ -168,9 +159,9 @@ async def test_a_shared_window_that_cannot_be_reached_answers_503(
             proof = key.proof("POST", resource, access_token=token)
             return [(b"authorization", f"DPoP {token}".encode()), (b"dpop", proof.encode())]
 
-        assert (await send_to(gate, auth()))[0] == 200
+        assert (await call(gate, auth()))[0] == 200
         state.close()  # the database is gone for this replica
-        status, headers = await send_to(gate, auth())
+        status, headers = await call(gate, auth())
         assert status == 503 and headers["retry-after"]
         assert app.seen == ["job"]
     finally:

@@ -42,8 +42,10 @@ def make_gate(srv: AuthServer, app: Any, verifier: Any = None) -> OAuthGate:
 
 
 async def call(
-    gate: OAuthGate, headers: list[tuple[bytes, bytes]], path: str = "/mcp"
+    gate: OAuthGate, headers: list[tuple[bytes, bytes]], path: str = "/mcp", method: str | None = None
 ) -> tuple[int, dict[str, str]]:
+    """One request through `gate` (POST to /mcp, GET elsewhere, unless `method`): its status and
+    response headers."""
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -54,7 +56,7 @@ async def call(
 
     scope = {
         "type": "http",
-        "method": "GET" if path != "/mcp" else "POST",
+        "method": method or ("GET" if path != "/mcp" else "POST"),
         "path": path,
         "raw_path": path.encode(),
         "query_string": b"",

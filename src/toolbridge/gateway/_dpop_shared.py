@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from .._pgpool import AsyncPgPool, PoolUnavailable
+from .._pgpool import PoolUnavailable, autocommit_pool, create_schema
 from ..errors import ConfigError, bounded
 from ._oauth import AuthUnavailable
 
@@ -72,15 +72,8 @@ class SharedDpopState:
         self.nonce_key = b""
         """The shared nonce key (read by `setup`)."""
         self._accepted = 0
-        self._pool = AsyncPgPool(
-            url,
-            max_size=4,
-            timeout_s=timeout_s,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, int(timeout_s)),
-                "options": f"-c statement_timeout={statement_timeout_ms}",
-            },
+        self._pool = autocommit_pool(
+            url, max_size=4, timeout_s=timeout_s, statement_timeout_ms=statement_timeout_ms
         )
 
     def close(self) -> None:
@@ -95,10 +88,8 @@ class SharedDpopState:
         import psycopg
 
         async def work(conn: Any) -> bytes:
+            await create_schema(conn, _LOCK_KEY, _SCHEMA)
             async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-                for statement in _SCHEMA:
-                    await conn.execute(statement)
                 await conn.execute(
                     "INSERT INTO toolbridge_dpop_keys (gateway, nonce_key) VALUES (%s, %s) "
                     "ON CONFLICT (gateway) DO NOTHING",

@@ -36,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from .._pgpool import AsyncPgPool, PoolUnavailable
+from .._pgpool import PoolUnavailable, autocommit_pool, create_schema
 from ..errors import ConfigError, bounded
 from ..pinning import SIDE_KINDS, ServerLock
 
@@ -111,15 +111,8 @@ class PgPinStore:
         self.gateway = gateway
         self.timeout_s = timeout_s
         self.who = f"{socket.gethostname()[:100]}:{os.getpid()}"
-        self._pool = AsyncPgPool(
-            url,
-            max_size=2,
-            timeout_s=timeout_s,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, int(timeout_s)),
-                "options": f"-c statement_timeout={statement_timeout_ms}",
-            },
+        self._pool = autocommit_pool(
+            url, max_size=2, timeout_s=timeout_s, statement_timeout_ms=statement_timeout_ms
         )
 
     def close(self) -> None:
@@ -148,10 +141,7 @@ class PgPinStore:
         """
 
         async def work(conn: Any) -> None:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-                for statement in _SCHEMA:
-                    await conn.execute(statement)
+            await create_schema(conn, _LOCK_KEY, _SCHEMA)
 
         await self._run(work)
 
