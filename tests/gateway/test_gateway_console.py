@@ -15,18 +15,11 @@ import mcp_types as types
 from gw_helpers import calls_of, gateway_http, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from test_gateway_operator_approval import BINDING
 
 OLGA = "olga-console-token-0123456789"
 ALICE = "alice-token-0123456789"
 ENV = {"OLGA_TOKEN": OLGA, "ALICE_TOKEN": ALICE}
-BINDING = """    effects: read
-    exclude: [note]
-  - provider: !ref Up
-    prefix: w_
-    include: [note]
-    effects: write
-    approval: write
-"""
 CLIENTS = """clients:
   - name: alice
     token: "${{ secrets.aliceToken }}"

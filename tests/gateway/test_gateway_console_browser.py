@@ -17,33 +17,20 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+import pytest_asyncio
 from gw_helpers import TOOLBRIDGE, calls_of, gateway_http, upstream_manifest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from test_gateway_console import ALICE, CLIENTS, ENV, OLGA
+from test_gateway_operator_approval import BINDING
 
 from toolbridge.tasks.actions.browser import LAUNCH_ARGS, find_chromium
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 """Where the screenshots go with `TOOLBRIDGE_SCREENSHOTS=1` (they illustrate docs/console.md);
 otherwise the test's own directory."""
-OLGA = "olga-console-token-0123456789"
-ALICE = "alice-token-0123456789"
-ENV = {"OLGA_TOKEN": OLGA, "ALICE_TOKEN": ALICE}
-BINDING = """    effects: read
-    exclude: [note]
-  - provider: !ref Up
-    prefix: w_
-    include: [note]
-    effects: write
-    approval: write
-"""
-CLIENTS = """clients:
-  - name: alice
-    token: "${{ secrets.aliceToken }}"
-    permissions: { allow: [tool:up_echo, effect:read, tool:w_note, effect:write] }
-"""
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
@@ -57,19 +44,29 @@ approvalTimeoutMs: {timeout_ms}
     return upstream_manifest(tmp_path, clients=CLIENTS, binding=BINDING, gateway=console)
 
 
-@asynccontextmanager
-async def chromium() -> AsyncIterator[Any]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Any]:
+    """One Chromium for the module; each test opens its own context (cookies apart)."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
-        browser = await p.chromium.launch(
+        launched = await p.chromium.launch(
             executable_path=find_chromium(), headless=True, args=list(LAUNCH_ARGS)
         )
         try:
-            context = await browser.new_context(viewport={"width": 1180, "height": 760})
-            yield await context.new_page()
+            yield launched
         finally:
-            await browser.close()
+            await launched.close()
+
+
+@asynccontextmanager
+async def chromium(browser: Any) -> AsyncIterator[Any]:
+    """A fresh page in a fresh context of the module's browser."""
+    context = await browser.new_context(viewport={"width": 1180, "height": 760})
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
 
 
 @asynccontextmanager
@@ -99,11 +96,13 @@ async def wait_for_approval(page: Any, base: str) -> None:
             await anyio.sleep(0.2)
 
 
-async def test_operator_approves_denies_and_reads_the_journal_in_the_browser(tmp_path: Path) -> None:
+async def test_operator_approves_denies_and_reads_the_journal_in_the_browser(
+    tmp_path: Path, browser: Any
+) -> None:
     shots = DOCS if os.environ.get("TOOLBRIDGE_SCREENSHOTS") == "1" else tmp_path
     with gateway_http(manifest_of(tmp_path, 90_000), env=ENV) as url:
         base = url.removesuffix("/mcp")
-        async with chromium() as page, alice(url) as client, anyio.create_task_group() as tg:
+        async with chromium(browser) as page, alice(url) as client, anyio.create_task_group() as tg:
             # an unauthorized visitor: 401 and the sign-in form, nothing of the gateway's
             visit = await page.goto(f"{base}/console/approvals")
             assert visit is not None and visit.status == 401
@@ -169,6 +168,10 @@ async def test_operator_approves_denies_and_reads_the_journal_in_the_browser(tmp
             assert not (await client.call_tool("up_echo", {"text": "live"})).is_error
             row = page.locator("#live-calls tr", has_text="up_echo").first
             await row.locator("td.outcome-succeeded").wait_for()
+            denied_row = await page.locator("#live-calls tr", has_text="PERMISSION_DENIED").first.inner_text()
+            assert "w_note" in denied_row and "not_started" in denied_row, (
+                "a refused call shows with its code"
+            )
             await page.screenshot(path=str(shots / "calls.png"), full_page=True)
 
             # signing out ends the session: the pages are 401 again
@@ -178,10 +181,12 @@ async def test_operator_approves_denies_and_reads_the_journal_in_the_browser(tmp
             assert again is not None and again.status == 401
 
 
-async def test_no_decision_in_time_shows_as_timed_out_and_the_call_is_refused(tmp_path: Path) -> None:
+async def test_no_decision_in_time_shows_as_timed_out_and_the_call_is_refused(
+    tmp_path: Path, browser: Any
+) -> None:
     with gateway_http(manifest_of(tmp_path, 3000), env=ENV) as url:
         base = url.removesuffix("/mcp")
-        async with chromium() as page, alice(url) as client:
+        async with chromium(browser) as page, alice(url) as client:
             await sign_in(page, base)
             refused = await client.call_tool("w_note", {"text": "nobody is watching"})
             assert refused.is_error and refused.meta is not None
@@ -193,7 +198,9 @@ async def test_no_decision_in_time_shows_as_timed_out_and_the_call_is_refused(tm
         assert calls_of(tmp_path) == []
 
 
-async def test_a_pin_change_is_reviewed_with_a_diff_and_accepted_in_the_page(tmp_path: Path) -> None:
+async def test_a_pin_change_is_reviewed_with_a_diff_and_accepted_in_the_page(
+    tmp_path: Path, browser: Any
+) -> None:
     shots = DOCS if os.environ.get("TOOLBRIDGE_SCREENSHOTS") == "1" else tmp_path
     clients = CLIENTS.replace("tool:up_echo,", "tool:up_echo, tool:up_mutate, tool:up_evil,")
     console = """console:
@@ -210,7 +217,7 @@ async def test_a_pin_change_is_reviewed_with_a_diff_and_accepted_in_the_page(tmp
     )
     with gateway_http(manifest, env=ENV) as url:
         base = url.removesuffix("/mcp")
-        async with chromium() as page, alice(url) as client:
+        async with chromium(browser) as page, alice(url) as client:
             await sign_in(page, base)
             await page.goto(f"{base}/console/pins")
             assert await page.locator("#no-pins").count() == 1, await page.content()
