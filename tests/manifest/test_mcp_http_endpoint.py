@@ -47,6 +47,41 @@ entries:
     effects: read
     handler: !ref Assistant
     inputs: { prompt: tell me }
+---
+kind: Mcp.Resources
+metadata: { name: Notes }
+entries:
+  - uri: notes://readme
+    name: readme
+    mimeType: text/markdown
+    handler: !ref Call
+    inputs: { name: echo, arguments: { message: read me } }
+    result:
+      contents:
+        - { uri: !cel "request.uri", mimeType: text/markdown, text: !cel "result.content[0].text" }
+  - uriTemplate: "notes://by-name/{name}"
+    name: by-name
+    handler: !ref Assistant
+    inputs: { prompt: !cel "'note ' + request.params.name" }
+  - uri: notes://broken
+    name: broken
+    handler: !ref Call
+    inputs: { name: no_such_tool }
+    catches:
+      - error: { code: -32050, message: !cel "'no note: ' + error.code" }
+---
+kind: Mcp.Prompts
+metadata: { name: Prompts }
+entries:
+  - name: greet
+    description: Greet someone.
+    arguments: [ { name: who, required: true } ]
+    handler: !ref Call
+    inputs: { name: echo, arguments: { message: !cel "'hello ' + request.arguments.who" } }
+    result:
+      messages:
+        - role: user
+          content: { type: text, text: !cel "result.content[0].text" }
 """
 
 RUNTIME = """---
@@ -70,8 +105,15 @@ def _app(everything_js: str, *, stateful: bool, runtime: str) -> str:
             "kind: Mcp.StdioServer\nmetadata: { name: Server }",
             f"kind: Mcp.HttpEndpoint\nmetadata: {{ name: McpHttp }}\nstateful: {str(stateful).lower()}",
         ),
-        ("tools: [ !ref Toolbox ]", "tools: [ !ref Toolbox, !ref More ]"),
-        ('{ text: "and again" } ]', '{ text: "and again" }, { text: "more" }, { text: "still more" } ]'),
+        (
+            "tools: [ !ref Toolbox ]",
+            "tools: [ !ref Toolbox, !ref More ]\nresources: [ !ref Notes ]\nprompts: [ !ref Prompts ]",
+        ),
+        (
+            '{ text: "and again" } ]',
+            '{ text: "and again" }, { text: "more" }, { text: "still more" }, { text: "a note" }, '
+            '{ text: "spare" } ]',
+        ),
     ):
         assert old in text, old
         text = text.replace(old, new)
@@ -246,3 +288,38 @@ async def test_an_endpoint_without_a_runtime_serves_every_tool(stateful: str) ->
         result = await client.call_tool("secret", {})
     assert result.is_error is not True
     assert result.content[0].text == "forty-two"  # type: ignore[union-attr]
+
+
+async def test_resources_and_prompts_are_served(governed: tuple[str, Path]) -> None:
+    """`Mcp.Resources` (a URI, a template) and `Mcp.Prompts`, with handlers toolbridge runs."""
+    url, _ = governed
+    async with Client(streamable_http_client(url), mode="legacy") as client:  # type: ignore[arg-type]
+        listed = (await client.list_resources()).resources
+        assert [(r.name, str(r.uri), r.mime_type) for r in listed] == [
+            ("readme", "notes://readme", "text/markdown"),
+            ("broken", "notes://broken", None),
+        ]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["notes://by-name/{name}"]
+        readme = await client.read_resource("notes://readme")
+        assert "read me" in readme.contents[0].text  # type: ignore[union-attr]
+        note = await client.read_resource("notes://by-name/todo")
+        assert note.contents[0].text and str(note.contents[0].uri) == "notes://by-name/todo"  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource("notes://broken")
+        assert caught.value.error.code == -32050 and caught.value.error.message.startswith("no note: ERR_")
+        with pytest.raises(MCPError) as unknown:
+            await client.read_resource("notes://by-name/a/b")  # a variable is one path segment
+        assert unknown.value.error.code == -32002
+        prompts = (await client.list_prompts()).prompts
+        assert [(p.name, [a.name for a in p.arguments or []]) for p in prompts] == [("greet", ["who"])]
+        greeting = await client.get_prompt("greet", {"who": "Ada"})
+        assert "hello Ada" in greeting.messages[0].content.text  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as missing:
+            await client.get_prompt("greet", {})
+        assert missing.value.error.code == -32602 and "'who'" in missing.value.error.message
+        with pytest.raises(MCPError) as nope:
+            await client.get_prompt("nope", {})
+        assert nope.value.error.code == -32602
+        # the connection survives every failure above
+        assert (await client.read_resource("notes://readme")).contents

@@ -454,7 +454,7 @@ system: !include-text ./system.txt
     assert [(d.code, d.line) for d in report.diagnostics] == [
         ("ERR_MANIFEST_UNSUPPORTED", 14),
         ("ERR_MANIFEST_UNDEFINED_KIND", 18),
-        ("ERR_MANIFEST_UNSUPPORTED", 22),
+        # line 22's Mcp.Resources (of the server module here) is served now: no finding
         ("ERR_MANIFEST_UNSUPPORTED", 25),
         ("ERR_MANIFEST_UNSUPPORTED", 28),
         ("ERR_MANIFEST_UNSUPPORTED", 35),
@@ -464,11 +464,10 @@ system: !include-text ./system.txt
     # Run is not imported: Telo refuses the kind as UNDEFINED_KIND (this once passed as "module Run")
     assert "Run.Sequence: the application imports no module as Run" in messages[1]
     assert "add `Run: oci://ghcr.io/telorun/run@VERSION`" in messages[1]
-    assert "Mcp.Resources of Telo's module mcp-server" in messages[2]  # Mcp is the server here
-    assert "the library ./__fixtures__/ai-echo.yaml (imported as AiEcho)" in messages[3]
-    assert "Ai.Model (the abstract model contract" in messages[4]
-    assert "is a Telo kind toolbridge does not implement" in messages[4]
-    assert "tag '!include-text' is not supported" in messages[5]
+    assert "the library ./__fixtures__/ai-echo.yaml (imported as AiEcho)" in messages[2]
+    assert "Ai.Model (the abstract model contract" in messages[3]
+    assert "is a Telo kind toolbridge does not implement" in messages[3]
+    assert "tag '!include-text' is not supported" in messages[4]
     assert not any("names no document" in m for m in messages)
     assert not any(d.code == "ERR_MANIFEST_REF_KIND" for d in report.diagnostics)
 

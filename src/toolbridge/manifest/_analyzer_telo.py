@@ -66,12 +66,14 @@ def runtime_cel_scope(kind: str, path: Path, names: frozenset[str] = frozenset()
             return frozenset({"arguments"})
         if path[2] == "result":
             return frozenset({"arguments", "result"})
-    if kind == "McpServer.Tools" and len(path) >= 3 and path[0] == "entries" and isinstance(path[1], int):
+    if kind in _SERVED_KINDS and len(path) >= 3 and path[0] == "entries" and isinstance(path[1], int):
         return _SERVED_SCOPES.get(str(path[2]))
     return None
 
 
-# What a `!cel` of an `McpServer.Tools` entry sees, by the entry's field.
+_SERVED_KINDS = frozenset({"McpServer.Tools", "McpServer.Resources", "McpServer.Prompts"})
+
+# What a `!cel` of an `McpServer.Tools` (`.Resources`, `.Prompts`) entry sees, by its field.
 _SERVED_SCOPES = {
     "inputs": frozenset({"request"}),
     "result": frozenset({"request", "result"}),

@@ -5,6 +5,12 @@ imports the module as `Mcp`), or under any alias that imports `mcp-server`.
 
 - `McpServer.StdioServer`: `serverInfo {name, version}`, `instructions`, `tools` (refs to
   `McpServer.Tools` bundles). Served on stdin/stdout by `toolbridge run` when it is the target.
+- `McpServer.Resources`: `entries`, each a resource (`uri`, or an RFC 6570 `uriTemplate` whose
+  `{name}` parts match one path segment each) read by a `handler`, with `inputs` (`!cel` over
+  `request`: `{uri, params}`), `result` (a `ReadResourceResult`) and `catches`.
+- `McpServer.Prompts`: `entries`, each a prompt (`name`, `description`, `arguments`) got from a
+  `handler`, with `inputs` (over `request`: `{name, arguments}`), `result` (a `GetPromptResult`)
+  and `catches`.
 - `McpServer.HttpEndpoint`: the same fields and `stateful` (default false: stateless, as Telo's
   default). Served over Streamable HTTP at `/mcp` by `toolbridge run` when it is the target.
 - `McpServer.Tools`: `entries`, each a tool: `name`, `description`, `argumentsSchema`, a
@@ -18,7 +24,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from ._kinds import CelOrJson, KindDoc, PlainObject, RefTo, _Closed
 from ._yaml import Ref
@@ -27,7 +34,11 @@ __all__ = [
     "HANDLER_KINDS",
     "HttpEndpointDoc",
     "McpServerDoc",
+    "McpServerPromptsDoc",
+    "McpServerResourcesDoc",
     "McpServerToolsDoc",
+    "PromptEntryDoc",
+    "ResourceEntryDoc",
     "StdioServerDoc",
     "ToolCatch",
     "ToolEntryDoc",
@@ -99,6 +110,85 @@ class McpServerToolsDoc(KindDoc):
     """The tools."""
 
 
+class ResourceEntryDoc(_Closed):
+    """One resource of an `McpServer.Resources` bundle (Telo's schema)."""
+
+    uri: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    """A concrete URI, listed by `resources/list` (give exactly one of `uri` and `uriTemplate`)."""
+    uri_template: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    """An RFC 6570 template (`notes://{name}`), listed by `resources/templates/list`; each
+    `{var}` matches one path segment (no `/`) and is `request.params.var`."""
+    name: str
+    """A human-readable label."""
+    description: str | None = None
+    """What it holds."""
+    mime_type: str | None = None
+    """Its Content-Type, as listed (and given to a default result's contents)."""
+    handler: Annotated[Ref, RefTo(*HANDLER_KINDS)]
+    """The runnable document that produces its contents."""
+    inputs: CelOrJson = None
+    """The handler's inputs (`!cel` over `request`: `{uri, params}`); default: `params`."""
+    result: CelOrJson = None
+    """The `ReadResourceResult` (`!cel` over `request` and `result`); default: one text content
+    (a model's `text`, or the result as JSON), or an image's blobs."""
+    catches: list[ToolCatch] = []
+    """Failures answered as a chosen JSON-RPC error (the first that matches); otherwise a
+    failure is JSON-RPC -32603 `CODE: message`."""
+
+    @model_validator(mode="after")
+    def _one_address(self) -> ResourceEntryDoc:
+        if (self.uri is None) == (self.uri_template is None):
+            raise PydanticCustomError("resource_address", "give exactly one of `uri` or `uriTemplate`")
+        return self
+
+
+class McpServerResourcesDoc(KindDoc):
+    """`McpServer.Resources` (`Mcp.Resources`): a bundle of resources a server offers."""
+
+    kind: Literal["McpServer.Resources"]
+    entries: list[ResourceEntryDoc] = []
+    """The resources."""
+
+
+class PromptArgument(_Closed):
+    """One argument of a prompt."""
+
+    name: str
+    """Its name (`request.arguments.NAME`)."""
+    description: str | None = None
+    """What it is."""
+    required: bool = False
+    """Whether `prompts/get` must give it (else JSON-RPC -32602)."""
+
+
+class PromptEntryDoc(_Closed):
+    """One prompt of an `McpServer.Prompts` bundle (Telo's schema)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=128)]
+    """Its name, as `prompts/list` gives it."""
+    description: str | None = None
+    """What it is for."""
+    arguments: list[PromptArgument] = []
+    """Its arguments (all strings)."""
+    handler: Annotated[Ref, RefTo(*HANDLER_KINDS)]
+    """The runnable document that produces the prompt."""
+    inputs: CelOrJson = None
+    """The handler's inputs (`!cel` over `request`: `{name, arguments}`); default: the arguments."""
+    result: CelOrJson = None
+    """The `GetPromptResult` (`!cel` over `request` and `result`); default: one user message
+    with the handler's text (a model's `text`, or the result as JSON)."""
+    catches: list[ToolCatch] = []
+    """Failures answered as a chosen JSON-RPC error; otherwise JSON-RPC -32603 `CODE: message`."""
+
+
+class McpServerPromptsDoc(KindDoc):
+    """`McpServer.Prompts` (`Mcp.Prompts`): a bundle of prompts a server offers."""
+
+    kind: Literal["McpServer.Prompts"]
+    entries: list[PromptEntryDoc] = []
+    """The prompts."""
+
+
 class McpServerDoc(KindDoc):
     """What `McpServer.StdioServer` and `McpServer.HttpEndpoint` share."""
 
@@ -109,9 +199,9 @@ class McpServerDoc(KindDoc):
     tools: list[Annotated[Ref, RefTo("McpServer.Tools")]] = []
     """The tool bundles it offers (entries of several bundles are merged, the first name wins)."""
     resources: list[Annotated[Ref, RefTo("McpServer.Resources")]] = []
-    """Telo's resource bundles (an `McpServer.Resources` document is one `ERR_MANIFEST_UNSUPPORTED`)."""
+    """The resource bundles it offers (merged in order, the first of a URI or template wins)."""
     prompts: list[Annotated[Ref, RefTo("McpServer.Prompts")]] = []
-    """Telo's prompt bundles (an `McpServer.Prompts` document is one `ERR_MANIFEST_UNSUPPORTED`)."""
+    """The prompt bundles it offers (merged in order, the first of a name wins)."""
 
 
 class StdioServerDoc(McpServerDoc):

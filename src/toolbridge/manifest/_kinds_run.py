@@ -36,7 +36,13 @@ from ._kinds import (
     _Closed,
 )
 from ._kinds_gateway import GatewayDoc
-from ._kinds_mcp_server import HttpEndpointDoc, McpServerToolsDoc, StdioServerDoc
+from ._kinds_mcp_server import (
+    HttpEndpointDoc,
+    McpServerPromptsDoc,
+    McpServerResourcesDoc,
+    McpServerToolsDoc,
+    StdioServerDoc,
+)
 from ._yaml import Cel, Ref
 
 __all__ = [
@@ -353,6 +359,8 @@ RUN_KINDS: dict[str, type[KindDoc]] = {
     "McpServer.StdioServer": StdioServerDoc,
     "McpServer.HttpEndpoint": HttpEndpointDoc,
     "McpServer.Tools": McpServerToolsDoc,
+    "McpServer.Resources": McpServerResourcesDoc,
+    "McpServer.Prompts": McpServerPromptsDoc,
 }
 
 ALL_KINDS: dict[str, type[KindDoc]] = {**KINDS, **RUN_KINDS, "Gateway": GatewayDoc}

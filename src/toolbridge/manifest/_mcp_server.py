@@ -26,6 +26,8 @@ entries of the server's `McpServer.Tools` bundles and whose `tools/call`:
    JSON-RPC error, or else as a tool result `isError` with `CODE: message` (journaled
    `TOOL_FAILED` / `TOOL_ERROR`).
 
+Its `McpServer.Resources` and `McpServer.Prompts` are served by `_mcp_server_reads`.
+
 `serve_stdio_target(manifest, name)` opens the manifest and serves it on stdin/stdout until the
 client closes the connection; `serve_http_target(manifest, name, host=, port=)` serves an
 `McpServer.HttpEndpoint` over Streamable HTTP at `http://host:port/mcp` (stateless unless the
@@ -43,8 +45,7 @@ from typing import Any
 
 from ..errors import PolicyError, ToolbridgeError, ToolError
 from ._kinds_mcp_server import McpServerDoc, McpServerToolsDoc, ToolEntryDoc
-from ._kinds_run import telo_truthy
-from ._targets import _fill
+from ._mcp_server_reads import bundle_entries, caught, mapped, served_reads
 
 __all__ = ["create_mcp_server", "serve_http_target", "serve_stdio_target"]
 
@@ -55,11 +56,8 @@ result may hold images)."""
 
 def _entries(live: Any, server: McpServerDoc) -> dict[str, ToolEntryDoc]:
     entries: dict[str, ToolEntryDoc] = {}
-    for ref in server.tools:
-        bundle = live._doc(ref.name).model
-        assert isinstance(bundle, McpServerToolsDoc)
-        for entry in bundle.entries:
-            entries.setdefault(entry.name, entry)
+    for entry in bundle_entries(live, server.tools, McpServerToolsDoc):
+        entries.setdefault(entry.name, entry)
     return entries
 
 
@@ -79,13 +77,6 @@ def _default_result(kind: str, output: Any) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": dumped}], **structured}
 
 
-def _error_text(result: Mapping[str, Any]) -> str:
-    for block in result.get("content") or []:
-        if isinstance(block, Mapping) and block.get("type") == "text":
-            return " ".join(str(block.get("text", "")).split())[:500]
-    return "the tool answered isError"
-
-
 @dataclass
 class _Answer:
     """What one served call answers, set by the declared tool that runs its handler: a JSON-RPC
@@ -102,23 +93,6 @@ def _failed(code: str, message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": f"{code}: {message}"}], "isError": True}
 
 
-def _caught(entry: ToolEntryDoc, request: dict[str, Any], exc: ToolbridgeError, what: str) -> Any:
-    """The JSON-RPC error the first matching `catches` entry makes of `exc`, or None."""
-    from mcp.shared.exceptions import MCPError
-
-    error = {"code": exc.code, "message": exc.message}
-    for catch in entry.catches:
-        if catch.code is not None and catch.code != exc.code:
-            continue
-        scope = {"request": request, "error": error}
-        if catch.when is not None and not telo_truthy(_fill(catch.when, scope, what)):
-            continue
-        message = _fill(catch.error.message, scope, what) if catch.error.message is not None else exc.message
-        data = _fill(catch.error.data, scope, what) if catch.error.data is not None else None
-        return MCPError(catch.error.code, str(message)[:2000], data)
-    return None
-
-
 def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any], Any]:
     """The declared tool's `execute` for `entry`: runs the handler and shapes its answer; a
     failure or an `isError` answer raises (for the journal) with the answer in `_ANSWER`."""
@@ -127,26 +101,16 @@ def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any
     what = f"McpServer.Tools tool {entry.name}"
     kind = live._doc(entry.handler.name).kind
 
+    def default(output: Any) -> Any:
+        return _default_result(kind, output)
+
     async def execute(arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
         answer = _ANSWER.get()
         request = {"name": entry.name, "arguments": arguments}
         try:
-            inputs = (
-                _fill(entry.inputs, {"request": request}, what) if entry.inputs is not None else arguments
-            )
-            runnable = await live.runnable(entry.handler.name)
-            output = await runnable.invoke(inputs)
-            if kind == "Mcp.ToolsCall" and output.get("isError"):
-                # as Telo's ToolsCall throws it: a failure `catches` may answer
-                raise ToolError(
-                    f"tool {inputs.get('name')!r}: {_error_text(output)}", code="ERR_MCP_TOOL_ERROR"
-                )
-            if entry.result is not None:
-                value = _fill(entry.result, {"request": request, "result": output}, what)
-            else:
-                value = _default_result(kind, output)
+            value = await mapped(live, entry, request, arguments, default, what)
         except ToolbridgeError as exc:
-            answer.rpc = _caught(entry, request, exc, what)
+            answer.rpc = caught(entry.catches, request, exc, what)
             if answer.rpc is not None:
                 raise ToolError(exc.message, code=exc.code) from None
             answer.result = _failed(exc.code, exc.message)
@@ -254,6 +218,7 @@ async def create_mcp_server(live: Any, name: str, *, principal: str) -> Any:
         instructions=server.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        **served_reads(live, server),
     )
 
 

@@ -1,0 +1,287 @@
+"""The resources and prompts of a served Telo application (`McpServer.Resources`,
+`McpServer.Prompts`), for the server `_mcp_server.create_mcp_server` builds.
+
+Telo's schema has them (its own runtime refuses them as "v2 work"); toolbridge serves them:
+
+- `resources/list` gives the entries with a `uri`, `resources/templates/list` those with a
+  `uriTemplate`; `resources/read` finds the entry of the URI (an exact `uri` first, then the
+  first template that matches: RFC 6570 level 1, each `{var}` one path segment, no `/`), runs
+  its handler with `inputs` (`!cel` over `request`: `{uri, params}`; default: `params`) and
+  answers `result` (`!cel` over `request` and `result`: a `ReadResourceResult`) or by default
+  one text content (a model's `text`, else the result as JSON) or an image's blobs. An unknown
+  URI is JSON-RPC -32002 (resource not found).
+- `prompts/list` gives the entries; `prompts/get` checks the required arguments (missing:
+  -32602), runs the handler with `inputs` (over `request`: `{name, arguments}`; default: the
+  arguments) and answers `result` (a `GetPromptResult`) or by default one user message with
+  the handler's text. An unknown prompt is -32602.
+- A handler's failure is answered by the first matching `catches` entry (as for tools), else
+  as JSON-RPC -32603 `CODE: message`; a `result` that is not the right shape is -32603
+  `ERR_MANIFEST_EXPRESSION`. A failure fails that request, never the connection.
+
+Reads and gets are not journaled: the journal records tool calls (the gateway does the same
+for the resources it passes through).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import ToolbridgeError, ToolError
+from ._kinds_mcp_server import (
+    McpServerDoc,
+    McpServerPromptsDoc,
+    McpServerResourcesDoc,
+    PromptEntryDoc,
+    ResourceEntryDoc,
+    ToolCatch,
+)
+from ._kinds_run import telo_truthy
+from ._targets import _fill
+
+__all__ = ["bundle_entries", "caught", "mapped", "run_handler", "served_reads"]
+
+RESOURCE_NOT_FOUND = -32002
+_VAR = re.compile(r"\{([A-Za-z0-9_]+)\}")
+
+
+def caught(catches: list[ToolCatch], request: dict[str, Any], exc: ToolbridgeError, what: str) -> Any:
+    """The `MCPError` the first matching `catches` entry makes of `exc`, or None."""
+    from mcp.shared.exceptions import MCPError
+
+    error = {"code": exc.code, "message": exc.message}
+    for catch in catches:
+        if catch.code is not None and catch.code != exc.code:
+            continue
+        scope = {"request": request, "error": error}
+        if catch.when is not None and not telo_truthy(_fill(catch.when, scope, what)):
+            continue
+        message = _fill(catch.error.message, scope, what) if catch.error.message is not None else exc.message
+        data = _fill(catch.error.data, scope, what) if catch.error.data is not None else None
+        return MCPError(catch.error.code, str(message)[:2000], data)
+    return None
+
+
+def template_pattern(template: str) -> re.Pattern[str] | None:
+    """The regex of an RFC 6570 level-1 template (`{var}`: one path segment); None for a
+    template of another level (`{+var}`, `{?q}`), which matches nothing."""
+    parts: list[str] = []
+    last = 0
+    for match in _VAR.finditer(template):
+        parts.append(re.escape(template[last : match.start()]))
+        parts.append(f"(?P<{match.group(1)}>[^/]+)")
+        last = match.end()
+    rest = template[last:]
+    if "{" in rest or "}" in rest or any("{" in p or "}" in p for p in parts[::2]):
+        return None
+    parts.append(re.escape(rest))
+    try:
+        return re.compile("".join(parts))
+    except re.error:  # a variable named twice
+        return None
+
+
+def _text_of(output: Any) -> tuple[str, str]:
+    """(text, mime type) of a handler's result for a default answer."""
+    if isinstance(output, Mapping) and isinstance(output.get("text"), str):
+        return output["text"], "text/plain"
+    return json.dumps(output, ensure_ascii=False), "application/json"
+
+
+def _error_text(result: Mapping[str, Any]) -> str:
+    for block in result.get("content") or []:
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            return " ".join(str(block.get("text", "")).split())[:500]
+    return "the tool answered isError"
+
+
+async def run_handler(live: Any, handler: str, inputs: Any) -> Any:
+    """The result of the handler document `handler` on `inputs`; a `ToolsCall` answered
+    `isError` raises `ERR_MCP_TOOL_ERROR`, as Telo's `ToolsCall` throws it (a failure `catches`
+    may answer)."""
+    runnable = await live.runnable(handler)
+    output = await runnable.invoke(inputs)
+    if live._doc(handler).kind == "Mcp.ToolsCall" and isinstance(output, Mapping) and output.get("isError"):
+        name = inputs.get("name") if isinstance(inputs, Mapping) else None
+        raise ToolError(f"tool {name!r}: {_error_text(output)}", code="ERR_MCP_TOOL_ERROR")
+    return output
+
+
+async def mapped(
+    live: Any, entry: Any, request: dict[str, Any], given: Any, default: Callable[[Any], Any], what: str
+) -> Any:
+    """An entry's answer: its `inputs` (over `request`; default: `given`) to its handler, whose
+    result goes through its `result` (over `request` and `result`), or `default(result)`.
+
+    Raises:
+        ToolbridgeError: the handler's failure, or an expression's.
+    """
+    inputs = _fill(entry.inputs, {"request": request}, what) if entry.inputs is not None else given
+    output = await run_handler(live, entry.handler.name, inputs)
+    if entry.result is not None:
+        return _fill(entry.result, {"request": request, "result": output}, what)
+    return default(output)
+
+
+async def _answered(
+    live: Any,
+    entry: Any,
+    request: dict[str, Any],
+    given: Any,
+    default: Callable[[Any], Any],
+    what: str,
+    model: Any,
+) -> Any:
+    """`mapped`'s answer as `model` (a result type of the SDK's); a failure as a JSON-RPC error."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        value = await mapped(live, entry, request, given, default, what)
+    except ToolbridgeError as exc:
+        raise (caught(entry.catches, request, exc, what) or _internal(exc)) from None
+    try:
+        return model.model_validate(value)
+    except ValueError:
+        raise MCPError(
+            types.INTERNAL_ERROR, f"ERR_MANIFEST_EXPRESSION: {what}: `result` is not a {model.__name__}"
+        ) from None
+
+
+def _internal(exc: ToolbridgeError) -> Any:
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(types.INTERNAL_ERROR, f"{exc.code}: {exc.message}"[:2000])
+
+
+def bundle_entries(live: Any, refs: list[Any], bundle_kind: type[Any]) -> list[Any]:
+    """The entries of the bundles `refs` names (documents of `bundle_kind`), in order."""
+    entries: list[Any] = []
+    for ref in refs:
+        bundle = live._doc(ref.name).model
+        assert isinstance(bundle, bundle_kind)
+        entries.extend(bundle.entries)
+    return entries
+
+
+def served_reads(live: Any, server: McpServerDoc) -> dict[str, Any]:
+    """The SDK server's resource and prompt handlers for `server` (keyword arguments of
+    `mcp.server.Server`; empty without bundles)."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    resources: dict[str, ResourceEntryDoc] = {}
+    templates: list[tuple[re.Pattern[str] | None, ResourceEntryDoc]] = []
+    for entry in bundle_entries(live, server.resources, McpServerResourcesDoc):
+        if entry.uri is not None:
+            resources.setdefault(entry.uri, entry)
+        elif entry.uri_template is not None:
+            templates.append((template_pattern(entry.uri_template), entry))
+    prompts: dict[str, PromptEntryDoc] = {}
+    for prompt in bundle_entries(live, server.prompts, McpServerPromptsDoc):
+        prompts.setdefault(prompt.name, prompt)
+    handlers: dict[str, Any] = {}
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(uri=str(e.uri), name=e.name, description=e.description, mime_type=e.mime_type)
+                for e in resources.values()
+            ]
+        )
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=str(e.uri_template),
+                    name=e.name,
+                    description=e.description,
+                    mime_type=e.mime_type,
+                )
+                for _, e in templates
+            ]
+        )
+
+    def find(uri: str) -> tuple[ResourceEntryDoc, dict[str, str]] | None:
+        if uri in resources:
+            return resources[uri], {}
+        for pattern, entry in templates:
+            match = pattern.fullmatch(uri) if pattern is not None else None
+            if match is not None:
+                return entry, match.groupdict()
+        return None
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        found = find(uri) if len(uri) <= 4096 else None
+        if found is None:
+            raise MCPError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]!r}")
+        entry, uri_params = found
+        image = live._doc(entry.handler.name).kind == "Ai.Image"
+
+        def default(output: Any) -> Any:
+            if image and isinstance(output, Mapping):
+                blobs = [
+                    {"uri": uri, "mimeType": i["mediaType"], "blob": i["data"]}
+                    for i in output.get("images", [])
+                ]
+                return {"contents": blobs}
+            text, mime = _text_of(output)
+            return {"contents": [{"uri": uri, "mimeType": entry.mime_type or mime, "text": text}]}
+
+        request = {"uri": uri, "params": uri_params}
+        what = f"McpServer.Resources resource {entry.name}"
+        result: types.ReadResourceResult = await _answered(
+            live, entry, request, uri_params, default, what, types.ReadResourceResult
+        )
+        return result
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(
+                    name=p.name,
+                    description=p.description,
+                    arguments=[
+                        types.PromptArgument(name=a.name, description=a.description, required=a.required)
+                        for a in p.arguments
+                    ]
+                    or None,
+                )
+                for p in prompts.values()
+            ]
+        )
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        prompt = prompts.get(params.name)
+        if prompt is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name[:200]!r}")
+        arguments = dict(params.arguments or {})
+        missing = [a.name for a in prompt.arguments if a.required and a.name not in arguments]
+        if missing:
+            raise MCPError(types.INVALID_PARAMS, f"prompt {prompt.name!r} needs the argument {missing[0]!r}")
+        request = {"name": prompt.name, "arguments": arguments}
+
+        def default(output: Any) -> Any:
+            text, _ = _text_of(output)
+            message = {"role": "user", "content": {"type": "text", "text": text}}
+            return {"description": prompt.description, "messages": [message]}
+
+        what = f"McpServer.Prompts prompt {prompt.name}"
+        result: types.GetPromptResult = await _answered(
+            live, prompt, request, arguments, default, what, types.GetPromptResult
+        )
+        return result
+
+    if resources or templates:
+        handlers["on_list_resources"] = list_resources
+        handlers["on_list_resource_templates"] = list_templates
+        handlers["on_read_resource"] = read_resource
+    if prompts:
+        handlers["on_list_prompts"] = list_prompts
+        handlers["on_get_prompt"] = get_prompt
+    return handlers
