@@ -356,6 +356,7 @@ async def run_batch(
     server_limits: Mapping[str, int] | None = None,
     secrets: Mapping[str, str] | None = None,
     actors: int = 2,
+    actor_cpus: float = 1.0,
     progress: bool | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_lines: int = DEFAULT_MAX_LINES,
@@ -383,6 +384,10 @@ async def run_batch(
         server_limits: client document name -> calls in flight at most, across the batch.
         secrets: explicit secret values for the manifest.
         actors: Ray actors (Ray mode).
+        actor_cpus: the CPUs each Ray actor asks Ray for (default 1: an actor runs its
+            manifest's servers and its runs' work, about one core at full load); Ray places an
+            actor only where that much is free, so `actors * actor_cpus` must fit the cluster.
+            0 reserves nothing (actors share cores with everything else).
         progress: a progress bar on stderr (default: when stderr is a terminal).
         max_line_bytes: longest input line (1 MiB).
         max_lines: most input lines (1,000,000).
@@ -402,6 +407,8 @@ async def run_batch(
         raise ConfigError("--concurrency must be an integer from 1 to 10000", code="ERR_BATCH_CONFIG")
     if isinstance(actors, bool) or not isinstance(actors, int) or not 1 <= actors <= 1024:
         raise ConfigError("actors must be an integer from 1 to 1024", code="ERR_BATCH_CONFIG")
+    if isinstance(actor_cpus, bool) or not isinstance(actor_cpus, int | float) or not 0 <= actor_cpus <= 1024:
+        raise ConfigError("--actor-cpus must be a number from 0 to 1024", code="ERR_BATCH_CONFIG")
     if budget_micros is not None and (
         isinstance(budget_micros, bool) or not isinstance(budget_micros, int) or budget_micros < 0
     ):
@@ -494,6 +501,7 @@ async def run_batch(
                     secrets=_needed(loaded, secrets),
                     server_limits=limits,
                     actors=actors,
+                    actor_cpus=float(actor_cpus),
                     concurrency=concurrency,
                     lease_s=lease_s,
                     dispatch=lambda runner: _dispatch(

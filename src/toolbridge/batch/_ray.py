@@ -17,11 +17,16 @@
   number of actors) if its process dies, and calls that were in flight fail as `WorkerLost`,
   which the driver reconciles from the journal. Actors are placed with Ray's `SPREAD`
   scheduling strategy (over every node of the cluster, not packed on the first); an actor whose
-  process died gets no more runs while another actor is alive.
+  process died, or that Ray reports unavailable (its node lost, a restart under way), gets no
+  more runs while another actor is alive.
 - Runs reach an actor in chunks (`_Lane`): one Ray call (`run_many`) carries up to
   `ceil(concurrency / CALLS_PER_ACTOR)` runs, each claimed by the driver before it is sent; a
   call that fails fails each of its runs the same way.
 - `server_limits` go through one `_Gate` actor: a batch-wide semaphore per server.
+- Each actor asks Ray for `actor_cpus` CPUs (default 1: its manifest's servers and its runs'
+  work take about one core at full load), so Ray places actors where cores are free and never
+  packs more on a node than it has; `actors * actor_cpus` beyond the cluster's CPUs is refused
+  at start (`ERR_BATCH_CONFIG`) rather than left waiting. `0` reserves nothing.
 - Each actor holds its own writer lease in the journal (`lease_s`, `runtime._leases`) and reaps
   expired ones: the runs of an actor whose node died are settled once its lease expires (at
   once when its process is proven dead on the driver's machine), then decided by the driver.
@@ -367,6 +372,7 @@ async def run_on_ray(
     server_limits: Mapping[str, int],
     actors: int,
     concurrency: int,
+    actor_cpus: float = 1.0,
     lease_s: float | None = None,
     dispatch: Callable[[Callable[[Item, str], Awaitable[dict[str, Any]]]], Awaitable[int]],
 ) -> int:
@@ -389,12 +395,20 @@ async def run_on_ray(
         started_here = True
     exceptions = ray.exceptions
     handles: list[Any] = []
+    lost: list[int] = []
     gate = None
     try:
+        cpus = float(ray.cluster_resources().get("CPU", 0))
+        if actors * actor_cpus > cpus:
+            raise ConfigError(
+                f"{actors} Ray actors of {actor_cpus:g} CPU each need {actors * actor_cpus:g} CPUs; "
+                f"the cluster has {cpus:g}: lower --actors or --actor-cpus (0.5 shares a core)",
+                code="ERR_BATCH_CONFIG",
+            )
         if server_limits:
             gate = ray.remote(num_cpus=0, max_concurrency=10_000)(_Gate).remote(dict(server_limits))
         actor_cls = ray.remote(
-            num_cpus=0,
+            num_cpus=actor_cpus,  # the actor's servers and runs: Ray places it where that is free
             max_restarts=actors + 1,
             max_task_retries=0,
             max_concurrency=concurrency + 2,
@@ -413,7 +427,7 @@ async def run_on_ray(
                 raise ConfigError(str(cause).split(": ", 1)[-1], code=cause.code) from None
             raise
         busy = [0] * len(handles)
-        lost = [0] * len(handles)
+        lost[:] = [0] * len(handles)
         size = max(1, -(-concurrency // CALLS_PER_ACTOR))
         lanes = [_Lane(h, size, CALLS_PER_ACTOR) for h in handles]
         pumps = [asyncio.get_running_loop().create_task(lane.pump()) for lane in lanes]
@@ -427,7 +441,10 @@ async def run_on_ray(
             try:
                 result = await lanes[i].submit((item.id, item.line, item.input, run_id))
             except exceptions.ActorUnavailableError as exc:
-                # the actor may still be running it: never run it again on a guess
+                # the actor may still be running it: never run it again on a guess (the journal
+                # and its writer's lease decide); no more runs for it while another is alive (its
+                # node may be gone, Ray restarting it: it would fail at once and look least busy)
+                lost[i] += 1
                 raise WorkerLost(str(exc)[:200], dead=False) from None
             except exceptions.RayActorError as exc:  # the actor's process died
                 lost[i] += 1
@@ -447,7 +464,11 @@ async def run_on_ray(
             for lane in lanes:
                 await lane.close()
     finally:
-        for h in handles:
+        for i, h in enumerate(handles):
+            if i < len(lost) and lost[i]:  # its process died: a restart may wait for room forever
+                with contextlib.suppress(Exception):
+                    ray.kill(h)
+                continue
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(h.stop.remote(), timeout=40)
             with contextlib.suppress(Exception):

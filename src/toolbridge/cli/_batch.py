@@ -59,6 +59,12 @@ def register(subparsers: Any) -> None:
         help="run on Ray (a local cluster, or ADDRESS)",
     )
     batch.add_argument("--actors", type=int, default=2, help="Ray actors (default 2)")
+    batch.add_argument(
+        "--actor-cpus",
+        type=float,
+        default=1.0,
+        help="CPUs each Ray actor reserves (default 1; 0 reserves none)",
+    )
     batch.add_argument("--batch-id", help="resume this batch (refused unless the journal holds it)")
     batch.add_argument(
         "--new", action="store_true", help="start a new batch named --batch-id (default: a new id)"
@@ -147,6 +153,7 @@ def _handle(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 ray=args.ray,
                 actors=args.actors,
+                actor_cpus=args.actor_cpus,
                 batch_id=args.batch_id,
                 new=args.new,
                 rerun=args.rerun,
@@ -206,6 +213,8 @@ def resume_command(args: argparse.Namespace, batch_id: str) -> str:
         parts += ["--ray"] if args.ray is True else ["--ray", str(args.ray)]
     if args.actors != 2:
         parts += ["--actors", str(args.actors)]
+    if args.actor_cpus != 1.0:
+        parts += ["--actor-cpus", str(args.actor_cpus)]
     if args.budget_micros is not None:
         parts += ["--budget-micros", str(args.budget_micros)]
     for limit in args.server_limit:
