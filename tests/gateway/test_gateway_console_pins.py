@@ -54,7 +54,24 @@ async def test_changed_prompts_and_resources_are_reviewed_and_accepted_into_the_
     lock = tmp_path / "tools.lock"
     pinned = await lock_to(manifest, lock)
     state = tmp_path / "state"
-    with gateway_http(manifest, env=ENV) as url:
+    bearer = {"Authorization": f"Bearer {OLGA}"}
+    with gateway_http(manifest, env=ENV) as url:  # the console sees the pinned definitions once
+        async with httpx.AsyncClient(timeout=30) as http:
+            first = await http.get(url.replace("/mcp", "/console/pins"), headers=bearer)
+            assert 'id="no-pins"' in first.text
+    seen_file = tmp_path / "tools.lock.seen.json"
+    seen = json.loads(seen_file.read_text())["definitions"]
+    kinds = sorted(entry["kind"] for entry in seen.values())
+    assert kinds == ["prompts", "resources", "templates", "tool"], kinds
+    # a forged "before" for the prompt (edited under its hash) is never shown as a diff
+    for entry in seen.values():
+        if entry["kind"] == "prompts":
+            entry["definition"]["description"] = "Forged before."
+    seen_file.write_text(json.dumps({"version": 1, "definitions": seen}))
+    (state / "greeting.txt").write_text(GREETING)
+    (state / "readme.txt").write_text(README)
+    (state / "extra").write_text("")
+    with gateway_http(manifest, env=ENV) as url:  # a new process: the diff comes from the file
         base = url.removesuffix("/mcp")
         async with (
             httpx.AsyncClient(base_url=base, timeout=30) as http,
@@ -63,20 +80,21 @@ async def test_changed_prompts_and_resources_are_reviewed_and_accepted_into_the_
         ):
             signed = await http.post("/console/login", data={"token": OLGA}, headers={"Origin": base})
             http.cookies = signed.cookies
-            first = await http.get("/console/pins")
-            assert 'id="no-pins"' in first.text  # the console sees (and remembers) the pinned ones
-            (state / "greeting.txt").write_text(GREETING)
-            (state / "readme.txt").write_text(README)
-            (state / "extra").write_text("")
             page = (await http.get("/console/pins")).text
             assert re.findall(r'data-kind="(\w+)" data-\w+="([^"]+)"', page) == [
                 ("prompt", "greeting"),
                 ("resource", "pins://readme"),
                 ("resource", "pins://extra"),
             ]
-            greeting = page[page.index('data-prompt="greeting"') :]
-            assert "-  &quot;description&quot;: &quot;Say hello.&quot;" in greeting.split("</section>")[0]
-            assert "evil.example" in greeting.split("</section>")[0]
+            readme = page[page.index('data-resource="pins://readme"') :].split("</section>")[0]
+            assert "-  &quot;description&quot;: &quot;The readme.&quot;," in readme, readme
+            assert (
+                "+  &quot;description&quot;: &quot;The readme, now with a hidden instruction.&quot;,"
+                in readme
+            )
+            greeting = page[page.index('data-prompt="greeting"') :].split("</section>")[0]
+            assert "Forged before." not in page and 'class="diff"' not in greeting
+            assert "never saw a definition with that hash" in greeting and "evil.example" in greeting
             extra = page[page.index('data-resource="pins://extra"') :].split("</section>")[0]
             assert "New: the lock has no pin for it." in extra and "Appeared later." in extra
             # withheld meanwhile: the client lists neither the changed prompt nor the new resource

@@ -352,7 +352,9 @@ def pins_page(reviews: Sequence[Any], *, csrf: str | None) -> str:
             why = (
                 "New: the lock has no pin for it."
                 if r.state == "new"
-                else "The definition it had while pinned is not known here (the lock keeps hashes)."
+                else "The definition it had while pinned is not known here: the lock keeps only its hash, "
+                "and this console never saw a definition with that hash (it keeps each one it sees, "
+                "by hash, beside the lock file)."
             )
             shown = f'<p class="muted">{why}</p><h2>Definition now</h2><pre>{esc_lines(r.definition)}</pre>'
 

@@ -3,11 +3,12 @@ changed under a pin (or are new), with a diff, and accepting one into the lock f
 `toolbridge lock` would.
 
 The lock keeps hashes, not definitions: the definition an item had while it matched its pin is
-known only when this console saw it (each review remembers the definitions of pinned items), so
-a diff shows when the change happened after the console first looked; otherwise the whole
-current definition is shown. Prompts, resources and templates are shown as they are pinned
-(`pinning.canonical_side`: the fields the hash covers). **Accept** writes the item's current
-hash into the server's entry of the lock file (atomically; the gateway re-reads it within a
+known only when this console saw it (each review keeps the definitions of pinned items by hash
+in `LOCK.seen.json`, `_pin_memory`, checked against their hash when read back), so a diff shows
+when the change happened after the console first saw the item, across restarts; otherwise the
+whole current definition is shown and the page says why. Diffs compare the pinned forms (the
+fields each hash covers: `pinning.canonical_tool`, `pinning.canonical_side`). **Accept** writes
+the item's current hash into the server's entry of the lock file (atomically; the gateway re-reads it within a
 second, and with PostgreSQL pins stores it for every replica); it is refused when the
 definition changed again since the page was read (the form carries the hash the operator
 reviewed). **Keep withheld** writes nothing.
@@ -27,10 +28,10 @@ import anyio
 from ..errors import ConfigError
 from ..pinning import SIDE_KEYS, SIDE_KINDS, SideKind, canonical_side, side_digests, side_listing
 from ..tools import ToolSpec
+from ._pin_memory import PinMemory, pinned_form
 
 __all__ = ["KINDS", "PinBoard", "PinReview"]
 
-MAX_SEEN = 10_000
 KINDS: dict[str, SideKind | None] = {
     "tool": None,
     "prompt": "prompts",
@@ -78,9 +79,19 @@ def _dumped(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _diff(before: str | None, now: str) -> str | None:
-    if before is None:
+def _pinned_tool(spec: ToolSpec) -> dict[str, Any] | None:
+    """The part of a tool's definition its pin hashes (as the server sent it, else as given)."""
+    try:
+        return pinned_form("tool", spec.mcp if spec.mcp is not None else spec)
+    except ConfigError:
         return None
+
+
+def _diff(before_form: dict[str, Any] | None, now: str) -> str | None:
+    """A unified diff from the pinned definition (pinned form) to `now`, when it is known."""
+    if before_form is None:
+        return None
+    before = _dumped(before_form)
     lines = difflib.unified_diff(before.splitlines(), now.splitlines(), "pinned", "now", lineterm="", n=2)
     return "\n".join(lines)
 
@@ -96,12 +107,8 @@ class PinBoard:
         # one entry per server and lock file (bindings of one server share its pins)
         self.sources = list({(s[0], s[2]): s for s in reversed(sources)}.values())
         self.sources.reverse()
-        self._seen: dict[tuple[str, str, str, str], str] = {}
+        self._memory = {path: PinMemory(path) for _, _, path, _ in self.sources}
         self._lock = anyio.Lock()
-
-    def _remember(self, server: str, kind: str, name: str, digest: str, shown: str) -> None:
-        if len(self._seen) < MAX_SEEN:
-            self._seen[(server, kind, name, digest)] = shown
 
     async def reviews(self) -> list[PinReview]:
         """Everything withheld by its pin now (listing each pinned upstream).
@@ -110,7 +117,7 @@ class PinBoard:
             ConfigError: an upstream could not be listed.
         """
         out: list[PinReview] = []
-        for server, pinned, _, client in self.sources:
+        for server, pinned, path, client in self.sources:
             try:
                 with anyio.fail_after(30):
                     definitions = await pinned.definitions()
@@ -118,38 +125,31 @@ class PinBoard:
                     sides = await _side_items(client)
             except Exception as exc:  # an upstream that cannot be listed now
                 raise ConfigError(f"server {server!r} could not be listed ({type(exc).__name__})") from None
+            memory = self._memory[path]
             for name, digest, spec in definitions:
                 status = statuses.get(name)
-                shown = _shown(spec)
+                form = _pinned_tool(spec)
                 if status is None or status.state in ("pinned", "approved"):
-                    self._remember(server, "tool", name, digest, shown)
+                    if form is not None:
+                        memory.keep("tool", digest, form)
                     continue
-                before = self._seen.get((server, "tool", name, status.pinned or ""))
-                out.append(
-                    PinReview(server, name, status.state, status.pinned, digest, shown, _diff(before, shown))
-                )
+                now = _dumped(form) if form is not None else _shown(spec)
+                diff = _diff(memory.get(status.pinned), now)
+                out.append(PinReview(server, name, status.state, status.pinned, digest, _shown(spec), diff))
             for side, items in sides.items():
                 kind = _KIND_OF[side]
-                shown_of = {c[SIDE_KEYS[side]]: _dumped(c) for c in (canonical_side(side, i) for i in items)}
+                form_of = {c[SIDE_KEYS[side]]: c for c in (canonical_side(side, i) for i in items)}
                 for key, digest in side_digests(side, items):
                     verdict = pinned.side_status(side, key, digest)
-                    shown = shown_of[key]
                     if verdict.state == "pinned":
-                        self._remember(server, kind, key, digest, shown)
+                        memory.keep(side, digest, form_of[key])
                         continue
-                    before = self._seen.get((server, kind, key, verdict.pinned or ""))
+                    shown = _dumped(form_of[key])
+                    diff = _diff(memory.get(verdict.pinned), shown)
                     out.append(
-                        PinReview(
-                            server,
-                            key,
-                            verdict.state,
-                            verdict.pinned,
-                            digest,
-                            shown,
-                            _diff(before, shown),
-                            kind,
-                        )
+                        PinReview(server, key, verdict.state, verdict.pinned, digest, shown, diff, kind)
                     )
+            await anyio.to_thread.run_sync(memory.save)
         return out
 
     async def accept(self, server: str, name: str, digest: str, kind: str = "tool") -> bool:
