@@ -23,6 +23,45 @@ VENV_BIN = Path(sys.executable).parent
 TOOLBRIDGE = str(VENV_BIN / "toolbridge")
 
 
+def clients_block(*clients: tuple[str, str]) -> str:
+    """A `Gateway`'s `clients:` list. Each (name, grants) is an identity allowed `grants` (the
+    inside of the `allow: [...]` list): `me` is the local (stdio) client, any other name a bearer
+    identity whose token is the secret `<name>Token`."""
+    lines = ["clients:"]
+    for name, grants in clients:
+        lines.append(f"  - name: {name}")
+        lines.append("    local: true" if name == "me" else f'    token: "${{{{ secrets.{name}Token }}}}"')
+        lines.append(f"    permissions: {{ allow: [{grants}] }}")
+    return "\n".join(lines)
+
+
+def policy_doc(runtime: str = "permissions: { allow: [] }", *, durable: bool = False) -> str:
+    """The `Policy` runtime a test gateway refers to (`runtime: !ref Policy`), with its journal
+    in `journal.db` beside the manifest when `durable`."""
+    journal = "profile: durable\njournal: journal.db\n" if durable else ""
+    return f"---\nkind: Runtime\nmetadata: {{ name: Policy }}\n{journal}{runtime}\n"
+
+
+def stdio_upstream(
+    name: str, argv: list[str], *, env: dict[str, str] | None = None, mode: str = "legacy"
+) -> str:
+    """The documents of the provider `<name>` (`provider: !ref <name>`): the stdio upstream
+    `<name>Mcp` running `argv`, `env` mapping a variable to the secret it takes."""
+    variables = ", ".join(f'{var}: "${{{{ secrets.{secret} }}}}"' for var, secret in (env or {}).items())
+    return f"""---
+kind: Mcp.StdioClient
+metadata: {{ name: {name}Mcp }}
+command: {json.dumps(argv[0])}
+args: {json.dumps(argv[1:])}
+{f"env: {{ {variables} }}" if variables else ""}
+mode: {mode}
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: {name} }}
+client: !ref {name}Mcp
+"""
+
+
 def upstream_manifest(
     tmp_path: Path,
     *,
@@ -50,22 +89,7 @@ toolProviders:
 {f"    prefix: {prefix}" if prefix else ""}
 {binding}
 {clients}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: journal.db
-{runtime}
----
-kind: Mcp.StdioClient
-metadata: {{ name: UpMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(upstream))}, {json.dumps(str(state))}]
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Up }}
-client: !ref UpMcp
+{policy_doc(runtime, durable=True)}{stdio_upstream("Up", [sys.executable, str(upstream), str(state)])}
 {extra}
 """
     path = tmp_path / "gateway.yaml"

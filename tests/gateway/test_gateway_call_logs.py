@@ -9,7 +9,6 @@ in front of `upstreams/logging_server.py` (`meet=2` holds both calls in flight a
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +17,7 @@ from pathlib import Path
 import anyio
 import httpx2
 import mcp_types as types
-from gw_helpers import gateway_http
+from gw_helpers import clients_block, gateway_http, policy_doc, stdio_upstream
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -39,28 +38,8 @@ toolProviders:
   - provider: !ref Logging
     prefix: lg_
     effects: read
-clients:
-  - name: alice
-    token: "${{{{ secrets.aliceToken }}}}"
-    permissions: {{ allow: [tool:lg_say, effect:read, "logs:lg_"] }}
-  - name: bob
-    token: "${{{{ secrets.bobToken }}}}"
-    permissions: {{ allow: [{bob_grants}] }}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: LoggingMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(LOGGING))}]
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Logging }}
-client: !ref LoggingMcp
-"""
+{clients_block(("alice", 'tool:lg_say, effect:read, "logs:lg_"'), ("bob", bob_grants))}
+{policy_doc()}{stdio_upstream("Logging", [sys.executable, str(LOGGING)])}"""
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -8,7 +8,6 @@ both arrived, so they are in flight at once (no sleeps).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from gw_helpers import gateway_http
+from gw_helpers import clients_block, gateway_http, policy_doc, stdio_upstream
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -48,30 +47,8 @@ toolProviders:
     prefix: ask_
     effects: {effects}
 {binding}
-clients:
-  - name: alice
-    token: "${{{{ secrets.aliceToken }}}}"
-    permissions: {{ allow: [{GRANTS}] }}
-  - name: bob
-    token: "${{{{ secrets.bobToken }}}}"
-    permissions: {{ allow: [{GRANTS}] }}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: journal.db
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: AskMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(ASKING))}]
-mode: {upstream_mode}
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Ask }}
-client: !ref AskMcp
-"""
+{clients_block(("alice", GRANTS), ("bob", GRANTS))}
+{policy_doc(durable=True)}{stdio_upstream("Ask", [sys.executable, str(ASKING)], mode=upstream_mode)}"""
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     return path

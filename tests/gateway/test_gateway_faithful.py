@@ -6,7 +6,6 @@ refused call)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -18,7 +17,15 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from gw_helpers import HERE, TOOLBRIDGE, gateway_http, gateway_stdio, journal_calls
+from gw_helpers import (
+    HERE,
+    TOOLBRIDGE,
+    gateway_http,
+    gateway_stdio,
+    journal_calls,
+    policy_doc,
+    stdio_upstream,
+)
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -50,17 +57,8 @@ def faith_manifest(
     ev_binding = ""
     if everything is not None:
         ev_binding = "  - provider: !ref Ev\n    prefix: ev_\n    effects: none\n"
-        ev = f"""---
-kind: Mcp.StdioClient
-metadata: {{ name: EvMcp }}
-command: {json.dumps(everything[0])}
-args: {json.dumps(everything[1:])}
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Ev }}
-client: !ref EvMcp
-"""
+        ev = stdio_upstream("Ev", everything)
+    faith = stdio_upstream("Faith", [sys.executable, str(FAITH)], env={"FAITH_KEY": "faithKey"})
     text = f"""
 kind: Gateway
 metadata: {{ name: FaithGate }}
@@ -77,24 +75,7 @@ toolProviders:
   - name: web
     token: "${{{{ secrets.webToken }}}}"
     permissions: {{ allow: [{allow}] }}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: journal.db
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: FaithMcp }}
-command: {json.dumps(sys.executable)}
-args: [{json.dumps(str(FAITH))}]
-env: {{ FAITH_KEY: "${{{{ secrets.faithKey }}}}" }}
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Faith }}
-client: !ref FaithMcp
-{ev}"""
+{policy_doc(durable=True)}{faith}{ev}"""
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 import mcp_types as types
 import pytest
-from gw_helpers import TOOLBRIDGE, free_port, stop
+from gw_helpers import TOOLBRIDGE, clients_block, free_port, policy_doc, stdio_upstream, stop
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -44,29 +44,8 @@ toolProviders:
   - provider: !ref Echo
     prefix: sx_
     effects: read
-clients:
-  - name: me
-    local: true
-    permissions: {{ allow: [{GRANTS}] }}
-  - name: alice
-    token: "${{{{ secrets.aliceToken }}}}"
-    permissions: {{ allow: [{GRANTS}] }}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: EchoMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(SERVER))}]
-env: {{ ECHO_SECRET: "${{{{ secrets.echoKey }}}}" }}
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Echo }}
-client: !ref EchoMcp
-""",
+{clients_block(("me", GRANTS), ("alice", GRANTS))}
+{policy_doc()}{stdio_upstream("Echo", [sys.executable, str(SERVER)], env={"ECHO_SECRET": "echoKey"})}""",
         encoding="utf-8",
     )
     return path

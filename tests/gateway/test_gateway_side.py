@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from gw_helpers import TOOLBRIDGE, gateway_http
+from gw_helpers import TOOLBRIDGE, gateway_http, policy_doc, stdio_upstream
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -37,6 +37,7 @@ def side_manifest(tmp_path: Path, *, allow: str = ALL, lock: str | None = None, 
         if token
         else ""
     )
+    side = stdio_upstream("Side", [sys.executable, str(SIDE), str(state)], env={"SIDE_KEY": "sideKey"})
     text = f"""
 kind: Gateway
 metadata: {{ name: SideGate }}
@@ -50,24 +51,7 @@ clients:
   - name: me
     local: true
     permissions: {{ allow: {allow} }}{http}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: journal.db
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: SideMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(SIDE))}, {json.dumps(str(state))}]
-env: {{ SIDE_KEY: "${{{{ secrets.sideKey }}}}" }}
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Side }}
-client: !ref SideMcp
-"""
+{policy_doc(durable=True)}{side}"""
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -361,23 +345,7 @@ clients:
   - name: web
     token: "${{{{ secrets.httpToken }}}}"
     permissions: {{ allow: {allow} }}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: journal.db
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: EverythingMcp }}
-command: {json.dumps(node)}
-args: [{json.dumps(everything_js)}, stdio]
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Everything }}
-client: !ref EverythingMcp
-"""
+{policy_doc(durable=True)}{stdio_upstream("Everything", [node, everything_js, "stdio"])}"""
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -10,12 +10,11 @@ question asked during bob's prompt went to alice, the one tool call in flight.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import anyio
-from gw_helpers import gateway_http
+from gw_helpers import clients_block, gateway_http, policy_doc, stdio_upstream
 from test_gateway_calls import ALICE, BOB, ENV, Person, connect, text_of
 
 HERE = Path(__file__).resolve().parent
@@ -32,28 +31,8 @@ toolProviders:
   - provider: !ref PromptAsk
     prefix: pa_
     effects: read
-clients:
-  - name: alice
-    token: "${{{{ secrets.aliceToken }}}}"
-    permissions: {{ allow: [{grants}] }}
-  - name: bob
-    token: "${{{{ secrets.bobToken }}}}"
-    permissions: {{ allow: [{grants}] }}
----
-kind: Runtime
-metadata: {{ name: Policy }}
-permissions: {{ allow: [] }}
----
-kind: Mcp.StdioClient
-metadata: {{ name: PromptAskMcp }}
-command: {sys.executable}
-args: [{json.dumps(str(PROMPT_ASKING))}]
-mode: legacy
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: PromptAsk }}
-client: !ref PromptAskMcp
-"""
+{clients_block(("alice", grants), ("bob", grants))}
+{policy_doc()}{stdio_upstream("PromptAsk", [sys.executable, str(PROMPT_ASKING)])}"""
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     return path
