@@ -1,6 +1,8 @@
 """A loopback server speaking OpenAI's images API wire format, for `Ai.Image` tests.
 
-`POST /v1/images/generations` answers the next queued `(status, content type, body bytes)`
+`POST /v1/images/generations` (JSON) and `POST /v1/images/edits` (multipart: its text fields
+recorded as they are, its files as `{"files": {field: [bytes, ...]}}`) answer the next queued
+`(status, content type, body bytes)`
 (JSON `{created, data: [{b64_json | url, revised_prompt?}]}` by default) and records each
 request body; `GET /files/NAME` answers what `files[NAME]` holds (content type, bytes), for
 `url` answers. It runs in a thread on a free port and is stopped by its context manager.
@@ -57,6 +59,24 @@ class ImagesApi:
         self.replies.append((status, content_type, body))
 
 
+def _multipart(content_type: str, body: bytes) -> dict[str, Any]:
+    """A multipart/form-data body: text fields by name, files under `files` by field name."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+    fields: dict[str, Any] = {}
+    files: dict[str, list[bytes]] = {}
+    for part in message.iter_parts():  # type: ignore[attr-defined]
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        if part.get_filename() is not None:
+            files.setdefault(name, []).append(data)
+        else:
+            fields[name] = data.decode()
+    return {**fields, "files": files}
+
+
 @contextmanager
 def images_api() -> Iterator[ImagesApi]:
     api = ImagesApi()
@@ -74,7 +94,12 @@ def images_api() -> Iterator[ImagesApi]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
-            api.requests.append({"path": self.path, **json.loads(self.rfile.read(length) or b"{}")})
+            body = self.rfile.read(length)
+            kind = self.headers.get("content-type", "")
+            if kind.startswith("multipart/form-data"):
+                api.requests.append({"path": self.path, **_multipart(kind, body)})
+            else:
+                api.requests.append({"path": self.path, **json.loads(body or b"{}")})
             if not api.replies:
                 self._send(500, "application/json", b'{"error": {"message": "no reply queued"}}')
                 return

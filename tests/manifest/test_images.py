@@ -15,7 +15,7 @@ from images_server import ImagesApi, images_api, tiny_png
 
 from toolbridge.agent.models import OpenAIImageModel
 from toolbridge.cli import main
-from toolbridge.errors import ModelError
+from toolbridge.errors import ModelError, ToolbridgeError
 from toolbridge.manifest import check_manifest
 
 APP = """\
@@ -244,3 +244,65 @@ def test_image_inputs_are_checked(tmp_path: Path, api: ImagesApi, capsys: pytest
     assert main(["run", str(path), "--target", "Draw", "--inputs", '{"prompt": "x", "mask": 1}']) == 1
     assert "unknown input 'mask'" in capsys.readouterr().err
     assert api.requests == []
+
+
+EDIT = """---
+kind: Ai.Image
+metadata: { name: Retouch }
+model: !ref Painter
+intent: edit
+---
+kind: Ai.Image
+metadata: { name: Repaint }
+model: !ref Painter
+intent: inpaint
+"""
+
+
+async def test_edit_and_inpaint_send_the_images_and_the_mask(tmp_path: Path, api: ImagesApi) -> None:
+    """As Telo's image-smoke TestEdit: a generated image reworked (intent edit), then
+    repainted under a mask (intent inpaint), through OpenAI's images.edit (multipart)."""
+    from toolbridge.manifest import load_manifest
+
+    path = write(tmp_path, api)
+    path.write_text(path.read_text(encoding="utf-8") + EDIT, encoding="utf-8")
+    assert check_manifest(path).ok, check_manifest(path).diagnostics
+    seed = {"data": base64.b64encode(PNG).decode(), "mediaType": "image/png"}
+    edited_png = tiny_png(4, 4)
+    api.answer_b64(edited_png)
+    api.answer_b64(PNG)
+    async with load_manifest(path).open() as live:
+        edited = await (await live.runnable("Retouch")).invoke(
+            {"prompt": "add a storm", "images": [seed, seed], "options": {"n": 1}}
+        )
+        repainted = await (await live.runnable("Repaint")).invoke(
+            {"prompt": "repaint the sky", "images": [seed], "mask": seed}
+        )
+        assert edited["images"][0]["data"] == base64.b64encode(edited_png).decode()
+        assert repainted["finishReason"] == "stop" and repainted["usage"]["total"] == 1
+        edit, inpaint = api.requests
+        assert edit["path"] == inpaint["path"] == "/v1/images/edits"
+        assert (edit["prompt"], edit["model"], edit["n"]) == ("add a storm", "gpt-image-1", "1")
+        assert edit["files"] == {"image[]": [PNG, PNG]} and edit["quality"] == "low"  # the model's options
+        assert inpaint["prompt"] == "repaint the sky"
+        assert inpaint["files"] == {"image": [PNG], "mask": [PNG]}
+        # hostile inputs fail the call before anything is sent
+        retouch, repaint = await live.runnable("Retouch"), await live.runnable("Repaint")
+        for runnable, inputs, says in (
+            (retouch, {"prompt": "x"}, "`images` must be a list of 1 to 16"),
+            (retouch, {"prompt": "x", "images": [seed] * 17}, "`images` must be a list of 1 to 16"),
+            (
+                retouch,
+                {"prompt": "x", "images": [{"data": "%%%", "mediaType": "image/png"}]},
+                "not valid base64",
+            ),
+            (retouch, {"prompt": "x", "images": [{"data": base64.b64encode(b"text").decode()}]}, "not a PNG"),
+            (retouch, {"prompt": "x", "images": [seed], "mask": seed}, "unknown input 'mask'"),
+            (repaint, {"prompt": "x", "images": [seed]}, "intent inpaint needs a `mask`"),
+            (repaint, {"prompt": "x", "images": [seed], "mask": "nope"}, "`mask` must be an image"),
+            (await live.runnable("Draw"), {"prompt": "x", "images": [seed]}, "unknown input 'images'"),
+        ):
+            with pytest.raises(ToolbridgeError) as failed:
+                await runnable.invoke(inputs)
+            assert failed.value.code == "ERR_INVALID_INPUT" and says in failed.value.message
+        assert len(api.requests) == 2

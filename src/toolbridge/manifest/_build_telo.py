@@ -145,7 +145,7 @@ async def make_runnable(live: Any, name: str) -> Any:
     elif isinstance(model, ImageDoc):
         out = None if model.output_dir is None else live.manifest.analysis.base_dir / model.output_dir
         options = dict(model.options) if model.options else None
-        runnable = ImageRunnable(await live.build(model.model.name), what, name, options, out)
+        runnable = ImageRunnable(await live.build(model.model.name), what, name, options, out, model.intent)
     else:
         raise ConfigError(f"{what} is not something to run", code="ERR_MANIFEST_TARGET")
     live._built[key] = runnable

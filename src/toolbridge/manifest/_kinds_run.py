@@ -18,7 +18,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, PlainValidator, Tag, model_validator
 from pydantic.json_schema import SkipJsonSchema
-from pydantic_core import PydanticCustomError
 
 from ._kinds import (
     CLIENT_KINDS,
@@ -273,19 +272,6 @@ class AgentStreamDoc(AgentDoc):
     kind: Literal["Ai.AgentStream"]  # type: ignore[assignment]
 
 
-def _generate_only(value: Any) -> str:
-    if value == "generate":
-        return "generate"
-    if value in ("edit", "inpaint"):
-        raise PydanticCustomError(
-            "telo_unsupported",
-            "Telo's intent {intent} (from input images) is a Telo feature toolbridge does not "
-            "implement; it generates from a prompt (intent generate)",
-            {"intent": value},
-        )
-    raise PydanticCustomError("literal_error", "Input should be 'generate'")
-
-
 class OpenaiImageModelDoc(KindDoc):
     """`AiOpenai.OpenaiImageModel`: OpenAI's images API (or any endpoint speaking it)."""
 
@@ -309,11 +295,9 @@ class ImageDoc(KindDoc):
     kind: Literal["Ai.Image"]
     model: Annotated[Ref, RefTo("AiOpenai.OpenaiImageModel")]
     """The image model."""
-    intent: Annotated[str, PlainValidator(_generate_only, json_schema_input_type=Literal["generate"])] = (
-        "generate"
-    )
-    """Telo's intent; toolbridge generates from a prompt (Telo's `edit` and `inpaint`, which take
-    input images, are one `ERR_MANIFEST_UNSUPPORTED`)."""
+    intent: Literal["generate", "edit", "inpaint"] = "generate"
+    """Telo's intent: `generate` from a prompt; `edit` the call's `images`; `inpaint` them where
+    the call's `mask` is transparent (OpenAI's `images.edit`)."""
     options: PlainObject | None = None
     """Options over the model's (a call's `options` go over these)."""
     output_dir: str | None = None

@@ -32,7 +32,7 @@ from ._base import (
 )
 from ._factory import PROVIDER_PREFIXES, model_from_string
 from ._gemini import GeminiModel
-from ._images import GeneratedImages, OpenAIImageModel
+from ._images import GeneratedImages, OpenAIImageModel, sniff_image_type
 from ._openai import OpenAIModel
 from ._schema import resolve_local_refs, to_gemini_schema, to_strict_schema
 from ._scripted import FunctionModel, ScriptedModel, response_from
@@ -66,6 +66,7 @@ __all__ = [
     "normalize_finish_reason",
     "resolve_local_refs",
     "response_from",
+    "sniff_image_type",
     "to_gemini_schema",
     "to_strict_schema",
 ]

@@ -1,4 +1,5 @@
-"""`OpenAIImageModel`: OpenAI's images API (`images.generate`) on the official `openai` SDK.
+"""`OpenAIImageModel`: OpenAI's images API (`images.generate`, `images.edit`) on the official
+`openai` SDK.
 
 Telo's `AiOpenai.OpenaiImageModel`. It shares `OpenAIModel`'s key handling, retries and error
 mapping (`ERR_MODEL_*`), and adds what an image answer needs, all bounded because the server is
@@ -13,7 +14,8 @@ untrusted:
 
 `generate(prompt, options)` returns a `GeneratedImages`: the images (`ImagePart`s, with the width
 and height `size` asked for), `finish_reason` (`stop`, or `content-filter` when no image came
-back) and the number of images as usage.
+back) and the number of images as usage. `edit(prompt, images, mask, options)` sends input
+images (and, to inpaint, a mask) to `images.edit` (multipart) and answers the same way.
 """
 
 from __future__ import annotations
@@ -129,11 +131,52 @@ class OpenAIImageModel(OpenAIModel):
             ModelError: `ERR_MODEL_*` as for chat requests; `ERR_MODEL_BAD_RESPONSE` for an
                 answer that is not an images response or an image that is not one.
         """
-        merged = {**self.options, **{snake_case(str(k)): v for k, v in (options or {}).items()}}
+        merged = self._merged(options)
         client = self._get_client()
         answer = await self._retrying(
             lambda: client.images.generate(model=self.model, prompt=prompt, extra_body=merged)
         )
+        return await self._answered(answer, merged)
+
+    async def edit(
+        self,
+        prompt: str,
+        images: list[ImagePart],
+        mask: ImagePart | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> GeneratedImages:
+        """Edit `images` (at least one) as `prompt` says, only where `mask` is transparent when
+        given (inpainting); `options` go over the model's.
+
+        Raises:
+            ModelError: as `generate`.
+        """
+        merged = self._merged(options)
+
+        def upload(n: int, part: ImagePart) -> tuple[str, bytes, str]:
+            ext = part.media_type.rsplit("/", 1)[-1]
+            return (f"image-{n}.{ext}", base64.b64decode(part.data), part.media_type)
+
+        files = [upload(n, p) for n, p in enumerate(images, 1)]
+        extra: dict[str, Any] = {}
+        if mask is not None:
+            extra["mask"] = upload(0, mask)
+        client = self._get_client()
+        answer = await self._retrying(
+            lambda: client.images.edit(
+                model=self.model,
+                prompt=prompt,
+                image=files if len(files) > 1 else files[0],
+                extra_body=merged,
+                **extra,
+            )
+        )
+        return await self._answered(answer, merged)
+
+    def _merged(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {**self.options, **{snake_case(str(k)): v for k, v in (options or {}).items()}}
+
+    async def _answered(self, answer: Any, merged: Mapping[str, Any]) -> GeneratedImages:
         items = getattr(answer, "data", None)
         if items is None and not hasattr(answer, "created"):
             raise self._bad("the answer is not an images response")
