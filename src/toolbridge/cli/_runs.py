@@ -10,7 +10,8 @@ toolbridge runs reap --journal FILE|URL [--json]          # settle runs whose wr
 `--outcome` filters on the outcome as read back (`outcome_unknown` includes runs read back so);
 `--status` on what the journal stores (`running` lists runs still open, interrupted or not).
 Filters look at the newest `FILTER_WINDOW` runs. `reap` is the one action that writes: it settles
-the runs of writers whose lease expired (`toolbridge.runtime._leases`), as every gateway does.
+the runs of writers whose lease expired (`toolbridge.runtime._leases`), as every gateway, batch
+driver and Ray actor does.
 
 `--json` keys are camelCase, as in every JSON output of the command line (`runId`, `costMicros`,
 `usage.inputTokens`, `calls[].argsSha256`); the list gives each run with its calls, as `show`.
