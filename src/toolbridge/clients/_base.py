@@ -192,6 +192,7 @@ class ConnectionClient(PerCallRequests):
 
     _shutdown_grace_s: float = 5.0
     _net = "inproc"  # `network.transport` of the `mcp.client.operation.duration` metric
+    _param_headers = False  # the transport carries `Mcp-Param-*` headers (HTTP; see call_tool)
     accepts_deadline = True
     """`call_tool` takes a caller's `deadline=` (the governed runtime gives it its tool timeout)."""
 
@@ -529,16 +530,17 @@ class ConnectionClient(PerCallRequests):
 
     async def _list_for_param_headers(self, conn: _Connection, sdk: Client) -> None:
         """Before a call on a connection that has not listed the server's current tools: on a
-        2026-07-28 connection, list them, so the SDK knows each tool's `x-mcp-header` parameters
-        and mirrors them into the call's `Mcp-Param-*` headers (SEP-2243; a 2026 server refuses a
-        call whose headers and arguments disagree). A connection made only to call (the gateway's
-        per-identity and per-capability connections) or whose tools changed lists once; a
-        handshake-era connection never needs to. The listing feeds the SDK only: the client's own
-        cache (`list_tools`) and its generation are left as they were. A listing that fails is not
-        retried before each call (the calls go without the headers until the tools change; the
-        server says what it misses)."""
+        2026-07-28 HTTP connection, list them, so the SDK knows each tool's `x-mcp-header`
+        parameters and mirrors them into the call's `Mcp-Param-*` headers (SEP-2243; a 2026
+        server refuses a call whose headers and arguments disagree). A connection made only to
+        call (the gateway's per-identity and per-capability connections) or whose tools changed
+        lists once; a handshake-era connection, or one without headers (stdio, in-process), never
+        needs to. The listing feeds the SDK only: the client's own cache (`list_tools`) and its
+        generation are left as they were. A listing that fails is not retried before each call
+        (the calls go without the headers until the tools change; the server says what it
+        misses)."""
         conn.listed = True
-        if sdk.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if not self._param_headers or sdk.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return
         try:
             await fetch_all_tools(sdk, self._describe)

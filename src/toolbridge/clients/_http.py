@@ -128,6 +128,7 @@ class HttpClient(ConnectionClient):
     """
 
     _net = "tcp"
+    _param_headers = True
 
     max_message_bytes: int  # always given here (the base also serves transports without a cap)
 
