@@ -89,6 +89,10 @@ SCENARIOS = (
 )
 """Every client scenario of conformance 0.2.0-alpha.12 (checked against `conformance list` below)."""
 
+GATEWAY_TIMEOUT_MS = 120_000
+"""How long the runner lets `gateway_client.py` run: it also lists the scenario's server and starts a
+gateway process (about 10 s alone, several times that on a loaded 2-core machine)."""
+
 THROUGH_THE_GATEWAY = ("json-schema-2020-12-preservation", "http-custom-headers")
 """Scenarios also run with `toolbridge gateway` between `client.py` and the scenario's server
 (`gateway_client.py`): what a client must keep and send must survive the gateway too (the tool
@@ -166,7 +170,7 @@ def gateway_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Ou
     """The selected scenarios of THROUGH_THE_GATEWAY, run at the same time (each starts its own gateway)."""
     _require_install()
     scenarios = selected(request, "test_alpha_client_scenario_through_the_gateway")
-    with started_runs(scenarios, ALPHA_JS, CLIENT_TIMEOUT_MS, GATEWAY_CLIENT) as futures:
+    with started_runs(scenarios, ALPHA_JS, GATEWAY_TIMEOUT_MS, GATEWAY_CLIENT) as futures:
         yield futures
 
 
@@ -174,7 +178,7 @@ def gateway_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[Ou
 def test_alpha_client_scenario_through_the_gateway(
     scenario: str, gateway_runs: dict[str, Future[Outcome]]
 ) -> None:
-    exit_code, checks, console = gateway_runs[scenario].result(timeout=CLIENT_TIMEOUT_MS / 1000 * 2 + 60)
+    exit_code, checks, console = gateway_runs[scenario].result(timeout=GATEWAY_TIMEOUT_MS / 1000 * 2 + 60)
     problems = _problems(exit_code, checks)
     assert not problems, f"{scenario} through the gateway failed:\n" + "\n".join(problems) + "\n" + console
     assert len([c for c in checks if c.get("status") == "SUCCESS"]) >= 9, checks
