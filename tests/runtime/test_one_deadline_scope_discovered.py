@@ -267,3 +267,32 @@ async def test_call_tool_until_refuses_a_bad_deadline(
             with pytest.raises(ConfigError) as args:
                 await McpToolProvider(client).call_tool_until("echo", ["x"], 1e12)  # type: ignore[arg-type]
             assert args.value.code == "ERR_INVALID_INPUT"
+
+
+async def test_an_agent_step_runs_the_call_the_runtimes_way(
+    everything_params: StdioServerParameters, armed: list[float]
+) -> None:
+    """Under `runtime.run` the governor runs a discovered tool's call as a session does (one way
+    to run a governed call): the provider takes the tool's deadline into the client's one scope,
+    so a step arms the run's scope and the call's, not a third (the client's 20 s)."""
+    from toolbridge import Agent, ScriptedModel
+
+    runtime = create_runtime(
+        permissions={"allow": ["model:scripted", "tool:echo", "effect:none"]},
+        limits={"max_duration_ms": 60_000},
+    )
+    async with _client(everything_params) as client:
+        await client.list_tools()
+        binding = _binding(McpToolProvider(client), "none", 7_000)
+        turns: list[dict[str, Any]] = [
+            {"tool_calls": [{"name": "echo", "arguments": {"message": "hi"}}]},
+            {"text": "done"},
+        ]
+        armed.clear()
+        before = anyio.current_time()
+        result = await runtime.run(Agent(ScriptedModel(turns), tool_providers=[binding]), "go")
+    assert result.ok, (result.outcome, result.error_code)
+    assert result.steps[0].tool_results[0].content[0].text == "Echo: hi"
+    # the run's deadline (60 s) and the call's (the tool's 7 s): nothing at the client's 20 s
+    assert len(armed) == 2, armed
+    assert before + 6.5 < min(armed) < before + 8 and max(armed) > before + 59

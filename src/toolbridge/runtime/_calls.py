@@ -42,8 +42,8 @@ from typing import Any, Final
 from .. import telemetry
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
 from .._canonical import canonical_json
-from .._deadlines import deadline_watch
-from ..calls import PlannedToolCall
+from .._deadlines import deadline_watch, takes_deadline
+from ..calls import PlannedToolCall, ToolTarget
 from ..errors import JsonRpcError, PolicyError, ToolbridgeError, ToolError
 from ..tools import ToolResult
 from ._answers import answered_code
@@ -56,7 +56,7 @@ from ._permissions import ToolGrantNeeds
 from ._refusals import RefusedCalls, args_digest, binding_value, needs_of
 from ._state import Plan, RunCore, loop_now
 
-__all__ = ["CallRules", "TakesDeadline", "ms", "rt_settle"]
+__all__ = ["CallRules", "TakesDeadline", "invoker", "ms", "rt_settle"]
 
 log = logging.getLogger("toolbridge.runtime")
 
@@ -109,6 +109,31 @@ class TakesDeadline(functools.partial[Any]):
     whose `call_tool` is its own, not a subclass's or an instance's replacement)."""
 
     __slots__ = ()
+
+
+def invoker(
+    target: ToolTarget, call: PlannedToolCall, context: object = None
+) -> Callable[[], Awaitable[ToolResult]] | None:
+    """How the runtime runs a discovered tool's call; None for a declared tool (the rules call its
+    `send`). The session and the agent's governor both use it: one way to run a governed call.
+
+    The provider's own coroutine, made when the rules call it: no coroutine layer of ours around
+    it (a layer is paid again at every suspension of the call). An `McpToolProvider` takes the
+    rules' deadline (`TakesDeadline` of its `call_tool_until`, which hands it to a toolbridge
+    client's one cancel scope, or bounds another client with a scope of its own); any other
+    provider, or one whose class or instance replaces `call_tool` (the gateway's, a user's
+    wrapper, which `call_tool_until` would bypass), gets the rules' own scope around the call.
+    A caller's `context` (the gateway's `CallContext`) goes to a provider that says it takes one
+    (`accepts_context = True`) as `call_tool(name, args, context=)`.
+    """
+    source = target.source
+    if isinstance(source, DeclaredTool):
+        return None
+    if context is not None and getattr(source, "accepts_context", False) is True:
+        return functools.partial(source.call_tool, target.spec.name, call.arguments, context=context)
+    if takes_deadline(source, "toolbridge.bridge"):
+        return TakesDeadline(source.call_tool_until, target.spec.name, call.arguments)
+    return functools.partial(source.call_tool, target.spec.name, call.arguments)
 
 
 _Resolved = tuple[PlannedToolCall, ToolGrantNeeds, str, str | None, DeclaredTool | None]

@@ -18,7 +18,7 @@ from typing import Any
 from .. import telemetry
 from ..calls import AgentHooks, PlannedToolCall, RunContext
 from ..tools import ToolResult
-from ._calls import ms
+from ._calls import invoker, ms
 from ._limits import ContextMeter, model_cost
 from ._run import GovernedRun
 
@@ -35,7 +35,7 @@ class Governor(AgentHooks):
         self._context = ContextMeter()
 
     def _step(self, ctx: RunContext) -> None:
-        step = int(getattr(ctx, "step", 0) or 0)
+        step = ctx.step
         if self.state.step == step:
             return
         self.end_step()
@@ -62,7 +62,7 @@ class Governor(AgentHooks):
     async def before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:
         self._step(ctx)
         self.state.phase = "model"
-        if int(getattr(ctx, "step", 0) or 0) >= self.core.rt.limits.max_steps:
+        if ctx.step >= self.core.rt.limits.max_steps:
             raise self.core.fail("LIMIT_EXCEEDED", "max_steps")
         options = getattr(request, "options", None) or {}
         self.run.rules.model_started(
@@ -88,10 +88,15 @@ class Governor(AgentHooks):
     async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
         self.state.phase = "tools"
         self._step(ctx)
-        await self.run.calls.plan(calls, int(getattr(ctx, "step", 0) or 0))
+        await self.run.calls.plan(calls, ctx.step)
 
     def call_tool(
         self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]
     ) -> Coroutine[Any, Any, ToolResult]:
-        # What the call rules' `run` gives, to be awaited by the agent: no layer of our own.
-        return self.run.calls.run(call, int(getattr(ctx, "step", 0) or 0), invoke)
+        # The runtime runs the call its own way (`invoker`: a discovered tool's provider takes the
+        # rules' deadline, a declared tool is sent by the rules), as a session's call is run; the
+        # agent's `invoke` is what it would have done unguarded, left unused here. What the call
+        # rules' `run` gives is awaited by the agent: no layer of our own.
+        target = call.target
+        own = invoker(target, call) if target is not None else None
+        return self.run.calls.run(call, ctx.step, own or invoke)

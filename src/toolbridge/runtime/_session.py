@@ -38,19 +38,17 @@ same object, so there is one implementation of the rules.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._deadlines import takes_deadline
-from ..calls import PlannedToolCall, ToolBinding, ToolTarget
+from ..calls import PlannedToolCall, ToolBinding
 from ..catalog import Catalog, ToolCatalog, check_declared
 from ..errors import AgentError, ConfigError, PolicyError, ToolbridgeError
 from ..tools import ToolResult, ToolSpec
-from ._calls import TakesDeadline
+from ._calls import invoker
 from ._declared import DeclaredTool
 from ._outcomes import CODES, RuntimeResult
 from ._run import GovernedRun
@@ -66,30 +64,6 @@ _MAX_UNPLANNED_ROWS = 1000
 """A batch refused before it was planned gets rows for at most this many of its calls."""
 
 log = logging.getLogger("toolbridge.runtime")
-
-
-def _invoke(
-    target: ToolTarget, call: PlannedToolCall, context: object = None
-) -> Callable[[], Awaitable[ToolResult]] | None:
-    """How to run a discovered tool's call; None for a declared tool (the rules call its `send`).
-
-    The provider's own coroutine, made when the rules call it: no coroutine layer of ours around
-    it (a layer is paid again at every suspension of the call). An `McpToolProvider` takes the
-    rules' deadline (`TakesDeadline` of its `call_tool_until`, which hands it to a toolbridge
-    client's one cancel scope, or bounds another client with a scope of its own); any other
-    provider, or one whose class or instance replaces `call_tool` (the gateway's, a user's
-    wrapper, which `call_tool_until` would bypass), gets the rules' own scope around the call.
-    A caller's `context` (the gateway's `CallContext`) goes to a provider that says it takes one
-    (`accepts_context = True`) as `call_tool(name, args, context=)`.
-    """
-    source = target.source
-    if isinstance(source, DeclaredTool):
-        return None
-    if context is not None and getattr(source, "accepts_context", False) is True:
-        return functools.partial(source.call_tool, target.spec.name, call.arguments, context=context)
-    if takes_deadline(source, "toolbridge.bridge"):
-        return TakesDeadline(source.call_tool_until, target.spec.name, call.arguments)
-    return functools.partial(source.call_tool, target.spec.name, call.arguments)
 
 
 class GovernedSession:
@@ -293,7 +267,7 @@ class GovernedSession:
         assert target is not None  # `_plan` refused unknown names
         # A declared tool needs no `invoke` closure (the rules call its `send`).
         return await self._run.calls.run(
-            call, step, None if isinstance(target.source, DeclaredTool) else _invoke(target, call, context)
+            call, step, None if isinstance(target.source, DeclaredTool) else invoker(target, call, context)
         )
 
     async def refuse(
@@ -355,7 +329,7 @@ class GovernedSession:
         if len(planned) == 1:
             call = planned[0]
             assert call.target is not None  # `_plan` refused unknown names
-            return [await self._run.calls.run(call, step, _invoke(call.target, call))]
+            return [await self._run.calls.run(call, step, invoker(call.target, call))]
         results: list[ToolResult | None] = [None] * len(planned)
         failures: dict[int, BaseException] = {}
         limiter = (
@@ -367,9 +341,9 @@ class GovernedSession:
             try:
                 if limiter is not None:
                     async with limiter:
-                        results[index] = await self._run.calls.run(call, step, _invoke(call.target, call))
+                        results[index] = await self._run.calls.run(call, step, invoker(call.target, call))
                 else:
-                    results[index] = await self._run.calls.run(call, step, _invoke(call.target, call))
+                    results[index] = await self._run.calls.run(call, step, invoker(call.target, call))
             except PolicyError as exc:
                 failures[index] = exc
 
