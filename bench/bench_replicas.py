@@ -132,6 +132,21 @@ def kill(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     proc.wait(timeout=10)
 
 
+def start_haproxy(folder: Path, port: int, backends: list[int]) -> subprocess.Popen[bytes]:
+    """haproxy in the foreground (`-db`, its own session), round robin over `backends` on
+    127.0.0.1, health-checked every 300 ms; the caller ends it (SIGTERM to its group)."""
+    cfg = folder / "haproxy.cfg"
+    servers = "\n".join(f"    server g{i} 127.0.0.1:{p}" for i, p in enumerate(backends))
+    cfg.write_text(HAPROXY.format(port=port, servers=servers), encoding="utf-8")
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    return subprocess.Popen(
+        [binary, "-db", "-f", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 @contextlib.contextmanager
 def cluster(folder: Path, db: str, replicas: int, quota: str) -> Iterator[tuple[int, list[Any], list[int]]]:
     """(haproxy's port, the replica processes, their ports)."""
@@ -161,16 +176,7 @@ def cluster(folder: Path, db: str, replicas: int, quota: str) -> Iterator[tuple[
         for port, proc in zip(ports, procs, strict=True):
             wait_port(port, proc)
         front = free_port()
-        cfg = folder / "haproxy.cfg"
-        servers = "\n".join(f"    server g{i} 127.0.0.1:{p}" for i, p in enumerate(ports))
-        cfg.write_text(HAPROXY.format(port=front, servers=servers), encoding="utf-8")
-        binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
-        balancer = subprocess.Popen(
-            [binary, "-db", "-f", str(cfg)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        balancer = start_haproxy(folder, front, ports)
         wait_port(front, balancer)
         time.sleep(1)  # haproxy's health checks see every replica up
         for port in ports if not quota else ():  # each replica's upstream started, pools warm

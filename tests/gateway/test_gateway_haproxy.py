@@ -11,6 +11,7 @@ haproxy routed around the dead replica (no call failed for it).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 from gw_helpers import calls_of, free_port, upstream_manifest
+from test_gateway_leases import settled_slow_run, slow_call_started, slow_run
 from test_gateway_quotas import codes
 from test_gateway_replicas import TOKEN, connect, kill_group, start_replica, wait_listening
 
@@ -27,39 +29,19 @@ from toolbridge.runtime import PostgresJournal
 from toolbridge.runtime._journal import RunRecord
 
 CAP, CALLS = 6, 20
-HAPROXY_CFG = """global
-    maxconn 512
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    retries 3
-    option redispatch
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend gateways
-backend gateways
-    balance roundrobin
-    default-server check inter 300ms fall 1 rise 2
-{servers}
-"""
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_replicas.py"
 
 
 def start_haproxy(folder: Path, port: int, backends: list[int]) -> subprocess.Popen[bytes]:
-    """haproxy in the foreground (`-db`), round robin over `backends`, health-checked every 300 ms."""
-    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
-    if not os.path.exists(binary):
+    """haproxy as `bench/bench_replicas.py` starts it (one configuration for both)."""
+    if not (shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy")):
         pytest.fail("haproxy is not installed: `apt-get install haproxy` (as .ci/run does)")
-    servers = "\n".join(f"    server g{i} 127.0.0.1:{p}" for i, p in enumerate(backends))
-    cfg = folder / "haproxy.cfg"
-    cfg.write_text(HAPROXY_CFG.format(port=port, servers=servers), encoding="utf-8")
-    return subprocess.Popen(
-        [binary, "-db", "-f", str(cfg)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    spec = importlib.util.spec_from_file_location("bench_replicas", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    proc: subprocess.Popen[bytes] = bench.start_haproxy(folder, port, backends)
+    return proc
 
 
 def runs(url: str) -> list[RunRecord]:
@@ -68,10 +50,6 @@ def runs(url: str) -> list[RunRecord]:
         return [r for r in (journal.get_run(x.run_id) for x in journal.list_runs(200)) if r is not None]
     finally:
         journal.close()
-
-
-def slow_run(url: str) -> RunRecord | None:
-    return next((r for r in runs(url) if any(c.tool_id == "up_slow" for c in r.calls)), None)
 
 
 async def test_replicas_behind_haproxy_keep_one_cap_and_settle_a_killed_replicas_call(
@@ -101,22 +79,8 @@ async def test_replicas_behind_haproxy_keep_one_cap_and_settle_a_killed_replicas
         for port, proc in zip(ports, replicas, strict=True):
             await wait_listening(port, proc)
         await wait_listening(front, balancer)
-        started = anyio.Event()
-
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            started.set()
-
-        async def slow_call() -> None:
-            try:
-                async with connect(front) as client:
-                    await client.call_tool("up_slow", {}, progress_callback=on_progress)
-            except Exception:  # the replica serving it died under it
-                return
-
         async with anyio.create_task_group() as tg:
-            tg.start_soon(slow_call)
-            with anyio.fail_after(30):
-                await started.wait()
+            await slow_call_started(tg, front)
             running = await anyio.to_thread.run_sync(slow_run, postgres_url)
             assert running is not None and running.outcome == "running"
             (victim,) = [p for p in replicas if p.pid == running.pid]
@@ -130,14 +94,7 @@ async def test_replicas_behind_haproxy_keep_one_cap_and_settle_a_killed_replicas
         async with anyio.create_task_group() as tg:
             for i in range(CALLS):
                 tg.start_soon(one, i)
-        settled = None
-        with anyio.fail_after(60):  # a hang guard: the lease is 2 s, a reaper ticks every 0.7 s
-            while settled is None:
-                record = await anyio.to_thread.run_sync(slow_run, postgres_url)
-                if record is not None and record.outcome != "running" and not record.interrupted:
-                    settled = record
-                else:
-                    await anyio.sleep(0.2)
+        settled = await settled_slow_run(postgres_url)
     finally:
         if balancer.poll() is None:
             os.killpg(balancer.pid, signal.SIGTERM)

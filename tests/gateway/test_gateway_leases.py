@@ -11,11 +11,42 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import anyio.abc
 from gw_helpers import free_port, upstream_manifest
 from test_gateway_replicas import CLIENTS, TOKEN, connect, kill_group, start_replica, wait_listening
 
 from toolbridge.runtime import PostgresJournal
 from toolbridge.runtime._journal import RunRecord
+
+
+async def slow_call_started(tg: anyio.abc.TaskGroup, port: int) -> None:
+    """Start an `up_slow` call through `port` in `tg`; return once the upstream is running it
+    (its first progress). The call ends quietly when the process serving it dies."""
+    started = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    async def slow_call() -> None:
+        try:
+            async with connect(port) as client:
+                await client.call_tool("up_slow", {}, progress_callback=on_progress)
+        except Exception:  # the replica died under it
+            return
+
+    tg.start_soon(slow_call)
+    with anyio.fail_after(30):
+        await started.wait()
+
+
+async def settled_slow_run(url: str) -> RunRecord:
+    """The `up_slow` run once a reaper stored its end (not merely read back as interrupted)."""
+    with anyio.fail_after(60):  # a hang guard: leases of 2 s, a reaper ticks every 0.7 s
+        while True:
+            record = await anyio.to_thread.run_sync(slow_run, url)
+            if record is not None and record.outcome != "running" and not record.interrupted:
+                return record
+            await anyio.sleep(0.2)
 
 
 def slow_run(url: str) -> RunRecord | None:
@@ -42,31 +73,10 @@ async def test_a_killed_replicas_call_is_settled_by_the_other(tmp_path: Path, po
     try:
         for port, proc in zip(ports, replicas, strict=True):
             await wait_listening(port, proc)
-        started = anyio.Event()
-
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            started.set()
-
-        async def slow_call() -> None:
-            try:
-                async with connect(ports[0]) as client:
-                    await client.call_tool("up_slow", {}, progress_callback=on_progress)
-            except Exception:  # the replica died under it
-                return
-
         async with anyio.create_task_group() as tg:
-            tg.start_soon(slow_call)
-            with anyio.fail_after(30):
-                await started.wait()
+            await slow_call_started(tg, ports[0])
             kill_group(replicas[0])
-        settled = None
-        with anyio.fail_after(60):  # a hang guard: the lease is 2 s, the reaper ticks every 0.7 s
-            while settled is None:
-                record = await anyio.to_thread.run_sync(slow_run, postgres_url)
-                if record is not None and record.outcome != "running" and not record.interrupted:
-                    settled = record
-                else:
-                    await anyio.sleep(0.2)
+        settled = await settled_slow_run(postgres_url)
         async with connect(ports[1]) as client:  # and replica 1 keeps serving
             after = await client.call_tool("up_echo", {"text": "still serving"})
             assert after.content[0].text == "still serving"  # type: ignore[union-attr]
