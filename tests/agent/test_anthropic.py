@@ -468,7 +468,7 @@ async def test_stop_reasons_map_to_finish_reasons(api: FakeApi) -> None:
         "max_tokens": "length",
         "stop_sequence": "stop",
         "refusal": "content-filter",
-        "pause_turn": "other",
+        "pause_turn": "paused",
         "model_context_window_exceeded": "length",
     }
     for stop in expected:

@@ -42,22 +42,28 @@ def _loaded(messages: list[dict[str, Any]]) -> set[str]:
 
 
 class MessagesApi:
-    """The API's side of the exchange: search on the first turn, check and answer on the next."""
+    """The API's side of the exchange: search, check and answer. Like the API, any request whose
+    conversation calls a deferred tool no search result loaded is refused. With `pauses`, a new
+    turn is first paused that many times (`pause_turn`, the search asked but not yet answered);
+    a paused turn sent back (the conversation ends with it) goes on where it stopped."""
 
-    def __init__(self) -> None:
+    def __init__(self, pauses: int = 0) -> None:
         self.query = "create a new calendar meeting event"
+        self.pauses = pauses
+        self.left = 0
+        self.continued: list[list[dict[str, Any]]] = []
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         tools = body.get("tools", [])
         deferred = {t["name"]: t for t in tools if t.get("defer_loading")}
         messages = body["messages"]
-        last = messages[-1]["content"]
-        if last and last[0].get("type") == "tool_result":
-            for turn in messages:  # the API: a deferred tool is callable only once a search loaded it
-                for block in turn["content"]:
-                    name = block.get("name")
-                    if block.get("type") == "tool_use" and name in deferred and name not in _loaded(messages):
-                        return error(400, "invalid_request_error", "tool reference not loaded")
+        for turn in messages:  # the API: a deferred tool is callable only once a search loaded it
+            for block in turn["content"]:
+                name = block.get("name")
+                if block.get("type") == "tool_use" and name in deferred and name not in _loaded(messages):
+                    return error(400, "invalid_request_error", "tool reference not loaded")
+        last = messages[-1]
+        if last["role"] == "user" and last["content"][0].get("type") == "tool_result":
             return self._reply(body, [{"type": "text", "text": "booked"}], "end_turn")
         asked = _words(self.query)
         ranked = sorted(
@@ -65,25 +71,33 @@ class MessagesApi:
             key=lambda t: (-len(asked & _words(t["name"] + " " + t.get("description", ""))), t["name"]),
         )
         found = [t["name"] for t in ranked[:3]]
-        blocks = [
-            {"type": "text", "text": "Let me look."},
-            {
-                "type": "server_tool_use",
-                "id": "srvtoolu_1",
-                "name": SEARCH_TOOL["name"],
-                "input": {"query": self.query},
+        search = {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": SEARCH_TOOL["name"],
+            "input": {"query": self.query},
+        }
+        result = {
+            "type": RESULT,
+            "tool_use_id": "srvtoolu_1",
+            "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": [{"type": "tool_reference", "tool_name": n} for n in found],
             },
-            {
-                "type": RESULT,
-                "tool_use_id": "srvtoolu_1",
-                "content": {
-                    "type": "tool_search_tool_search_result",
-                    "tool_references": [{"type": "tool_reference", "tool_name": n} for n in found],
-                },
-            },
-            {"type": "tool_use", "id": "toolu_1", "name": found[0], "input": {"text": "standup"}},
-        ]
-        return self._reply(body, blocks, "tool_use")
+        }
+        call = {"type": "tool_use", "id": "toolu_1", "name": found[0], "input": {"text": "standup"}}
+        if last["role"] == "user":
+            self.left = self.pauses
+        else:  # a paused turn sent back as it came
+            self.continued.append(last["content"])
+        if self.left:
+            self.left -= 1
+            if last["role"] == "user":
+                return self._reply(body, [{"type": "text", "text": "Let me look."}, search], "pause_turn")
+            return self._reply(body, [{"type": "text", "text": "Still looking."}], "pause_turn")
+        if last["role"] == "assistant":
+            return self._reply(body, [result, call], "tool_use")
+        return self._reply(body, [{"type": "text", "text": "Let me look."}, search, result, call], "tool_use")
 
     @staticmethod
     def _reply(body: dict[str, Any], blocks: list[dict[str, Any]], stop: str) -> Reply:
@@ -123,9 +137,11 @@ def _check_wire(api: FakeApi) -> None:
     assert not {"find_tools", "use_tools"} & {t["name"] for t in tools}
     assistant = second["messages"][1]
     assert assistant["role"] == "assistant"
-    assert [b["type"] for b in assistant["content"]] == ["server_tool_use", RESULT, "text", "tool_use"]
-    assert assistant["content"][0]["input"] == {"query": "create a new calendar meeting event"}
-    assert assistant["content"][1]["content"]["tool_references"][0] == {
+    # the turn goes back as the API sent it (it was [search, result, text, call] before it went
+    # back verbatim: the API asks for a turn's content as it came)
+    assert [b["type"] for b in assistant["content"]] == ["text", "server_tool_use", RESULT, "tool_use"]
+    assert assistant["content"][1]["input"] == {"query": "create a new calendar meeting event"}
+    assert assistant["content"][2]["content"]["tool_references"][0] == {
         "type": "tool_reference",
         "tool_name": "cal_create_event",
     }
@@ -240,3 +256,108 @@ async def test_a_search_error_goes_back_and_a_broken_streamed_query_is_one_error
                 pass
         assert caught.value.code == "ERR_MODEL_BAD_RESPONSE"
         await model.aclose()
+
+
+async def test_a_paused_turn_goes_back_as_it_came_bounded_and_counted(tmp_path: Path) -> None:
+    from toolbridge.agent import MAX_PAUSES
+    from toolbridge.agent.models import NativeSearch
+    from toolbridge.errors import AgentError
+    from toolbridge.runtime import create_runtime
+
+    (tmp_path / "state").mkdir()
+    responder = MessagesApi(pauses=1)
+    search = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "tool_search_tool_bm25",
+        "input": {"query": responder.query},
+    }
+    paused = {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, search]}
+    grants = ["model:anthropic:claude-test", "effect:write", "tool:cal_create_event"]
+    runtime = create_runtime(permissions=grants)
+    tight = create_runtime(permissions=grants, limits={"max_model_calls": 2})
+    events: list[Any] = []
+    runtime.subscribe(events.append)
+    try:
+        with FakeApi(responder) as api:
+            async with StdioClient(sys.executable, [str(CATALOG), str(tmp_path / "state"), "200"]) as client:
+                agent = Agent(_model(api), [McpToolProvider(client)], tool_search=50)
+                for streamed in (False, True):
+                    api.seen.clear()
+                    if streamed:
+                        done = [e async for e in agent.stream("book the standup")][-1]
+                        assert done.type == "run-finished", done
+                        result = done.result
+                    else:
+                        result = await agent.run("book the standup")
+                    assert result.output == "booked"
+                    first, second, third = api.bodies
+                    # the paused turn goes back as it came, and nothing else: no user message after it
+                    assert second["messages"] == [first["messages"][0], paused]
+                    assert [b["type"] for b in third["messages"][1]["content"]] == [
+                        "text",
+                        "server_tool_use",
+                        RESULT,
+                        "tool_use",
+                    ]
+                    assert [s.finish_reason for s in result.steps] == ["paused", "tool-calls", "stop"]
+                    # the search is shown in the step its result came in, with the query of the paused turn
+                    (found,) = result.steps[1].native_searches
+                    assert found == NativeSearch(responder.query, found.loaded)
+                    assert found.loaded[0] == "cal_create_event" and len(found.loaded) == 3
+                    assert responder.continued == [paused["content"]]
+                    responder.continued.clear()
+                # governed: each continuation is a model call; the search's loaded tools are an event
+                result = await runtime.run(agent, "book the standup")
+                assert result.outcome == "succeeded", result.error_code
+                assert result.usage["model_calls"] == 3
+                searched = [e for e in events if e.type == "model.tool_search"]
+                assert [e.data for e in searched] == [
+                    {"call": 2, "searches": 1, "loaded": sorted(found.loaded)}
+                ]
+                assert responder.query not in json.dumps([e.to_dict() for e in events])  # never the query
+                refused = await tight.run(agent, "book the standup")
+                assert (refused.outcome, refused.error_code) == ("failed", "LIMIT_EXCEEDED")
+                # bounded: a turn paused again and again ends the run, one clear code
+                responder.pauses = 100
+                api.seen.clear()
+                with pytest.raises(AgentError) as caught:
+                    await agent.run("book the standup")
+                assert caught.value.code == "ERR_AGENT_MAX_PAUSES"
+                assert len(api.seen) == 1 + MAX_PAUSES
+                stopped = await runtime.run(agent, "book the standup")
+                assert stopped.error_code == "LIMIT_EXCEEDED"
+    finally:
+        runtime.close()
+        tight.close()
+
+
+async def test_a_run_continued_in_another_process_keeps_what_the_search_loaded(tmp_path: Path) -> None:
+    """The conversation is written out as JSON and read back by a fresh model (what a new process
+    has): the search's blocks travel in the messages, so the API still finds the tools they loaded.
+    Without them (a conversation written out before `native` existed) the API refuses it."""
+    from toolbridge.agent import message_to_dict
+    from toolbridge.errors import ConfigError
+
+    (tmp_path / "state").mkdir()
+    with FakeApi(MessagesApi()) as api:
+        async with StdioClient(sys.executable, [str(CATALOG), str(tmp_path / "state"), "200"]) as client:
+            first = await Agent(_model(api), [McpToolProvider(client)], tool_search=50).run("book it")
+            saved = json.dumps([message_to_dict(m) for m in first.messages])
+            assert json.loads(saved)[1]["native"]["blocks"][2]["type"] == RESULT
+            history = [*json.loads(saved), {"role": "user", "content": "and again"}]
+            fresh = Agent(_model(api), [McpToolProvider(client)], tool_search=50)
+            again = await fresh.run(history)
+            assert again.output == "booked"
+            sent = api.bodies[-2]["messages"][1]["content"]  # the first run's turn, as the API sent it
+            assert [b["type"] for b in sent] == ["text", "server_tool_use", RESULT, "tool_use"]
+            assert [message_to_dict(m) for m in again.messages[: len(history)]] == history
+            stripped = [{k: v for k, v in m.items() if k != "native"} for m in history]
+            with pytest.raises(ModelError):
+                await Agent(_model(api), [McpToolProvider(client)], tool_search=50).run(stripped)
+    for bad in ({"provider": "anthropic", "blocks": "x"}, {"blocks": []}, {"provider": "a", "blocks": [1]}):
+        with pytest.raises(ConfigError) as caught:
+            await fresh.run([{"role": "user", "content": "x"}, {"role": "assistant", "native": bad}])
+        assert caught.value.code == "ERR_INVALID_INPUT"
+    with pytest.raises(ConfigError):
+        await fresh.run([{"role": "user", "content": "x", "native": {"provider": "a", "blocks": []}}])

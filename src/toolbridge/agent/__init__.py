@@ -13,7 +13,8 @@
 
 from .._naming import model_legal
 from ..calls import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, ToolTarget
-from ._agent import FINAL_RESULT_TOOL, Agent, build_messages, error_feedback, result_to_model
+from ._agent import FINAL_RESULT_TOOL, MAX_PAUSES, Agent, build_messages, error_feedback, result_to_model
+from ._input import message_to_dict
 from ._sampling import ModelSamplingHandler
 from ._tool_search import ToolSearch
 from ._types import (
@@ -40,6 +41,8 @@ from .models import (
     ModelPrices,
     ModelRequest,
     ModelResponse,
+    NativeBlocks,
+    NativeSearch,
     OpenAIModel,
     ScriptedModel,
     TextDelta,
@@ -51,6 +54,7 @@ from .models import (
 
 __all__ = [
     "FINAL_RESULT_TOOL",
+    "MAX_PAUSES",
     "Agent",
     "AgentEvent",
     "AgentHooks",
@@ -65,6 +69,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSamplingHandler",
+    "NativeBlocks",
+    "NativeSearch",
     "OpenAIModel",
     "PlannedToolCall",
     "RunContext",
@@ -88,6 +94,7 @@ __all__ = [
     "build_messages",
     "error_feedback",
     "estimate_cost_micros",
+    "message_to_dict",
     "model_from_string",
     "model_legal",
     "result_to_model",

@@ -85,7 +85,12 @@ from .models._base import (
 )
 from .models._factory import model_from_string
 
-__all__ = ["FINAL_RESULT_TOOL", "Agent"]
+__all__ = ["FINAL_RESULT_TOOL", "MAX_PAUSES", "Agent"]
+
+MAX_PAUSES = 3
+"""The most times in a row a provider may pause one turn (`finish_reason` `paused`: Anthropic's
+`pause_turn`); each continuation is a model call and a step (`max_steps`, the runtime's limits
+and budget count it), and one more ends the run with `ERR_AGENT_MAX_PAUSES`."""
 
 
 # -- results to the model ----------------------------------------------------------------------
@@ -176,7 +181,11 @@ class Agent:
         name: a label for logs and the runtime.
         tool_search: past a number of tools, the model is shown `find_tools` / `use_tools` and
             the tools it asked for instead of all (`ToolSearch`, a threshold, or True; see
-            docs/discovery.md).
+            docs/discovery.md). With a model that has a search of its own (`AnthropicModel`)
+            and `ToolSearch.native` set (the default `bm25`, or `regex`), the provider's search
+            is used instead: every tool is sent deferred, the search loads what the model looks
+            for in the same turn (`Step.native_searches` says what), and a turn the provider
+            pauses goes back to it as it came (at most `MAX_PAUSES` times in a row).
 
     Raises:
         ConfigError: `ERR_CONFIG` for invalid settings or bindings.
@@ -396,6 +405,7 @@ class Agent:
         usage = Usage()
         steps: list[Step] = []
         output_failures = 0
+        paused = 0  # continuations of the turn the provider paused (`MAX_PAUSES`)
         last_text = ""
         finish_reason = "stop"
         output: Any = None
@@ -458,15 +468,26 @@ class Agent:
             telemetry.end_chat(chat, self.model, response)
             last_text = response.text
             finish_reason = response.finish_reason
+            paused = paused if finish_reason == "paused" else 0
             calls = _with_ids(step, response.tool_calls)
-            messages.append(Message("assistant", response.text, tool_calls=calls))
+            messages.append(Message("assistant", response.text, tool_calls=calls, native=response.native))
             # A list, not a generator: one Python call instead of one per item (and one more).
             call_records = tuple([ToolCallRecord(c.id, c.name, c.arguments) for c in calls])
 
             if not calls:
-                steps.append(Step(response.text, (), (), finish_reason, response.usage))
+                steps.append(
+                    Step(response.text, (), (), finish_reason, response.usage, response.native_searches)
+                )
                 if streaming:  # `run` keeps only the RunFinishedEvent: no other event is built for it
                     yield StepFinishedEvent(step=step, record=steps[-1])
+                if finish_reason == "paused":  # the provider paused its own tools: the turn goes back as is
+                    paused += 1
+                    if paused > MAX_PAUSES:
+                        raise AgentError(
+                            f"the model paused one turn more than {MAX_PAUSES} times",
+                            code="ERR_AGENT_MAX_PAUSES",
+                        )
+                    continue
                 if self.output_type is None:
                     output, done = response.text, True
                     break
@@ -521,7 +542,11 @@ class Agent:
                     for c in calls
                 )
                 messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)
-                steps.append(Step(response.text, call_records, results, "stop", response.usage))
+                steps.append(
+                    Step(
+                        response.text, call_records, results, "stop", response.usage, response.native_searches
+                    )
+                )
                 finish_reason = "stop"
                 if streaming:
                     yield StepFinishedEvent(step=step, record=steps[-1])
@@ -558,7 +583,16 @@ class Agent:
                     raise failures[0]
                 results = (only,)
                 messages.append(_tool_message(only, supports_images, supports_audio))
-                steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
+                steps.append(
+                    Step(
+                        response.text,
+                        call_records,
+                        results,
+                        finish_reason,
+                        response.usage,
+                        response.native_searches,
+                    )
+                )
                 continue
             runner, finished = self._start_tools(ctx, hook, planned, span)
             try:
@@ -585,7 +619,16 @@ class Agent:
             by_id.update(final_records)
             results = tuple(by_id[c.id] for c in calls)
             messages.extend(_tool_message(res, supports_images, supports_audio) for res in results)
-            steps.append(Step(response.text, call_records, results, finish_reason, response.usage))
+            steps.append(
+                Step(
+                    response.text,
+                    call_records,
+                    results,
+                    finish_reason,
+                    response.usage,
+                    response.native_searches,
+                )
+            )
             if streaming:
                 yield StepFinishedEvent(step=step, record=steps[-1])
 

@@ -1,15 +1,24 @@
-"""The input of a run: a prompt or message dicts become `Message`s (moved out of `_agent`)."""
+"""The input of a run: a prompt or message dicts become `Message`s (moved out of `_agent`).
+
+`message_to_dict` is the inverse: a JSON-safe dict of a `Message` (content parts as MCP content
+blocks, an assistant turn's `native` provider blocks included), so a conversation written out by
+one process (`RunResult.messages`) and read back by another continues with all it held (the
+blocks of Anthropic's tool search that loaded the tools it called, thinking, ...).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..content import AudioPart, ImagePart, Part, TextPart
+from ..content import AudioPart, ImagePart, Part, TextPart, part_to_mcp, parts_from_mcp
 from ..errors import ConfigError
-from .models._base import Message, ToolCall
+from .models._base import Message, NativeBlocks, ToolCall
 
-__all__ = ["build_messages", "message_of"]
+__all__ = ["build_messages", "message_of", "message_to_dict"]
+
+MAX_NATIVE_BLOCKS = 1_000
+"""The most provider blocks one message's `native` may hold."""
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -26,7 +35,52 @@ def _content(value: Any, where: str) -> str | tuple[Part, ...]:
         return value
     if isinstance(value, Sequence) and all(isinstance(p, TextPart | ImagePart | AudioPart) for p in value):
         return tuple(value)
+    parts = parts_from_mcp(value) if isinstance(value, list) else None  # message_to_dict's form
+    if parts is not None:
+        return tuple(parts)
     raise _bad_input(f"{where}: content must be a string or a list of content parts")
+
+
+def _native(value: Any, where: str) -> NativeBlocks | None:
+    if value is None:
+        return None
+    provider = value.get("provider") if isinstance(value, Mapping) else None
+    blocks = value.get("blocks") if isinstance(value, Mapping) else None
+    if (
+        not isinstance(provider, str)
+        or not 0 < len(provider) <= 64
+        or not isinstance(blocks, list)
+        or len(blocks) > MAX_NATIVE_BLOCKS
+        or not all(isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in blocks)
+    ):
+        raise _bad_input(
+            f"{where}: native must be {{provider, blocks}} with at most {MAX_NATIVE_BLOCKS} blocks, "
+            "each an object with a string type"
+        )
+    return NativeBlocks(provider, tuple(dict(b) for b in blocks))
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """A JSON-safe dict of `message` that `Agent.run` reads back as the same message."""
+    out: dict[str, Any] = {"role": message.role}
+    content = message.content
+    out["content"] = content if isinstance(content, str) else [part_to_mcp(p) for p in content]
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        out["name"] = message.name
+    if message.is_error:
+        out["is_error"] = True
+    if message.native is not None:
+        out["native"] = {
+            "provider": message.native.provider,
+            "blocks": [dict(b) for b in message.native.blocks],
+        }
+    return out
 
 
 def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
@@ -56,7 +110,7 @@ def _message(value: Any, index: int) -> Message:
         return value
     if not isinstance(value, Mapping):
         raise _bad_input(f"{where}: expected a message mapping, got {type(value).__name__}")
-    unknown = set(value) - {"role", "content", "tool_calls", "tool_call_id", "name"}
+    unknown = set(value) - {"role", "content", "tool_calls", "tool_call_id", "name", "is_error", "native"}
     if unknown:
         raise _bad_input(f"{where}: unknown keys {sorted(unknown)}")
     role = value.get("role")
@@ -67,12 +121,18 @@ def _message(value: Any, index: int) -> Message:
         raise _bad_input(f"{where}: a tool message needs a string tool_call_id")
     if value.get("tool_calls") and role != "assistant":
         raise _bad_input(f"{where}: only assistant messages carry tool_calls")
+    if value.get("native") is not None and role != "assistant":
+        raise _bad_input(f"{where}: only assistant messages carry native blocks")
+    if not isinstance(value.get("is_error", False), bool):
+        raise _bad_input(f"{where}: is_error must be true or false")
     return Message(
         role=role,
         content=content,
         tool_calls=_tool_calls(value.get("tool_calls"), where),
         tool_call_id=value.get("tool_call_id"),
         name=value.get("name"),
+        is_error=value.get("is_error", False),
+        native=_native(value.get("native"), where),
     )
 
 

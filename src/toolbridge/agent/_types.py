@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from ..calls import EFFECTS, ToolBinding
 from ..tools import ToolResult
-from .models._base import Message, Usage
+from .models._base import Message, NativeSearch, Usage
 
 __all__ = [
     "EFFECTS",
@@ -86,6 +86,9 @@ class Step:
         tool_results: their results, in the same order.
         finish_reason: the model's finish reason for this turn.
         usage: tokens of this turn's model call.
+        native_searches: the searches the provider ran on its side in this turn (Anthropic's
+            tool search: the query, the tools it loaded), so a run shows why a deferred tool
+            came into play.
     """
 
     text: str
@@ -93,6 +96,7 @@ class Step:
     tool_results: tuple[ToolResultRecord, ...] = ()
     finish_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
+    native_searches: tuple[NativeSearch, ...] = ()
 
 
 @dataclass(frozen=True)

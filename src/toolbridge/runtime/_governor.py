@@ -80,6 +80,12 @@ class Governor(AgentHooks):
             cost_micros=model_cost(getattr(model, "prices", None), usage),
             tool_calls=len(getattr(response, "tool_calls", ()) or ()),
         )
+        searches = getattr(response, "native_searches", None)
+        if searches:  # the provider's own tool search: how many, what it loaded (names, never the query)
+            loaded = sorted({name for search in searches for name in search.loaded})
+            errors = sorted({search.error for search in searches if search.error})
+            data = {"call": self.state.model_calls, "searches": len(searches), "loaded": loaded[:100]}
+            self.core.emit("model.tool_search", {**data, "errors": errors} if errors else data)
 
     def model_failed(self) -> None:
         """Settle a model reservation whose call raised (the full ceiling stays charged)."""

@@ -281,7 +281,7 @@ def code_for(exc: BaseException, phase: str) -> str:
         return "MODEL_FAILED"
     if isinstance(exc, AgentError):
         code = exc.code
-        if "MAX_STEPS" in code:
+        if "MAX_STEPS" in code or "MAX_PAUSES" in code:
             return "LIMIT_EXCEEDED"
         if "UNKNOWN_TOOL" in code:
             return "NOT_FOUND"

@@ -29,6 +29,12 @@ Design:
   `tool_search_tool_result` whose `tool_reference` blocks load the found tools); those blocks are
   remembered like thinking blocks and sent back, in their order, with the turn's tool calls, so
   the next request still has the tools the search loaded.
+- A turn holding such blocks, or paused (`stop_reason: "pause_turn"`: the API stopped a long
+  run of its own tools), comes back with its whole content as the API sent it
+  (`ModelResponse.native`, finish reason `paused` for a pause); an assistant message carrying
+  it is sent back verbatim (when its tool calls are the blocks' `tool_use`s), which is how a
+  paused turn is continued and how a conversation continued elsewhere keeps what a search
+  loaded. `ModelResponse.native_searches` says what each search looked for and loaded.
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ from ._base import (
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
+    NativeBlocks,
+    NativeSearch,
     NativeToolSearch,
     TextDelta,
     ToolCall,
@@ -65,7 +73,7 @@ _STOP = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "refusal": "content-filter",
-    "pause_turn": "other",
+    "pause_turn": "paused",
 }
 _ERROR_TYPES = {  # error `type` of an error event inside a stream -> (status it stands for)
     "authentication_error": 401,
@@ -82,6 +90,9 @@ _EPHEMERAL = {"type": "ephemeral"}
 _KEPT = frozenset({"thinking", "redacted_thinking", "server_tool_use", "tool_search_tool_result"})
 """Blocks of a turn sent back before its tool calls (thinking; the API's own tool search)."""
 DEFAULT_MAX_TOKENS = 4096
+_PROVIDER = "anthropic"
+_MAX_QUERY = 500
+_MAX_LOADED = 50
 
 
 def _block(part: Part, images: bool) -> dict[str, Any] | None:
@@ -135,6 +146,10 @@ def to_anthropic_messages(
         elif message.role == "user":
             add("user", _blocks(message.content, images))
         elif message.role == "assistant":
+            native = _native_blocks(message)
+            if native is not None:  # as the API sent it: thinking, searches, a paused turn
+                add("assistant", native)
+                continue
             blocks: list[dict[str, Any]] = []
             if message.tool_calls and thinking is not None:
                 blocks.extend(thinking(message.tool_calls[0].id) or [])
@@ -153,6 +168,79 @@ def to_anthropic_messages(
                 result["is_error"] = True
             add("user", [result])
     return "\n\n".join(system), wire
+
+
+def _native_blocks(message: Message) -> list[dict[str, Any]] | None:
+    """A message's own API blocks, when it has them and its tool calls are their `tool_use`s."""
+    native = message.native
+    if native is None or native.provider != _PROVIDER or not native.blocks:
+        return None
+    uses = [b.get("id") for b in native.blocks if b.get("type") == "tool_use"]
+    if uses != [call.id for call in message.tool_calls]:
+        return None  # the calls were changed after the turn: rebuild it from them
+    return [dict(b) for b in native.blocks]
+
+
+def _searches(blocks: Sequence[Mapping[str, Any]], before: Sequence[Message]) -> tuple[NativeSearch, ...]:
+    """What the turn's tool searches looked for and loaded (bounded: see `NativeSearch`).
+
+    A search is reported in the turn its result came in; its query may be in a turn paused
+    before it (the trailing assistant messages of the request, sent back as they came)."""
+    asked: dict[Any, Any] = {}
+    for message in before:
+        for block in message.native.blocks if message.native is not None else ():
+            if block.get("type") == "server_tool_use":
+                asked[block.get("id")] = block.get("input")
+    out: list[NativeSearch] = []
+    for block in blocks:
+        if block.get("type") == "server_tool_use":
+            asked[block.get("id")] = block.get("input")
+        if block.get("type") != "tool_search_tool_result":
+            continue
+        given = asked.get(block.get("tool_use_id"))
+        query = given.get("query", given.get("pattern", "")) if isinstance(given, Mapping) else ""
+        content = block.get("content")
+        loaded: list[str] = []
+        error: str | None = None
+        if isinstance(content, Mapping):
+            if str(content.get("type", "")).endswith("_error"):
+                error = str(content.get("error_code") or "error")[:64]
+            for ref in content.get("tool_references") or ():
+                name = ref.get("tool_name") if isinstance(ref, Mapping) else None
+                if isinstance(name, str) and len(loaded) < _MAX_LOADED:
+                    loaded.append(name[:256])
+        out.append(NativeSearch(str(query)[:_MAX_QUERY], tuple(loaded), error))
+    return tuple(out)
+
+
+def _paused_before(messages: Sequence[Message]) -> list[Message]:
+    """The assistant messages at the end of a request (a paused turn sent back to go on)."""
+    tail: list[Message] = []
+    for message in reversed(messages):
+        if message.role != "assistant":
+            break
+        tail.append(message)
+    return tail
+
+
+def _turn(
+    text: str,
+    calls: list[ToolCall],
+    usage: Usage,
+    finish: str,
+    blocks: list[dict[str, Any]] | None,
+    request: ModelRequest,
+) -> ModelResponse:
+    if blocks is None:
+        return ModelResponse(text=text, tool_calls=tuple(calls), usage=usage, finish_reason=finish)
+    return ModelResponse(
+        text=text,
+        tool_calls=tuple(calls),
+        usage=usage,
+        finish_reason=finish,
+        native=NativeBlocks(_PROVIDER, tuple(blocks)),
+        native_searches=_searches(blocks, _paused_before(request.messages)),
+    )
 
 
 def _tools(
@@ -354,6 +442,8 @@ class AnthropicModel(RemoteModel):
         text: list[str] = []
         calls: list[ToolCall] = []
         thinking: list[dict[str, Any]] = []
+        stop_reason = getattr(message, "stop_reason", None)
+        whole = stop_reason == "pause_turn" or any(getattr(b, "type", None) in _KEPT for b in content)
         for block in content:
             kind = getattr(block, "type", None)
             if kind == "text":
@@ -370,11 +460,14 @@ class AnthropicModel(RemoteModel):
             elif kind in _KEPT:
                 thinking.append(block.model_dump(mode="json", exclude_none=True))
         self._remember(thinking, calls)
-        return ModelResponse(
-            text="".join(text),
-            tool_calls=tuple(calls),
-            usage=_usage(getattr(message, "usage", None)),
-            finish_reason=self._finish(getattr(message, "stop_reason", None), calls),
+        blocks = [b.model_dump(mode="json", exclude_none=True) for b in content] if whole else None
+        return _turn(
+            "".join(text),
+            calls,
+            _usage(getattr(message, "usage", None)),
+            self._finish(stop_reason, calls),
+            blocks,
+            request,
         )
 
     async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
@@ -420,6 +513,7 @@ class AnthropicModel(RemoteModel):
                         "thinking": [],
                         "signature": "",
                         "data": getattr(block, "data", None),
+                        "text": [str(getattr(block, "text", "") or "")],
                         "raw": block.model_dump(mode="json", exclude_none=True)
                         if getattr(block, "type", None) in _KEPT
                         else None,
@@ -432,6 +526,7 @@ class AnthropicModel(RemoteModel):
                     dtype = getattr(delta, "type", None)
                     if dtype == "text_delta" and delta.text:
                         text.append(delta.text)
+                        slot.setdefault("text", []).append(delta.text)
                         yield TextDelta(delta.text)
                     elif dtype == "input_json_delta":
                         slot["json"].append(delta.partial_json or "")
@@ -461,21 +556,24 @@ class AnthropicModel(RemoteModel):
                 await stream.close()
         calls: list[ToolCall] = []
         thinking: list[dict[str, Any]] = []
+        whole: list[dict[str, Any]] = []  # the turn's blocks as the API sent them
         for _, slot in sorted(blocks.items()):
-            if slot["type"] == "tool_use":
+            if slot["type"] == "text":
+                whole.append({"type": "text", "text": "".join(slot.get("text", ()))})
+            elif slot["type"] == "tool_use":
                 name = str(slot["name"] or "")
                 if not name:
                     raise ModelError(
                         f"model {self.model!r}: a streamed tool call has no name",
                         code="ERR_MODEL_BAD_RESPONSE",
                     )
-                calls.append(
-                    ToolCall(
-                        id=str(slot["id"] or ""),
-                        name=name,
-                        arguments=tool_arguments(self.model, name, "".join(slot["json"])),
-                    )
+                call = ToolCall(
+                    id=str(slot["id"] or ""),
+                    name=name,
+                    arguments=tool_arguments(self.model, name, "".join(slot["json"])),
                 )
+                calls.append(call)
+                whole.append({"type": "tool_use", "id": call.id, "name": name, "input": dict(call.arguments)})
             elif slot["type"] == "thinking":
                 thinking.append(
                     {
@@ -484,19 +582,21 @@ class AnthropicModel(RemoteModel):
                         "signature": slot["signature"],
                     }
                 )
+                whole.append(thinking[-1])
             elif slot["type"] == "redacted_thinking":
                 thinking.append({"type": "redacted_thinking", "data": slot["data"]})
+                whole.append(thinking[-1])
             elif slot["type"] == "server_tool_use":  # the API's own tool search: its input streamed
                 raw = dict(slot["raw"] or {})
                 if slot["json"]:
                     raw["input"] = tool_arguments(self.model, str(raw.get("name", "")), "".join(slot["json"]))
                 thinking.append(raw)
+                whole.append(raw)
             elif slot["type"] == "tool_search_tool_result":  # whole in its start event
                 thinking.append(dict(slot["raw"] or {}))
+                whole.append(thinking[-1])
         self._remember(thinking, calls)
-        yield ModelResponse(
-            text="".join(text),
-            tool_calls=tuple(calls),
-            usage=usage,
-            finish_reason=self._finish(stop_reason, calls),
+        keep = stop_reason == "pause_turn" or any(b["type"] in _KEPT for b in whole)
+        yield _turn(
+            "".join(text), calls, usage, self._finish(stop_reason, calls), whole if keep else None, request
         )

@@ -35,6 +35,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelStreamItem",
+    "NativeBlocks",
+    "NativeSearch",
     "NativeToolSearch",
     "Role",
     "TextDelta",
@@ -46,9 +48,11 @@ __all__ = [
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
-FinishReason: TypeAlias = Literal["stop", "length", "content-filter", "tool-calls", "max_steps", "other"]
+FinishReason: TypeAlias = Literal[
+    "stop", "length", "content-filter", "tool-calls", "max_steps", "paused", "other"
+]
 FINISH_REASONS: frozenset[str] = frozenset(
-    {"stop", "length", "content-filter", "tool-calls", "max_steps", "other"}
+    {"stop", "length", "content-filter", "tool-calls", "max_steps", "paused", "other"}
 )
 
 
@@ -99,6 +103,40 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class NativeBlocks:
+    """An assistant turn's content in its provider's own form, to be sent back to it as it came.
+
+    A provider whose turns hold blocks the neutral messages cannot say (Anthropic's thinking,
+    its tool search's `server_tool_use` / `tool_search_tool_result`, a turn paused with
+    `pause_turn`) puts them here; the same provider sends them back verbatim with that turn,
+    others ignore them. They travel with the conversation (`RunResult.messages`, and the dict
+    form `message_to_dict` / `Agent.run` read), so a run continued elsewhere keeps them.
+
+    Attributes:
+        provider: whose wire form they are (`anthropic`).
+        blocks: the turn's content blocks (JSON objects), in the provider's order.
+    """
+
+    provider: str
+    blocks: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NativeSearch:
+    """One search the provider ran on its side in a turn (Anthropic's tool search tool).
+
+    Attributes:
+        query: what the model searched for (its query, or its regex), at most 500 characters.
+        loaded: the model-facing names of the tools the search loaded (at most 50).
+        error: the provider's error code when the search failed, else None.
+    """
+
+    query: str
+    loaded: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One message of a conversation, provider-neutral.
 
@@ -109,6 +147,7 @@ class Message:
         tool_call_id: for a tool message, the call it answers.
         name: for a tool message, the model-facing tool name.
         is_error: for a tool message, whether it reports a failure.
+        native: for an assistant message, its content as the provider sent it (`NativeBlocks`).
     """
 
     role: Role
@@ -117,6 +156,7 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    native: NativeBlocks | None = None
 
 
 def message_text(message: Message) -> str:
@@ -168,13 +208,20 @@ class ModelResponse:
         text: the assistant's text (may be empty when it only calls tools).
         tool_calls: the tool calls it asked for, in its order.
         usage: tokens of this call (`requests` is 1).
-        finish_reason: `stop`, `length`, `content-filter`, `tool-calls` or `other`.
+        finish_reason: `stop`, `length`, `content-filter`, `tool-calls`, `paused` or `other`.
+            `paused`: the provider paused a long turn of its own tools (Anthropic's
+            `pause_turn`); the agent sends the turn back as it is and the model goes on.
+        native: the turn's content in the provider's own form, when it holds blocks the neutral
+            fields cannot say (see `NativeBlocks`).
+        native_searches: the searches the provider ran on its side in this turn.
     """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=lambda: Usage(requests=1))
     finish_reason: str = "stop"
+    native: NativeBlocks | None = None
+    native_searches: tuple[NativeSearch, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
