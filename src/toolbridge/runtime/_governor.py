@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from .. import telemetry
+from ..agent.models import ModelPrices, ModelRequest, ModelResponse, Usage
 from ..calls import AgentHooks, PlannedToolCall, RunContext
 from ..tools import ToolResult
 from ._calls import invoker, ms
@@ -23,6 +24,13 @@ from ._limits import ContextMeter, model_cost
 from ._run import GovernedRun
 
 __all__ = ["Governor"]
+
+
+def _prices(model: object) -> ModelPrices | None:
+    """A model's prices (`Model.prices`, a `ModelPrices` or anything with its `cost_micros`);
+    None for a model that states none."""
+    prices: ModelPrices | None = getattr(model, "prices", None)
+    return prices
 
 
 class Governor(AgentHooks):
@@ -64,21 +72,22 @@ class Governor(AgentHooks):
         self.state.phase = "model"
         if ctx.step >= self.core.rt.limits.max_steps:
             raise self.core.fail("LIMIT_EXCEEDED", "max_steps")
-        options = getattr(request, "options", None) or {}
+        # The agent hands a `ModelRequest` (the hooks' floor, `toolbridge.calls`, cannot name it).
+        options = request.options if isinstance(request, ModelRequest) else {}
         self.run.rules.model_started(
             str(getattr(model, "id", "") or ""),
             context_bytes=self._context.measure(request),
             max_output_tokens=options.get("max_tokens") or options.get("max_completion_tokens"),
-            prices=getattr(model, "prices", None),
+            prices=_prices(model),
         )
 
     async def after_model_call(self, ctx: RunContext, model: Any, request: Any, response: Any) -> None:
-        usage = getattr(response, "usage", None)
+        usage = response.usage if isinstance(response, ModelResponse) else Usage()
         self.run.rules.model_ended(
-            input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-            cost_micros=model_cost(getattr(model, "prices", None), usage),
-            tool_calls=len(getattr(response, "tool_calls", ()) or ()),
+            input_tokens=int(usage.input_tokens or 0),
+            output_tokens=int(usage.output_tokens or 0),
+            cost_micros=model_cost(_prices(model), usage),
+            tool_calls=len(response.tool_calls) if isinstance(response, ModelResponse) else 0,
         )
         searches = getattr(response, "native_searches", None)
         if searches:  # the provider's own tool search: how many, what it loaded (names, never the query)
