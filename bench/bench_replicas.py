@@ -101,6 +101,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_CREATED: list[str] = []
+"""The databases this run created (dropped at its end)."""
+
+
 def fresh_database(server_url: str) -> str:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
@@ -108,6 +112,7 @@ def fresh_database(server_url: str) -> str:
     name = f"tb_bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
+    _CREATED.append(name)
     parts = conninfo_to_dict(server_url)
     auth = parts.get("user", "postgres") + (f":{parts['password']}" if parts.get("password") else "")
     return f"postgresql://{auth}@{parts.get('host', '127.0.0.1')}:{parts.get('port', '5432')}/{name}"
@@ -287,6 +292,24 @@ def main(argv: list[str] | None = None) -> int:
     if not args.postgres:
         parser.error("--postgres URL (or TOOLBRIDGE_TEST_POSTGRES_URL) is required")
     seconds = 3.0 if args.quick else args.seconds
+    try:
+        out = measure(args, seconds)
+    finally:
+        import psycopg
+
+        with psycopg.connect(args.postgres, autocommit=True) as admin:
+            for name in _CREATED:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for key, value in out.items():
+            print(f"{key:32} {value}")
+    return 0
+
+
+def measure(args: argparse.Namespace, seconds: float) -> dict[str, Any]:
+    """The three phases (see the module docs)."""
     out: dict[str, Any] = {"replicas": args.replicas, "clients": args.clients, "seconds": seconds}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -328,12 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             out["kill_runs_in_flight"] = int(seen["in_flight"])
             out["kill_runs_left_running"] = int(seen["left"])
             out["kill_settled_after_s"] = round(seen["settled_s"], 1)
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        for key, value in out.items():
-            print(f"{key:32} {value}")
-    return 0
+    return out
 
 
 if __name__ == "__main__":
