@@ -28,7 +28,7 @@ from test_dpop_client import Start, dpop_server  # noqa: F401  (a fixture)
 from toolbridge.clients import DPoPKey
 from toolbridge.errors import ConfigError
 from toolbridge.gateway import ClientRule, OAuthGate, OAuthSettings
-from toolbridge.gateway._dpop_shared import SharedDpopState
+from toolbridge.gateway._replica_state import ReplicaState
 
 CLIENTS = """clients:
   - name: job
@@ -105,8 +105,10 @@ async def test_replicas_refuse_a_proof_replayed_to_another_and_accept_each_other
         import psycopg
 
         with psycopg.connect(postgres_url, autocommit=True) as conn:
-            keys = conn.execute("SELECT count(*) FROM toolbridge_dpop_keys").fetchone()
-            proofs = conn.execute("SELECT count(*) FROM toolbridge_dpop_proofs").fetchone()
+            keys = conn.execute("SELECT count(*) FROM toolbridge_gateway_keys").fetchone()
+            proofs = conn.execute(
+                "SELECT count(*) FROM toolbridge_gateway_once WHERE kind = 'dpop'"
+            ).fetchone()
         assert keys is not None and keys[0] == 1
         assert proofs is not None and proofs[0] == 4  # the proofs accepted, once each
     finally:
@@ -115,8 +117,8 @@ async def test_replicas_refuse_a_proof_replayed_to_another_and_accept_each_other
 
 
 async def test_one_winner_when_replicas_race_for_a_proof_and_names_do_not_mix(postgres_url: str) -> None:
-    one, two = SharedDpopState(postgres_url, "RaceGate"), SharedDpopState(postgres_url, "RaceGate")
-    other = SharedDpopState(postgres_url, "OtherGate")
+    one, two = ReplicaState(postgres_url, "RaceGate"), ReplicaState(postgres_url, "RaceGate")
+    other = ReplicaState(postgres_url, "OtherGate")
     try:
         for state in (one, two, other):
             await state.setup()
@@ -125,7 +127,7 @@ async def test_one_winner_when_replicas_race_for_a_proof_and_names_do_not_mix(po
         now = time.time()
         wins: list[bool] = []
 
-        async def use(state: SharedDpopState) -> None:
+        async def use(state: ReplicaState) -> None:
             wins.append(await state.first_use("jti-raced", now + 300, now))
 
         async with anyio.create_task_group() as tg:
@@ -148,7 +150,7 @@ async def test_a_shared_window_that_cannot_be_reached_answers_503(
     resource = f"{base}/mcp"
     key = DPoPKey()
     token = await anyio.to_thread.run_sync(_bound_token, base, key)
-    state = SharedDpopState(postgres_url, "GoneGate", timeout_s=2)
+    state = ReplicaState(postgres_url, "GoneGate", timeout_s=2)
     await state.setup()
     app = App()
     settings = OAuthSettings(resource=resource, issuer=base, jwks_url=f"{base}/jwks", jwt_cache_s=0)
@@ -166,5 +168,5 @@ async def test_a_shared_window_that_cannot_be_reached_answers_503(
         assert app.seen == ["job"]
     finally:
         await gate.verifier.aclose()
-    with pytest.raises(ConfigError, match="shared DPoP state"):
-        await SharedDpopState("postgresql://nobody@127.0.0.1:1/none", "G", timeout_s=1).setup()
+    with pytest.raises(ConfigError, match="the replicas. shared state"):
+        await ReplicaState("postgresql://nobody@127.0.0.1:1/none", "G", timeout_s=1).setup()

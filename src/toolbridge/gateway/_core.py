@@ -38,6 +38,7 @@ from ..sanitize import clean_schema, clean_text
 from ..tools import ToolResult, ToolSpec
 from ._events_parts import clean_data
 from ._operator_approval import NOT_DECIDED, can_elicit
+from ._replica_state import ReplicaState, SharedStateUnavailable
 from ._rounds import (
     APPROVAL_KEY,
     APPROVAL_SCHEMA,
@@ -397,6 +398,14 @@ class GatewayCore:
             effects = "host"
         return ToolGrantNeeds(target.model_name, effects, tuple(getattr(binding, "capabilities", ()) or ()))
 
+    def share_rounds(self, shared: ReplicaState) -> None:
+        """Seal and check 2026-07-28 rounds as every replica sharing `shared` does (`_rounds`)."""
+
+        async def claim(nonce: str, until: float, now: float) -> bool:
+            return await shared.first_use_of("round", nonce, until, now)
+
+        self._rounds.share(shared.key_for("rounds"), claim)
+
     def granted(self, identity: Identity, target: ToolTarget) -> bool:
         """Whether `identity`'s permissions grant every need of `target`."""
         return not identity.runtime.permissions.missing(self._needs(target).required())
@@ -486,7 +495,13 @@ class GatewayCore:
         if context.modern and (ask or request_state is not None):
             digest = arguments_digest(name, args)
             if request_state is not None:
-                resumed, not_honoured = self._rounds.open(request_state, identity.name, name, digest)
+                try:
+                    opened = await self._rounds.open(request_state, identity.name, name, digest)
+                except SharedStateUnavailable as exc:  # replicas: never resumed unchecked
+                    log.warning("a round could not be checked: %s", exc)
+                    why = "request_state could not be checked; retry"
+                    raise MCPError(types.INTERNAL_ERROR, why) from None
+                resumed, not_honoured = opened
                 if resumed is None:
                     log.info("a client's request_state was not honoured: %s", not_honoured)
                     if not ask:

@@ -12,7 +12,7 @@ holding one proof that
   `window_s` (default 300 s) of now;
 - carries a `jti` never seen in that window (`ReplayCache`: in memory, per gateway process,
   bounded; replicas whose journal is one PostgreSQL database share the window there instead,
-  `_dpop_shared`).
+  `_replica_state`).
 
 The same token as `Bearer` is refused (a bound token must never work without its key).
 
@@ -22,7 +22,7 @@ fresh one in `DPoP-Nonce` (toolbridge's client, like any RFC 9449 client, retrie
 A nonce is the time it was made with a MAC under a key of the gateway process: nothing is stored
 per client, and a proof made long ago cannot be used later, whatever its `iat` says. A nonce is
 accepted for `NONCE_LIFETIME_S` (a new one is handed out after half of that). Replicas that
-share a PostgreSQL journal share the key (`_dpop_shared`), so each accepts the others' nonces;
+share a PostgreSQL journal share the key (`_replica_state`), so each accepts the others' nonces;
 otherwise each has its own, and a client moving to another replica is asked for its nonce once.
 """
 
@@ -172,7 +172,7 @@ def check_proof(
 ) -> tuple[str, float, float]:
     """Accept the proof of one request for a bound token, or raise; returns its `jti`, until
     when it is remembered, and now. With `replay` None the caller checks the `jti` itself (in the
-    replicas' shared window, `_dpop_shared`).
+    replicas' shared window, `_replica_state`).
 
     Raises:
         TokenRejected: 401 `invalid_dpop_proof` with the reason, or `use_dpop_nonce` when

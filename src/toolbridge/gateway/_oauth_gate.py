@@ -49,7 +49,7 @@ from ._oauth import AuthUnavailable, OAuthSettings, OAuthVerifier, TokenRejected
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
 
-    from ._dpop_shared import SharedDpopState
+    from ._replica_state import ReplicaState
 
 __all__ = ["PRM_PREFIX", "UNAVAILABLE_LOG_EVERY_S", "ClientRule", "OAuthGate", "metadata_url"]
 
@@ -165,7 +165,7 @@ class OAuthGate:
         verifier: Any = None,
         identity_key: str = "toolbridge.identity",
         resource_name: str | None = None,
-        dpop_state: SharedDpopState | None = None,
+        dpop_state: ReplicaState | None = None,
     ) -> None:
         from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 
@@ -190,7 +190,7 @@ class OAuthGate:
         self.replay = ReplayCache()
         """`jti`s of the DPoP proofs accepted in the proof window (see `_dpop_proof`)."""
         self.dpop_state = dpop_state
-        """The replicas' shared replay window and nonce key (`_dpop_shared`), or None: this
+        """The replicas' shared replay window and nonce key (`_replica_state`), or None: this
         process's own (`replay`, a random nonce key)."""
         key = dpop_state.nonce_key if dpop_state is not None else None
         self.nonces = NonceIssuer(key) if settings.dpop_nonce else None

@@ -11,6 +11,13 @@ byte for byte and passed back upstream). A state that fails any check, has expir
 already used is not honoured: a call that needs approval is asked again, any other is refused
 with -32602. Used nonces are remembered until they expire (at most `MAX_NONCES`).
 
+**Replicas.** Alone, the key and the used nonces are the process's own. Replicas on one
+PostgreSQL journal share both (`share`, from `_replica_state`): the key derived from the
+replicas' secret, each nonce used once across all of them, so a client's retry may land on any
+replica. A round whose call is held suspended in one process (`_suspend`: a handshake-era
+upstream asking mid-call) can only be resumed there; elsewhere it is not honoured ("held by
+another gateway process"), as the state names its process.
+
 **The approval question** (`approval_message`) names the tool, its server and its effects, and
 shows every argument: a value whose JSON fits in `INLINE_CHARS` inline, a longer one as its size,
 its SHA-256 digest (first 16 hex digits), its first and last characters, and then every argument
@@ -27,7 +34,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +103,10 @@ class Round:
     """The suspended call whose question the round was (`_suspend`)."""
 
 
+Claim = Callable[[str, float, float], Awaitable[bool]]
+"""Marks a round's nonce used until an expiry, at a time; False if it was used (`share`)."""
+
+
 @dataclass
 class RoundStates:
     """Seals and checks the gateway's `request_state` (see the module docstring)."""
@@ -104,6 +115,12 @@ class RoundStates:
     max_nonces: int = MAX_NONCES
     _key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     _used: dict[str, float] = field(default_factory=dict, repr=False)
+    _claim: Claim | None = field(default=None, repr=False)
+    _process: str = field(default_factory=lambda: secrets.token_urlsafe(9), repr=False)
+
+    def share(self, key: bytes, claim: Claim) -> None:
+        """Seal with `key` and mark nonces used through `claim`, as every replica does."""
+        self._key, self._claim = key, claim
 
     def seal(
         self,
@@ -128,6 +145,7 @@ class RoundStates:
             "u": upstream,
             "w": asked,
             "s": suspended,
+            "p": self._process if suspended is not None else None,
         }
         payload = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode()
         return f"{payload}.{self._mac(payload)}"
@@ -135,8 +153,12 @@ class RoundStates:
     def _mac(self, payload: str) -> str:
         return hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
 
-    def open(self, state: object, identity: str, tool: str, digest: str) -> tuple[Round | None, str]:
-        """The round `state` resumes, or None and why it is not honoured. A state is used once."""
+    async def open(self, state: object, identity: str, tool: str, digest: str) -> tuple[Round | None, str]:
+        """The round `state` resumes, or None and why it is not honoured. A state is used once.
+
+        Raises:
+            SharedStateUnavailable: (replicas) the shared marks did not answer.
+        """
         if not isinstance(state, str) or len(state) > 4 * MAX_UPSTREAM_STATE:
             return None, "malformed"
         payload, _, mac = state.rpartition(".")
@@ -155,19 +177,28 @@ class RoundStates:
         if not isinstance(expiry, int | float) or expiry < now:
             return None, "expired"
         nonce = body.get("n")
-        if not isinstance(nonce, str) or nonce in self._used:
-            return None, "already used"
-        if len(self._used) >= self.max_nonces:
-            self._used = {n: x for n, x in self._used.items() if x >= now}
-            if len(self._used) >= self.max_nonces:
-                return None, "too many rounds pending"
-        self._used[nonce] = float(expiry)
         number, upstream = body.get("r"), body.get("u")
-        if not isinstance(number, int) or not (upstream is None or isinstance(upstream, str)):
-            return None, "malformed"
         suspended = body.get("s")
-        if not (suspended is None or isinstance(suspended, str)):
+        if (
+            not isinstance(nonce, str)
+            or not isinstance(number, int)
+            or not (upstream is None or isinstance(upstream, str))
+            or not (suspended is None or isinstance(suspended, str))
+        ):
             return None, "malformed"
+        if suspended is not None and body.get("p") != self._process:
+            return None, "held by another gateway process"
+        if self._claim is not None:
+            if not await self._claim(nonce, float(expiry), now):
+                return None, "already used"
+        else:
+            if nonce in self._used:
+                return None, "already used"
+            if len(self._used) >= self.max_nonces:
+                self._used = {n: x for n, x in self._used.items() if x >= now}
+                if len(self._used) >= self.max_nonces:
+                    return None, "too many rounds pending"
+            self._used[nonce] = float(expiry)
         return Round(number, body.get("ok") is True, upstream, body.get("w") is True, suspended), ""
 
 

@@ -357,13 +357,16 @@ async def serve_http(
         app = ResumeScopes(app)
         app = SessionBulkhead(app, IDENTITY_KEY, limits.sessions_per_identity, limits.session_idle_timeout_s)
     wrapped: Any = BearerAuth(app, gateway.tokens, anonymous=gateway.anonymous)
-    dpop_state = None
+    # Replicas on one PostgreSQL journal share DPoP's replay window and nonce key, and the
+    # 2026-07-28 rounds' key and single use (`_replica_state`).
+    from ._replica_state import open_replica_state
+
+    shared = await open_replica_state(gateway.journal_location, gateway.name)
+    if shared is not None:
+        gateway.core.share_rounds(shared)
     if gateway.oauth is not None:  # OAuth resource-server mode (`_oauth_gate`)
-        from ._dpop_shared import open_shared_dpop
         from ._oauth_gate import OAuthGate
 
-        # Replicas on one PostgreSQL journal share DPoP's replay window and nonce key.
-        dpop_state = await open_shared_dpop(gateway.journal_location, gateway.name)
         wrapped = OAuthGate(
             app,
             gateway.oauth,
@@ -371,7 +374,7 @@ async def serve_http(
             tokens=gateway.tokens,
             identity_key=IDENTITY_KEY,
             resource_name=gateway.name,
-            dpop_state=dpop_state,
+            dpop_state=shared,
         )
     served, close_console = wrapped, None
     if gateway.operators or gateway.console_scopes:  # the operator's console at /console/ (docs/console.md)
@@ -387,8 +390,8 @@ async def serve_http(
     finally:
         if close_console is not None:
             close_console()
-        if dpop_state is not None:
-            dpop_state.close()
+        if shared is not None:
+            shared.close()
         closing = getattr(getattr(wrapped, "verifier", None), "aclose", None)
         if closing is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
