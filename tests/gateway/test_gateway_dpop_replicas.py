@@ -168,5 +168,5 @@ async def test_a_shared_window_that_cannot_be_reached_answers_503(
         assert app.seen == ["job"]
     finally:
         await gate.verifier.aclose()
-    with pytest.raises(ConfigError, match="the replicas. shared state"):
+    with pytest.raises(ConfigError, match="the replicas' shared state"):
         await ReplicaState("postgresql://nobody@127.0.0.1:1/none", "G", timeout_s=1).setup()
