@@ -361,3 +361,70 @@ async def test_a_run_continued_in_another_process_keeps_what_the_search_loaded(t
         assert caught.value.code == "ERR_INVALID_INPUT"
     with pytest.raises(ConfigError):
         await fresh.run([{"role": "user", "content": "x", "native": {"provider": "a", "blocks": []}}])
+
+
+async def test_the_manifest_sets_native_and_check_reports_bad_values(tmp_path: Path) -> None:
+    """`Ai.Agent`'s `toolSearch` object: `native: regex` reaches the wire, `native: none` gives the
+    meta tools; `toolbridge check` reports bad values with stable codes."""
+    from toolbridge.manifest import check_manifest, load_manifest
+
+    (tmp_path / "state").mkdir()
+    args = json.dumps([str(CATALOG), str(tmp_path / "state"), "60"])
+
+    def write(search: str, url: str = "http://127.0.0.1:9") -> Path:
+        path = tmp_path / "agent.yaml"
+        path.write_text(
+            f"""
+kind: AiAnthropic.AnthropicModel
+metadata: {{ name: Claude }}
+model: claude-test
+apiKey: "${{{{ secrets.anthropicApiKey }}}}"
+baseUrl: {url}
+---
+kind: Mcp.StdioClient
+metadata: {{ name: Catalog }}
+command: {sys.executable}
+args: {args}
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: CatalogTools }}
+client: !ref Catalog
+---
+kind: Ai.Agent
+metadata: {{ name: Finder }}
+model: !ref Claude
+toolProviders: [ {{ provider: !ref CatalogTools }} ]
+toolSearch: {search}
+""",
+            encoding="utf-8",
+        )
+        return path
+
+    with FakeApi() as api:
+        for _ in range(2):
+            api.replies.append(message([{"type": "text", "text": "ok"}]))
+        for search in (
+            "{ threshold: 10, native: regex, pinned: [mail_get_message] }",
+            "{ threshold: 10, native: none }",
+        ):
+            manifest = load_manifest(write(search, api.url), secrets={"anthropicApiKey": "sk-ant-test"})
+            async with manifest.open() as live:
+                agent = await live.agent()
+                assert (await agent.run("hi")).output == "ok"
+    regex, meta = (b["tools"] for b in api.bodies)
+    assert regex[0]["name"] == "tool_search_tool_regex"
+    assert [t["name"] for t in regex if not t.get("defer_loading")] == [
+        "tool_search_tool_regex",
+        "mail_get_message",
+    ]
+    assert [t["name"] for t in meta] == ["find_tools", "use_tools"]
+    for search, code, where in (
+        ("{ native: bm26 }", "ERR_MANIFEST_INVALID_VALUE", "toolSearch.native"),
+        ("{ threshold: -1 }", "ERR_MANIFEST_INVALID_VALUE", "toolSearch.threshold"),
+        ("{ maxResults: 51 }", "ERR_MANIFEST_INVALID_VALUE", "toolSearch.maxResults"),
+        ("{ nativ: bm25 }", "ERR_MANIFEST_UNKNOWN_FIELD", "toolSearch.nativ"),
+        ("many", "ERR_MANIFEST_WRONG_TYPE", "toolSearch"),
+        ("{ native: true }", "ERR_MANIFEST_INVALID_VALUE", "toolSearch.native"),
+    ):
+        report = check_manifest(write(search), secrets={"anthropicApiKey": "sk-ant-test-0123456789"})
+        assert [(d.code, f"`{where}`" in d.message) for d in report.diagnostics] == [(code, True)], search

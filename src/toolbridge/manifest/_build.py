@@ -514,8 +514,19 @@ class LiveManifest:
         }
         if tools:
             kwargs["tools"] = tools
-        if model.tool_search is not None:
+        if isinstance(model.tool_search, int):
             kwargs["tool_search"] = model.tool_search
+        elif model.tool_search is not None:
+            from ..agent import ToolSearch
+
+            search = model.tool_search
+            kwargs["tool_search"] = ToolSearch(
+                threshold=search.threshold,
+                pinned=tuple(search.pinned),
+                max_results=search.max_results,
+                max_working_set=search.max_working_set,
+                native=None if search.native == "none" else search.native,
+            )
         return Agent(await self.build(model.model.name), name=mdoc.name, **kwargs)
 
     async def _make_runtime(self, doc: RuntimeDoc) -> Any:

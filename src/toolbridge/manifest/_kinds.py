@@ -52,6 +52,7 @@ __all__ = [
     "MODEL_KINDS",
     "PROVIDER_KINDS",
     "AgentDoc",
+    "AgentToolSearch",
     "AnthropicModelDoc",
     "GeminiModelDoc",
     "HttpClientAuth",
@@ -423,6 +424,22 @@ class ToolProviderBinding(_Closed):
     """Capabilities a Runtime requires for these tools."""
 
 
+class AgentToolSearch(_Closed):
+    """`toolSearch:` of an `Ai.Agent` as an object (an integer is the `threshold` alone)."""
+
+    threshold: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] = 30
+    """The search is on when the agent has more tools than this."""
+    pinned: list[Annotated[str, Field(min_length=1, max_length=256)]] = []
+    """Model-facing tool names always shown (never deferred)."""
+    max_results: Annotated[int, Field(ge=1, le=50, strict=True)] = 10
+    """The most matches one `find_tools` returns."""
+    max_working_set: Annotated[int, Field(ge=1, le=10_000, strict=True)] = 32
+    """The most tools `use_tools` calls keep shown (the most recently asked)."""
+    native: Literal["bm25", "regex", "none"] = "bm25"
+    """The provider's own search when the model has one (Anthropic): `bm25` (plain words),
+    `regex`, or `none` (always the meta tools `find_tools` / `use_tools`)."""
+
+
 class AgentDoc(KindDoc):
     """`Ai.Agent`: a model, its tools and its loop settings."""
 
@@ -445,9 +462,11 @@ class AgentDoc(KindDoc):
     """Tool providers offered to the model."""
     tools: list[Annotated[Ref, RefTo("AiMcp.Tool")]] = []
     """Declared (governed) tools offered to the model."""
-    tool_search: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] | None = None
-    """Past this many tools, the model is shown `find_tools` / `use_tools` and the tools it asked
-    for instead of all (`Agent(tool_search=...)`; default off; see docs/discovery.md)."""
+    tool_search: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] | AgentToolSearch | None = None
+    """Past this many tools, the model searches for the tools it needs instead of being shown all
+    (`Agent(tool_search=...)`; default off; see docs/discovery.md): a threshold, or an object
+    with `threshold`, `pinned`, `maxResults`, `maxWorkingSet` and `native` (`bm25`, `regex`,
+    `none`: the provider's own search, Anthropic's, when the model has one)."""
 
 
 class Prices(_Closed):
