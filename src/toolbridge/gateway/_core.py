@@ -307,6 +307,8 @@ class _Listing:
     catalog: Catalog
     tools: list[tuple[str, ToolTarget, types.Tool]]
     signature: tuple[tuple[str, str], ...]
+    schemas: dict[str, dict[str, Any]]
+    """Each served tool's `inputSchema` by name (`GatewayCore.input_schema`)."""
 
 
 @dataclass
@@ -427,8 +429,16 @@ class GatewayCore:
             (name, json.dumps(tool.model_dump(by_alias=True, mode="json", exclude_none=True), sort_keys=True))
             for name, _, tool in tools
         )
-        self._listed = _Listing(catalog, tools, signature)
+        schemas = {name: tool.input_schema for name, _, tool in tools}
+        self._listed = _Listing(catalog, tools, signature, schemas)
         return self._listed
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The `inputSchema` of served tool `name` in the last built union, or None: the SDK's
+        2026-07-28 HTTP server checks a call's `Mcp-Param-*` headers against it. Without this
+        lookup it runs the whole `tools/list` handler for every `tools/call` with arguments."""
+        catalog = self.catalog.last()
+        return None if catalog is None else self._listing(catalog).schemas.get(name)
 
     async def tools(self, identity: Identity) -> list[types.Tool]:
         """The tools `identity` may call, sorted by name (see `served_tool`)."""

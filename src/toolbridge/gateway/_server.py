@@ -177,6 +177,7 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_subscriptions_listen=listen,
+        get_tool_input_schema=core.input_schema,
     )
     add_passthrough(server, gateway, identity_of, hub)
     server.middleware = [
