@@ -95,12 +95,26 @@ permissions: { allow: [ tool:shout, tool:broken, tool:ask, tool:failing, effect:
 TOOLS = ["shout", "ask", "broken", "failing", "secret"]
 
 
-def _app(everything_js: str, *, stateful: bool, runtime: str) -> str:
+WEB = """---
+kind: Http.Server
+metadata: { name: Web }
+host: 127.0.0.1
+port: 1
+baseUrl: http://127.0.0.1:1
+mounts:
+  - { path: /mcp, mount: !ref McpHttp }
+"""
+
+
+def _app(everything_js: str, *, stateful: bool, runtime: str, web: bool = False) -> str:
     """test_mcp_server's application, served over HTTP: its `Mcp.StdioServer` becomes an
-    `Mcp.HttpEndpoint` offering one more bundle."""
+    `Mcp.HttpEndpoint` offering more bundles (with `web`, mounted on Telo's `Http.Server`,
+    the target)."""
     text = STDIO_APP.format(js=everything_js)
+    target = "Web" if web else "McpHttp"
     for old, new in (
-        ("targets: [ !ref Server ]", "targets: [ !ref McpHttp ]"),
+        ("targets: [ !ref Server ]", f"targets: [ !ref {target} ]"),
+        ("  McpClient: oci:", "  Http: oci://ghcr.io/telorun/http-server@0.26.0\n  McpClient: oci:"),
         (
             "kind: Mcp.StdioServer\nmetadata: { name: Server }",
             f"kind: Mcp.HttpEndpoint\nmetadata: {{ name: McpHttp }}\nstateful: {str(stateful).lower()}",
@@ -117,7 +131,7 @@ def _app(everything_js: str, *, stateful: bool, runtime: str) -> str:
     ):
         assert old in text, old
         text = text.replace(old, new)
-    return text + MORE + runtime
+    return text + MORE + runtime + (WEB if web else "")
 
 
 def _serve(listening_process: Any, path: Path) -> Iterator[str]:
@@ -226,9 +240,12 @@ def test_the_inspector_cli_lists_and_calls_over_http(governed: tuple[str, Path],
 def stateful(
     tmp_path_factory: pytest.TempPathFactory, everything_js: str, listening_process: Any
 ) -> Iterator[str]:
-    """The stateful endpoint, without a Runtime."""
+    """The stateful endpoint, without a Runtime, mounted at /mcp on Telo's Http.Server (the
+    target; `--port` overrides the document's port)."""
     path = tmp_path_factory.mktemp("stateful") / "app.yaml"
-    path.write_text(_app(everything_js, stateful=True, runtime=""), encoding="utf-8")
+    path.write_text(_app(everything_js, stateful=True, runtime="", web=True), encoding="utf-8")
+    report = check_manifest(path)
+    assert report.ok and not report.diagnostics, report.diagnostics
     yield from _serve(listening_process, path)
 
 
@@ -323,3 +340,32 @@ async def test_resources_and_prompts_are_served(governed: tuple[str, Path]) -> N
         assert nope.value.error.code == -32602
         # the connection survives every failure above
         assert (await client.read_resource("notes://readme")).contents
+
+
+def test_an_http_server_mounts_one_endpoint(tmp_path: Path, everything_js: str) -> None:
+    """Telo's other mounts and kinds of its http-server module are refused precisely."""
+    path = tmp_path / "app.yaml"
+    base = _app(everything_js, stateful=False, runtime="", web=True)
+    two = (
+        base
+        + """---
+kind: Http.Api
+metadata: { name: Rest }
+routes: []
+"""
+    )
+    two = two.replace(
+        "  - { path: /mcp, mount: !ref McpHttp }",
+        "  - { path: /mcp, mount: !ref McpHttp }\n  - { path: /v1, mount: !ref Rest }",
+    )
+    path.write_text(two, encoding="utf-8")
+    found = [(d.code, d.message) for d in check_manifest(path).diagnostics]
+    assert [c for c, _ in found] == ["ERR_MANIFEST_UNSUPPORTED", "ERR_MANIFEST_UNSUPPORTED"], found
+    assert any("with 2 mounts is a Telo feature toolbridge does not implement" in m for _, m in found)
+    assert any(
+        "Http.Api of Telo's module http-server" in m and "a Telo kind toolbridge does not implement" in m
+        for _, m in found
+    )
+    path.write_text(base.replace("  Http: oci://ghcr.io/telorun/http-server@0.26.0\n", ""), encoding="utf-8")
+    [undefined] = check_manifest(path).diagnostics
+    assert undefined.code == "ERR_MANIFEST_UNDEFINED_KIND"  # as Telo: Http is not imported

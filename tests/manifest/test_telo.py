@@ -460,7 +460,9 @@ system: !include-text ./system.txt
         ("ERR_MANIFEST_UNSUPPORTED", 35),
     ]
     messages = [d.message for d in report.diagnostics]
-    assert "Http.Api belongs to Telo's module http-server" in messages[0]
+    # toolbridge implements http-server's Http.Server (to mount an Mcp.HttpEndpoint), not Http.Api
+    assert "kind Http.Api of Telo's module http-server" in messages[0]
+    assert "is a Telo kind toolbridge does not implement" in messages[0]
     # Run is not imported: Telo refuses the kind as UNDEFINED_KIND (this once passed as "module Run")
     assert "Run.Sequence: the application imports no module as Run" in messages[1]
     assert "add `Run: oci://ghcr.io/telorun/run@VERSION`" in messages[1]

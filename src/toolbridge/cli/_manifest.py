@@ -84,13 +84,15 @@ def register(subparsers: Any) -> None:
         help="print the run's span tree on stderr when it ends (needs toolbridge[otel-sdk])",
     )
     run.add_argument(
-        "--host", default="127.0.0.1", help="where an Mcp.HttpEndpoint target listens (default 127.0.0.1)"
+        "--host",
+        help="where an Mcp.HttpEndpoint or Http.Server target listens (default: the Http.Server's "
+        "host, else 127.0.0.1)",
     )
     run.add_argument(
         "--port",
         type=int,
-        default=8000,
-        help="the port of an Mcp.HttpEndpoint target (default 8000; 0 takes a free one)",
+        help="the port of an Mcp.HttpEndpoint or Http.Server target (default: the Http.Server's "
+        "port, else 8000; 0 takes a free one)",
     )
     _secret_options(run)
     run.set_defaults(handler=_run)
@@ -219,7 +221,12 @@ def _run(args: argparse.Namespace) -> int:
             return 130
         return 0
     if target.kind == "McpServer.HttpEndpoint":  # over Streamable HTTP at /mcp
-        return _serve_endpoint(manifest, target.document, args.host, args.port)
+        return _serve_endpoint(manifest, target.document, args.host or "127.0.0.1", args.port, "/mcp")
+    if target.kind == "HttpServer.Server":  # Telo's Http.Server mounting one Mcp.HttpEndpoint
+        web: Any = manifest.analysis.docs[target.document].model
+        [mounted] = web.mounts
+        host, port = args.host or web.host, web.port if args.port is None else args.port
+        return _serve_endpoint(manifest, mounted.mount.name, host, port, mounted.path)
     if target.reads_steps:
         raise ConfigError(
             f"target {target.name} reads `steps`, the results of the targets before it: run the whole "
@@ -497,19 +504,23 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
-def _serve_endpoint(manifest: Any, name: str, host: str, port: int) -> int:
-    """Serve the `Mcp.HttpEndpoint` `name` until interrupted (one line on stderr once bound)."""
+def _serve_endpoint(manifest: Any, name: str, host: str, port: int | None, path: str) -> int:
+    """Serve the `Mcp.HttpEndpoint` `name` at `path` until interrupted (one line on stderr once
+    bound)."""
     from ..manifest import serve_http_target
 
+    port = 8000 if port is None else port
     if not 0 <= port < 65536:
         raise ConfigError(f"--port {port} is not a TCP port", code="ERR_CONFIG")
 
     def listening(bound_host: str, bound_port: int) -> None:
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        warn(f"toolbridge: serving {name} at http://{shown}:{bound_port}/mcp")
+        warn(f"toolbridge: serving {name} at http://{shown}:{bound_port}{path}")
 
     try:
-        asyncio.run(serve_http_target(manifest, name, host=host, port=port, on_listening=listening))
+        asyncio.run(
+            serve_http_target(manifest, name, host=host, port=port, on_listening=listening, path=path)
+        )
     except KeyboardInterrupt:
         return 130
     return 0

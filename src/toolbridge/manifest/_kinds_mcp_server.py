@@ -11,6 +11,9 @@ imports the module as `Mcp`), or under any alias that imports `mcp-server`.
 - `McpServer.Prompts`: `entries`, each a prompt (`name`, `description`, `arguments`) got from a
   `handler`, with `inputs` (over `request`: `{name, arguments}`), `result` (a `GetPromptResult`)
   and `catches`.
+- `HttpServer.Server` (Telo's `Http.Server` of its `http-server` module, of which toolbridge
+  implements only this kind): `host`, `port`, `mounts: [{path, mount: !ref Endpoint}]` with one
+  `McpServer.HttpEndpoint` mounted; served by `toolbridge run` when it is the target.
 - `McpServer.HttpEndpoint`: the same fields and `stateful` (default false: stateless, as Telo's
   default). Served over Streamable HTTP at `/mcp` by `toolbridge run` when it is the target.
 - `McpServer.Tools`: `entries`, each a tool: `name`, `description`, `argumentsSchema`, a
@@ -22,7 +25,7 @@ imports the module as `Mcp`), or under any alias that imports `mcp-server`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -33,6 +36,7 @@ from ._yaml import Ref
 __all__ = [
     "HANDLER_KINDS",
     "HttpEndpointDoc",
+    "HttpServerDoc",
     "McpServerDoc",
     "McpServerPromptsDoc",
     "McpServerResourcesDoc",
@@ -217,3 +221,53 @@ class HttpEndpointDoc(McpServerDoc):
     kind: Literal["McpServer.HttpEndpoint"]
     stateful: bool = False
     """Sessions (`Mcp-Session-Id`, resumable streams); default false: every request stands alone."""
+
+
+class HttpMount(_Closed):
+    """One mount of an `Http.Server`: what is served at `path`."""
+
+    path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._~/-]{0,200}$")]
+    """Where (`/mcp`)."""
+    mount: Annotated[Ref, RefTo("McpServer.HttpEndpoint")]
+    """The `Mcp.HttpEndpoint` served there."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_form(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "mount" not in data and ("type" in data or "name" in data):
+            raise PydanticCustomError(
+                "telo_unsupported",
+                "Telo's design-note mount form (type, path, name: a bare name) is a Telo feature "
+                "toolbridge does not implement; write `path: /mcp` and `mount: !ref {name}`",
+                {"name": str(data.get("name", "Endpoint"))[:80]},
+            )
+        return data
+
+
+class HttpServerDoc(KindDoc):
+    """`HttpServer.Server` (Telo's `Http.Server`): an HTTP server on which one `Mcp.HttpEndpoint`
+    is mounted (Telo's other mounts, such as `Http.Api`, are kinds toolbridge does not run)."""
+
+    kind: Literal["HttpServer.Server"]
+    host: str = "127.0.0.1"
+    """The address to listen on (`--host` overrides it)."""
+    port: Annotated[int, Field(strict=True, ge=0, le=65535)] = 8000
+    """The port (`--port` overrides it; 0 takes a free one)."""
+    base_url: str | None = None
+    """Telo's: the server's public URL (informative)."""
+    openapi: PlainObject | None = None
+    """Telo's OpenAPI document settings (accepted; toolbridge serves no OpenAPI document)."""
+    mounts: Annotated[list[HttpMount], Field(min_length=1)]
+    """What is served where; toolbridge serves one `Mcp.HttpEndpoint` (more mounts are one
+    `ERR_MANIFEST_UNSUPPORTED`)."""
+
+    @model_validator(mode="after")
+    def _one_mount(self) -> HttpServerDoc:
+        if len(self.mounts) > 1:
+            raise PydanticCustomError(
+                "telo_unsupported",
+                "Telo's Http.Server with {count} mounts is a Telo feature toolbridge does not "
+                "implement; it serves one Mcp.HttpEndpoint per Http.Server",
+                {"count": len(self.mounts)},
+            )
+        return self

@@ -37,6 +37,7 @@ from ._kinds import (
 from ._kinds_gateway import GatewayDoc
 from ._kinds_mcp_server import (
     HttpEndpointDoc,
+    HttpServerDoc,
     McpServerPromptsDoc,
     McpServerResourcesDoc,
     McpServerToolsDoc,
@@ -71,6 +72,7 @@ RUNNABLE_KINDS = (
     "Mcp.ToolsList",
     "McpServer.StdioServer",
     "McpServer.HttpEndpoint",
+    "HttpServer.Server",
 )
 """Kinds `toolbridge run` can run (directly with `--target NAME`, or as a `targets` entry)."""
 
@@ -342,6 +344,7 @@ RUN_KINDS: dict[str, type[KindDoc]] = {
     "AiOpenai.OpenaiImageModel": OpenaiImageModelDoc,
     "McpServer.StdioServer": StdioServerDoc,
     "McpServer.HttpEndpoint": HttpEndpointDoc,
+    "HttpServer.Server": HttpServerDoc,
     "McpServer.Tools": McpServerToolsDoc,
     "McpServer.Resources": McpServerResourcesDoc,
     "McpServer.Prompts": McpServerPromptsDoc,

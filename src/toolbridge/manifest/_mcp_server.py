@@ -245,9 +245,10 @@ async def serve_http_target(
     host: str = "127.0.0.1",
     port: int = 8000,
     on_listening: Callable[[str, int], None] | None = None,
+    path: str = "/mcp",
 ) -> None:
     """Open `manifest` and serve its `McpServer.HttpEndpoint` `name` over Streamable HTTP at
-    `http://host:port/mcp` until interrupted (`on_listening(host, port)` is told the bound port,
+    `http://host:port/mcp` (or `path`) until interrupted (`on_listening(host, port)` is told the bound port,
     the real one for port 0); then close everything built."""
     from .._serving import run_http
 
@@ -255,5 +256,5 @@ async def serve_http_target(
         endpoint = live._doc(name).model
         stateful = bool(getattr(endpoint, "stateful", False))
         server = await create_mcp_server(live, name, principal="anonymous")
-        app = server.streamable_http_app(host=host, stateless_http=not stateful)
+        app = server.streamable_http_app(host=host, stateless_http=not stateful, streamable_http_path=path)
         await run_http(app, host=host, port=port, on_listening=on_listening)

@@ -36,6 +36,7 @@ _MODULE_PREFIX = {
     "ai-mcp": "AiMcp",
     "mcp-client": "Mcp",
     "mcp-server": "McpServer",
+    "http-server": "HttpServer",
 }
 
 # The aliases Telo's documentation writes for its modules: alias -> module. A kind under one of
@@ -66,6 +67,13 @@ _NOT_IMPLEMENTED = {
     "Ai.Model": "the abstract model contract (use a concrete model kind)",
     "Ai.ToolProvider": "the abstract tool provider contract (use Ai.Tools or AiMcp.ToolProvider)",
     "Mcp.Client": "the abstract client contract (use Mcp.StdioClient or Mcp.HttpClient)",
+}
+
+
+# Telo modules of which toolbridge implements one kind (by prefix): their other kinds are Telo
+# kinds it does not implement.
+_PARTLY_PROVIDED = {
+    "HttpServer": "http-server (toolbridge implements its Http.Server, to serve an Mcp.HttpEndpoint)"
 }
 
 
@@ -224,6 +232,13 @@ class KindResolver:
                     f"kind {written} of Telo's module mcp-server is a Telo kind toolbridge does not "
                     "implement (it serves McpServer.StdioServer and McpServer.HttpEndpoint with "
                     "McpServer.Tools)",
+                )
+            if prefix in _PARTLY_PROVIDED:
+                return KindResolution(
+                    None,
+                    "ERR_MANIFEST_UNSUPPORTED",
+                    f"kind {written[:80]} of Telo's module {_PARTLY_PROVIDED[prefix]} is a Telo kind "
+                    "toolbridge does not implement",
                 )
             if canonical in _NOT_IMPLEMENTED:
                 return KindResolution(
