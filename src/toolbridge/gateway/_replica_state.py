@@ -130,15 +130,9 @@ class ReplicaState:
             with anyio.fail_after(2 * self.timeout_s):
                 async with self._pool.connection() as conn:
                     self._secret = await work(conn)
-        except TimeoutError:
-            within = f"{2 * self.timeout_s:g} s"
-            raise ConfigError(f"the replicas' shared state: no answer within {within}") from None
-        except PoolUnavailable as exc:
-            raise ConfigError(f"the replicas' shared state: {exc}") from None
-        except psycopg.Error as exc:
-            raise ConfigError(
-                f"the replicas' shared state: {bounded(type(exc).__name__ + ': ' + str(exc), 300)}"
-            ) from None
+        except (TimeoutError, PoolUnavailable, psycopg.Error) as exc:
+            why = _failure(exc, 2 * self.timeout_s, detail=True)
+            raise ConfigError(f"the replicas' shared state: {why}") from None
 
     async def first_use_of(self, kind: str, token: str, until: float, now: float) -> bool:
         """Record `token` of `kind` until `until` for every replica; False if one recorded it
@@ -161,17 +155,21 @@ class ReplicaState:
                             "DELETE FROM toolbridge_gateway_once WHERE gateway = %s AND until <= %s",
                             (self.gateway, now),
                         )
-        except TimeoutError:
-            raise SharedStateUnavailable(
-                f"the replicas' shared {kind} marks did not answer within {self.timeout_s:g} s"
-            ) from None
-        except PoolUnavailable as exc:
-            raise SharedStateUnavailable(f"the replicas' shared {kind} marks: {exc}") from None
-        except psycopg.Error as exc:
-            raise SharedStateUnavailable(
-                f"the replicas' shared {kind} marks failed: {type(exc).__name__}"
-            ) from None
+        except (TimeoutError, PoolUnavailable, psycopg.Error) as exc:
+            why = _failure(exc, self.timeout_s, detail=False)
+            raise SharedStateUnavailable(f"the replicas' shared {kind} marks: {why}") from None
         return first
+
+
+def _failure(exc: BaseException, timeout_s: float, *, detail: bool) -> str:
+    """What went wrong with the database, in one line (`detail`: the driver's message too, at
+    start, where no client's request is being answered)."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, PoolUnavailable):
+        return str(exc)
+    name = type(exc).__name__
+    return bounded(f"{name}: {exc}", 300) if detail else f"failed ({name})"
 
 
 async def open_replica_state(journal_location: str | None, gateway: str) -> ReplicaState | None:
