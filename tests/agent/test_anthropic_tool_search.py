@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from agent_fake_http import FakeApi, Reply
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_anthropic import error, message, stream_events, text_block, tool_block
 
 from toolbridge.agent import Agent, AnthropicModel, ToolSearch
@@ -428,3 +430,53 @@ toolSearch: {search}
     ):
         report = check_manifest(write(search), secrets={"anthropicApiKey": "sk-ant-test-0123456789"})
         assert [(d.code, f"`{where}`" in d.message) for d in report.diagnostics] == [(code, True)], search
+
+
+async def test_the_context_limit_counts_a_turns_native_blocks() -> None:
+    """Blocks carried back on a message are sent: the runtime's `max_context_bytes` counts them
+    (a conversation read from a file cannot slip a huge one past it)."""
+    from toolbridge.runtime import create_runtime
+
+    big = {"type": "thinking", "thinking": "x" * 6000, "signature": "s"}
+    turn = {
+        "role": "assistant",
+        "content": "hm",
+        "native": {"provider": "anthropic", "blocks": [big, {"type": "text", "text": "hm"}]},
+    }
+    history = [{"role": "user", "content": "a"}, turn, {"role": "user", "content": "b"}]
+    runtime = create_runtime(permissions=["model:anthropic:claude-test"], limits={"max_context_bytes": 4000})
+    try:
+        with FakeApi() as api:
+            api.replies.append(message([{"type": "text", "text": "ok"}]))
+            agent = Agent(_model(api), [])
+            plain = [{k: v for k, v in m.items() if k != "native"} for m in history]
+            assert (await runtime.run(agent, plain)).outcome == "succeeded"
+            refused = await runtime.run(agent, history)
+            assert (refused.outcome, refused.error_code) == ("failed", "LIMIT_EXCEEDED")
+            assert len(api.seen) == 1  # the refused request was never sent
+    finally:
+        runtime.close()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(native=_JSON | st.fixed_dictionaries({"provider": _JSON, "blocks": _JSON}))
+def test_any_native_value_is_a_message_or_one_input_error(native: Any) -> None:
+    """A conversation read from a file is untrusted: its `native` is taken or refused, never more."""
+    from toolbridge.agent import build_messages, message_to_dict
+    from toolbridge.errors import ConfigError
+
+    raw = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "native": native}]
+    try:
+        messages = build_messages(raw, None)
+    except ConfigError as exc:
+        assert exc.code == "ERR_INVALID_INPUT"
+        return
+    back = message_to_dict(messages[1])
+    assert build_messages([raw[0], back], None)[1] == messages[1]

@@ -24,7 +24,11 @@ and the final answer marked deferred (`ModelRequest.tool_search`), and the provi
 (Anthropic's tool search tool) loads what the model looks for, in the same turn: no extra model
 turn, no meta tools, no grants for them. The search then runs on the provider's side over all the
 agent's tool definitions, and it is not a journaled tool call (the calls of the tools it loaded
-are). Past `MAX_NATIVE` tools (the API's limit, 10,000), or when a tool's name is one the
+are): `Step.native_searches` records each search (query, tools loaded) and a governed run emits
+`model.tool_search` (the loaded names). The search's blocks ride on the turn's message
+(`Message.native`), so a conversation continued elsewhere keeps the tools they loaded; a turn the
+provider pauses (`pause_turn`) goes back as it came (`Agent`, at most `MAX_PAUSES` in a row).
+Past `MAX_NATIVE` tools (the API's limit, 10,000), or when a tool's name is one the
 provider's search tool takes, the meta tools are used. OpenAI's hosted tool search lives in the
 Responses API and Gemini's in its Interactions API; `OpenAIModel` and `GeminiModel` speak Chat
 Completions and generateContent, so they get the meta tools.

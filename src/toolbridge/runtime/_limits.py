@@ -190,7 +190,8 @@ def parts_bytes(parts: Any) -> int:
 
 
 def message_bytes(message: Any) -> int:
-    """Approximate size of one message: its text and media, and its tool calls' arguments."""
+    """Approximate size of one message: its text and media, its tool calls' arguments, and the
+    provider's own blocks it carries (`Message.native`: thinking, tool search)."""
     content = getattr(message, "content", "")
     total = len(content.encode("utf-8")) if isinstance(content, str) else parts_bytes(content)
     for tool_call in getattr(message, "tool_calls", ()) or ():
@@ -198,6 +199,13 @@ def message_bytes(message: Any) -> int:
             total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
         except (TypeError, ValueError):
             continue  # arguments that are not JSON data are not counted (nor is that call's name)
+    native = getattr(message, "native", None)
+    for block in native.blocks if native is not None else ():  # a provider's own blocks (thinking, search)
+        if block.get("type") not in ("text", "tool_use"):  # those two are the content and calls above
+            try:
+                total += len(canonical_json(dict(block)))
+            except (TypeError, ValueError):
+                continue
     return total
 
 
