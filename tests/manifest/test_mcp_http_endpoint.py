@@ -308,8 +308,10 @@ async def test_an_endpoint_without_a_runtime_serves_every_tool(stateful: str) ->
 
 
 async def test_resources_and_prompts_are_served(governed: tuple[str, Path]) -> None:
-    """`Mcp.Resources` (a URI, a template) and `Mcp.Prompts`, with handlers toolbridge runs."""
-    url, _ = governed
+    """`Mcp.Resources` (a URI, a template) and `Mcp.Prompts`, with handlers toolbridge runs;
+    every read and get journaled as the gateway journals them."""
+    url, journal = governed
+    before = len(_journal_calls(journal)) if journal.exists() else 0
     async with Client(streamable_http_client(url), mode="legacy") as client:  # type: ignore[arg-type]
         listed = (await client.list_resources()).resources
         assert [(r.name, str(r.uri), r.mime_type) for r in listed] == [
@@ -340,6 +342,17 @@ async def test_resources_and_prompts_are_served(governed: tuple[str, Path]) -> N
         assert nope.value.error.code == -32602
         # the connection survives every failure above
         assert (await client.read_resource("notes://readme")).contents
+    rows = [(who, target, code) for who, target, _, code in _journal_calls(journal)[before:]]
+    assert rows == [
+        ("anonymous", "notes://readme", None),
+        ("anonymous", "notes://by-name/todo", None),
+        ("anonymous", "notes://broken", "TOOL_FAILED"),  # its handler failed
+        ("anonymous", "notes://by-name/a/b", "NOT_FOUND"),  # nothing run
+        ("anonymous", "greet", None),
+        ("anonymous", "greet", "INVALID_INPUT"),
+        ("anonymous", "nope", "NOT_FOUND"),
+        ("anonymous", "notes://readme", None),
+    ]
 
 
 def test_an_http_server_mounts_one_endpoint(tmp_path: Path, everything_js: str) -> None:

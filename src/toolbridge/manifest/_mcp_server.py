@@ -218,7 +218,7 @@ async def create_mcp_server(live: Any, name: str, *, principal: str) -> Any:
         instructions=server.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        **served_reads(live, server),
+        **served_reads(live, server, runtime=runtime, principal=principal, label=label),
     )
 
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
-from ..errors import ToolbridgeError, ToolError
+from ..errors import PolicyError, ToolbridgeError, ToolError
 from ._kinds_mcp_server import (
     McpServerDoc,
     McpServerPromptsDoc,
@@ -167,11 +168,27 @@ def bundle_entries(live: Any, refs: list[Any], bundle_kind: type[Any]) -> list[A
     return entries
 
 
-def served_reads(live: Any, server: McpServerDoc) -> dict[str, Any]:
+def served_reads(
+    live: Any, server: McpServerDoc, *, runtime: Any, principal: str, label: str
+) -> dict[str, Any]:
     """The SDK server's resource and prompt handlers for `server` (keyword arguments of
-    `mcp.server.Server`; empty without bundles)."""
+    `mcp.server.Server`; empty without bundles). Each `resources/read` and `prompts/get` is
+    journaled under `runtime` as `principal` (`Runtime.operation`, as the gateway journals them):
+    one run of one row, `succeeded`, or `failed` with `NOT_FOUND` (no such resource or prompt,
+    nothing run), `INVALID_INPUT` (a required argument missing) or `TOOL_FAILED` (the handler
+    failed)."""
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
+
+    @asynccontextmanager
+    async def journaled(kind: str, target: str, arguments: dict[str, Any]) -> AsyncIterator[Any]:
+        """One read or get journaled (an error raised inside ends it `TOOL_FAILED` unless the
+        block said otherwise with `op.fail`); a journal that cannot record it sends nothing."""
+        try:
+            async with runtime.operation(kind, target, arguments, principal=principal, label=label) as op:
+                yield op
+        except PolicyError as exc:  # the journal could not record the start: nothing was run
+            raise MCPError(types.INTERNAL_ERROR, f"{exc.code}: {kind} was not run") from None
 
     resources: dict[str, ResourceEntryDoc] = {}
     templates: list[tuple[re.Pattern[str] | None, ResourceEntryDoc]] = []
@@ -217,10 +234,17 @@ def served_reads(live: Any, server: McpServerDoc) -> dict[str, Any]:
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
-        found = find(uri) if len(uri) <= 4096 else None
-        if found is None:
-            raise MCPError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]!r}")
-        entry, uri_params = found
+        async with journaled("resources/read", uri, {"uri": uri}) as op:
+            found = find(uri) if len(uri) <= 4096 else None
+            if found is None:
+                op.fail("NOT_FOUND")
+                raise MCPError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]!r}")
+            await op.sent()
+            return await _read(found[0], found[1], uri)
+
+    async def _read(
+        entry: ResourceEntryDoc, uri_params: dict[str, str], uri: str
+    ) -> types.ReadResourceResult:
         image = live._doc(entry.handler.name).kind == "Ai.Image"
 
         def default(output: Any) -> Any:
@@ -257,13 +281,21 @@ def served_reads(live: Any, server: McpServerDoc) -> dict[str, Any]:
         )
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        prompt = prompts.get(params.name)
-        if prompt is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name[:200]!r}")
         arguments = dict(params.arguments or {})
-        missing = [a.name for a in prompt.arguments if a.required and a.name not in arguments]
-        if missing:
-            raise MCPError(types.INVALID_PARAMS, f"prompt {prompt.name!r} needs the argument {missing[0]!r}")
+        async with journaled("prompts/get", params.name, arguments) as op:
+            prompt = prompts.get(params.name)
+            if prompt is None:
+                op.fail("NOT_FOUND")
+                raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name[:200]!r}")
+            missing = [a.name for a in prompt.arguments if a.required and a.name not in arguments]
+            if missing:
+                op.fail("INVALID_INPUT")
+                why = f"prompt {prompt.name!r} needs the argument {missing[0]!r}"
+                raise MCPError(types.INVALID_PARAMS, why)
+            await op.sent()
+            return await _get(prompt, arguments)
+
+    async def _get(prompt: PromptEntryDoc, arguments: dict[str, Any]) -> types.GetPromptResult:
         request = {"name": prompt.name, "arguments": arguments}
 
         def default(output: Any) -> Any:
