@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from toolbridge.errors import JsonRpcError
-from toolbridge.gateway._core import ERROR_TEXT_LIMIT, upstream_error, upstream_rpc_error
+from toolbridge.gateway._answers import ERROR_TEXT_LIMIT, upstream_error, upstream_rpc_error
 from toolbridge.gateway._side import relayed_error
 from toolbridge.redact import forget_secrets, register_secret
 

@@ -330,7 +330,7 @@ def test_the_inspector_sees_every_field_and_the_upstream_s_error(tmp_path: Path)
 def test_a_tool_whose_schema_is_too_deep_to_clean_is_not_served() -> None:
     """`served_tool` leaves out a tool whose schema nests past the cleaner's bound (one line in
     the log), instead of failing the whole listing."""
-    from toolbridge.gateway._core import served_tool
+    from toolbridge.gateway._answers import served_tool
     from toolbridge.tools import ToolSpec
 
     deep: dict[str, Any] = {"type": "string", "description": "leaf"}

@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolbridge.errors import JsonRpcError
-from toolbridge.gateway._core import (
+from toolbridge.gateway._answers import (
     ERROR_TEXT_LIMIT,
     META_PREFIX,
-    _from_tool_result,
+    from_tool_result,
     served_tool,
     upstream_error,
     upstream_rpc_error,
@@ -151,9 +151,9 @@ def test_a_result_keeps_every_field_but_the_gateway_s_keys() -> None:
         "_meta": {"toolbridge/code": "X", "io.example/trace": "t"},
         "resultType": "complete",
     }
-    served = _from_tool_result(result, context)
+    served = from_tool_result(result, context)
     assert served.meta == {"io.example/trace": "t"} and served.structured_content == {"a": 1}
     context.wire = {"content": [], "_meta": 5}  # a bad `_meta`: the rest is kept
-    assert _from_tool_result(result, context).meta is None
+    assert from_tool_result(result, context).meta is None
     context.wire = {"content": "not a list"}  # unreadable: an error, never a silently empty success
-    assert _from_tool_result(result, context).is_error
+    assert from_tool_result(result, context).is_error

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
-from toolbridge.gateway._core import page_of
+from toolbridge.gateway._answers import page_of
 from toolbridge.manifest import check_manifest, manifest_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -51,7 +51,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..discovery import MAX_LIMIT, MAX_NAMES, USE_TOOLS_SCHEMA, ToolIndex, find_tools_schema, indexed_tool
 from ..errors import ToolbridgeError, bounded
-from ._core import GatewayCore, Identity, error_result
+from ._answers import error_result
+from ._core import GatewayCore, Identity
 
 __all__ = ["FIND_TOOLS", "META_TOOLS", "Discovery", "DiscoverySettings"]
 

@@ -32,7 +32,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import PolicyError, bounded
 from ..pinning import SideKind, side_digests, side_listing
-from ._core import Identity, Source, page_of
+from ._answers import page_of
+from ._core import Identity, Source
 from ._events import EventHub
 from ._side import (
     clean_completion,

@@ -32,9 +32,10 @@ from mcp.shared.exceptions import MCPError
 from .._version import __version__
 from ..errors import bounded
 from ..runtime import keep_leases
+from ._answers import page_of
 from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead
-from ._core import GatewayCore, Identity, page_of
+from ._core import GatewayCore, Identity
 from ._discovery import META_TOOLS
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
 from ._passthrough import add_passthrough

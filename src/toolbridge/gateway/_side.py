@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..errors import bounded
 from ..sanitize import clean_text, is_clean
-from ._core import error_text
+from ._answers import error_text
 
 __all__ = [
     "clean_completion",
