@@ -69,6 +69,11 @@ entries:
     inputs: { name: no_such_tool }
     catches:
       - error: { code: -32050, message: !cel "'no note: ' + error.code" }
+  - uri: notes://private
+    name: private
+    description: Not granted by the Runtime.
+    handler: !ref Call
+    inputs: { name: echo, arguments: { message: private } }
 ---
 kind: Mcp.Prompts
 metadata: { name: Prompts }
@@ -82,6 +87,10 @@ entries:
       messages:
         - role: user
           content: { type: text, text: !cel "result.content[0].text" }
+  - name: hidden
+    description: Not granted by the Runtime.
+    handler: !ref Call
+    inputs: { name: echo, arguments: { message: hidden } }
 """
 
 RUNTIME = """---
@@ -89,7 +98,9 @@ kind: Runtime
 metadata: { name: Governed }
 profile: durable
 journal: journal.db
-permissions: { allow: [ tool:shout, tool:broken, tool:ask, tool:failing, effect:write ] }
+permissions:
+  allow: [ tool:shout, tool:broken, tool:ask, tool:failing, effect:write,
+           "resources:readme", "resources:by-name", "resources:broken", "prompts:greet" ]
 """
 
 TOOLS = ["shout", "ask", "broken", "failing", "secret"]
@@ -340,6 +351,13 @@ async def test_resources_and_prompts_are_served(governed: tuple[str, Path]) -> N
         with pytest.raises(MCPError) as nope:
             await client.get_prompt("nope", {})
         assert nope.value.error.code == -32602
+        # not granted: neither listed nor read, answered as unknown
+        with pytest.raises(MCPError) as private:
+            await client.read_resource("notes://private")
+        assert private.value.error.code == -32002
+        with pytest.raises(MCPError) as hidden:
+            await client.get_prompt("hidden", {})
+        assert hidden.value.error.code == -32602 and "unknown prompt" in hidden.value.error.message
         # the connection survives every failure above
         assert (await client.read_resource("notes://readme")).contents
     rows = [(who, target, code) for who, target, _, code in _journal_calls(journal)[before:]]
@@ -351,6 +369,8 @@ async def test_resources_and_prompts_are_served(governed: tuple[str, Path]) -> N
         ("anonymous", "greet", None),
         ("anonymous", "greet", "INVALID_INPUT"),
         ("anonymous", "nope", "NOT_FOUND"),
+        ("anonymous", "notes://private", "PERMISSION_DENIED"),
+        ("anonymous", "hidden", "PERMISSION_DENIED"),
         ("anonymous", "notes://readme", None),
     ]
 

@@ -137,6 +137,7 @@ async def _governance(live: Any, entries: dict[str, ToolEntryDoc]) -> tuple[Any,
     runtime = await live.runtime()
     if runtime is None:
         grants = [f"tool:{n}" for n in entries] + ["effect:read", "effect:write", "effect:host"]
+        grants += ["resources:*", "prompts:*"]  # every served resource and prompt
         runtime = await live._own(create_runtime(permissions={"allow": grants}, limits=DEFAULT_LIMITS))
     timeout_ms = max(runtime.limits.tool_timeout_ms, runtime.limits.max_duration_ms)
     tools = [

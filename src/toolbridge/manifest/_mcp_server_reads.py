@@ -172,10 +172,15 @@ def served_reads(
     live: Any, server: McpServerDoc, *, runtime: Any, principal: str, label: str
 ) -> dict[str, Any]:
     """The SDK server's resource and prompt handlers for `server` (keyword arguments of
-    `mcp.server.Server`; empty without bundles). Each `resources/read` and `prompts/get` is
-    journaled under `runtime` as `principal` (`Runtime.operation`, as the gateway journals them):
-    one run of one row, `succeeded`, or `failed` with `NOT_FOUND` (no such resource or prompt,
-    nothing run), `INVALID_INPUT` (a required argument missing) or `TOOL_FAILED` (the handler
+    `mcp.server.Server`; empty without bundles).
+
+    Governed as the gateway governs them: a resource entry is listed and read only when
+    `runtime` grants `resources:<entry name>` or `resources:*`, a prompt only with
+    `prompts:<name>` or `prompts:*`; one not granted is answered as unknown (its existence is
+    not told). Each `resources/read` and `prompts/get` is journaled under `runtime` as
+    `principal` (`Runtime.operation`): one run of one row, `succeeded`, or `not_started` with
+    `NOT_FOUND` (no such resource or prompt), `PERMISSION_DENIED` (not granted) or
+    `INVALID_INPUT` (a required argument missing), or `failed` with `TOOL_FAILED` (the handler
     failed)."""
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
@@ -189,6 +194,11 @@ def served_reads(
                 yield op
         except PolicyError as exc:  # the journal could not record the start: nothing was run
             raise MCPError(types.INTERNAL_ERROR, f"{exc.code}: {kind} was not run") from None
+
+    missing = runtime.permissions.missing
+
+    def granted(what: str, name: str) -> bool:
+        return not missing([f"{what}:{name}"]) or not missing([f"{what}:*"])
 
     resources: dict[str, ResourceEntryDoc] = {}
     templates: list[tuple[re.Pattern[str] | None, ResourceEntryDoc]] = []
@@ -207,6 +217,7 @@ def served_reads(
             resources=[
                 types.Resource(uri=str(e.uri), name=e.name, description=e.description, mime_type=e.mime_type)
                 for e in resources.values()
+                if granted("resources", e.name)
             ]
         )
 
@@ -220,6 +231,7 @@ def served_reads(
                     mime_type=e.mime_type,
                 )
                 for _, e in templates
+                if granted("resources", e.name)
             ]
         )
 
@@ -236,8 +248,8 @@ def served_reads(
         uri = str(params.uri)
         async with journaled("resources/read", uri, {"uri": uri}) as op:
             found = find(uri) if len(uri) <= 4096 else None
-            if found is None:
-                op.fail("NOT_FOUND")
+            if found is None or not granted("resources", found[0].name):
+                op.fail("NOT_FOUND" if found is None else "PERMISSION_DENIED")
                 raise MCPError(RESOURCE_NOT_FOUND, f"resource not found: {uri[:200]!r}")
             await op.sent()
             return await _read(found[0], found[1], uri)
@@ -277,6 +289,7 @@ def served_reads(
                     or None,
                 )
                 for p in prompts.values()
+                if granted("prompts", p.name)
             ]
         )
 
@@ -284,8 +297,8 @@ def served_reads(
         arguments = dict(params.arguments or {})
         async with journaled("prompts/get", params.name, arguments) as op:
             prompt = prompts.get(params.name)
-            if prompt is None:
-                op.fail("NOT_FOUND")
+            if prompt is None or not granted("prompts", prompt.name):
+                op.fail("NOT_FOUND" if prompt is None else "PERMISSION_DENIED")
                 raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name[:200]!r}")
             missing = [a.name for a in prompt.arguments if a.required and a.name not in arguments]
             if missing:
