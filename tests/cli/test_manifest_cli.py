@@ -241,3 +241,75 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
         assert run.error_code == "CANCELLED"
     finally:
         runtime.close()
+
+
+def test_a_governed_run_holds_its_writers_lease_while_it_lives(
+    tmp_path: Path, everything_js: str, node: str
+) -> None:
+    """`toolbridge run` under a durable Runtime holds this process's lease in the journal (as a
+    gateway or batch driver does), renewed while the run lives, so another host may settle the
+    run once it expires if the process dies."""
+    import selectors
+    import signal
+    import sqlite3
+    import time
+
+    manifest = tmp_path / "slow.yaml"
+    manifest.write_text(
+        f"""\
+kind: Runtime
+metadata: {{ name: Policy }}
+profile: durable
+journal: runs.db
+permissions: {{ allow: ["model:scripted", "tool:ev_trigger-long-running-operation"] }}
+---
+kind: Ai.ScriptedModel
+metadata: {{ name: Scripted }}
+turns:
+  - toolCalls: [ {{ name: ev_trigger-long-running-operation, arguments: {{ duration: 30, steps: 30 }} }} ]
+  - text: never reached
+---
+kind: Mcp.StdioClient
+metadata: {{ name: Everything }}
+command: {node}
+args: ["{everything_js}", "stdio"]
+---
+kind: AiMcp.ToolProvider
+metadata: {{ name: Ev }}
+client: !ref Everything
+---
+kind: Ai.Agent
+metadata: {{ name: Slow }}
+model: !ref Scripted
+toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
+"""
+    )
+    proc = subprocess.Popen(
+        [*TOOLBRIDGE, "run", str(manifest), "--input", "go"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stderr is not None
+        fd = proc.stderr.fileno()
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        seen = ""
+        deadline = time.monotonic() + 60
+        while "→ ev_trigger-long-running-operation" not in seen:
+            assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
+            if sel.select(timeout=0.5):
+                seen += os.read(fd, 65536).decode(errors="replace")
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            leases = db.execute("SELECT writer, expires_at FROM leases").fetchall()
+            pids = {row[0] for row in db.execute("SELECT pid FROM runs WHERE status = 'running'")}
+        assert pids == {proc.pid}
+        mine = [expires for writer, expires in leases if writer.split("/")[1] == str(proc.pid)]
+        assert mine and mine[0] > time.time(), leases  # held, and not expired
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -361,8 +361,25 @@ async def _run_async(
                     "under a Runtime an agent takes a prompt or messages, not system or options inputs",
                     code="ERR_INVALID_INPUT",
                 )
-            return await _run_governed(runtime, agent, prompt, view)
+            return await _run_leased(runtime, agent, prompt, view)
         return await _run_plain(agent, prompt, view, system, options)
+
+
+async def _run_leased(runtime: Any, agent: Any, prompt: Any, view: _LiveView | None) -> dict[str, Any]:
+    """A governed run whose writer (this process) holds its lease in a durable journal while it
+    lives, and settles the runs of writers whose lease expired, as every gateway and batch driver
+    does (`runtime.keep_leases`; docs/scale-out.md): if this process dies, any host may settle
+    its run once the lease expires."""
+    import anyio
+
+    from ..runtime import keep_leases
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keep_leases, runtime)
+        try:
+            return await _run_governed(runtime, agent, prompt, view)
+        finally:
+            tg.cancel_scope.cancel()
 
 
 async def _run_plain(
