@@ -377,9 +377,10 @@ async def _run_leased(runtime: Any, agent: Any, prompt: Any, view: _LiveView | N
     async with anyio.create_task_group() as tg:
         tg.start_soon(keep_leases, runtime)
         try:
-            return await _run_governed(runtime, agent, prompt, view)
+            outcome = await _run_governed(runtime, agent, prompt, view)
         finally:
             tg.cancel_scope.cancel()
+    return outcome
 
 
 async def _run_plain(
