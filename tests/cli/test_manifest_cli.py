@@ -149,19 +149,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("mode", ["runtime", "plain", "stream"])
-def test_ctrl_c_cancels_cleanly(
-    tmp_path: Path, everything_js: str, node: str, mode: str, request: pytest.FixtureRequest
-) -> None:
-    """SIGINT mid-tool-call: exit 130, no server left behind, the journal (if any) says cancelled."""
-    import selectors
-    import signal
-    import time
-
-    from toolbridge.runtime import create_runtime
-
-    manifest = tmp_path / "slow.yaml"
-    text = f"""\
+def _slow_manifest(everything_js: str, node: str) -> str:
+    """A governed agent (durable journal `runs.db`) whose one tool call takes 30 s."""
+    return f"""\
 kind: Runtime
 metadata: {{ name: Policy }}
 profile: durable
@@ -189,6 +179,42 @@ metadata: {{ name: Slow }}
 model: !ref Scripted
 toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
 """
+
+
+def _wait_for_the_slow_call(proc: subprocess.Popen[bytes]) -> str:
+    """What `toolbridge run` wrote on stderr until the slow tool call started (60 s at most)."""
+    import selectors
+    import time
+
+    assert proc.stderr is not None
+    # Read the raw pipe: a buffered reader could hold the line we wait for while select()
+    # reports nothing new.
+    fd = proc.stderr.fileno()
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    seen = ""
+    deadline = time.monotonic() + 60
+    while "→ ev_trigger-long-running-operation" not in seen:
+        assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
+        if sel.select(timeout=0.5):
+            chunk = os.read(fd, 65536)
+            assert chunk, f"toolbridge run exited early: {seen!r}"
+            seen += chunk.decode(errors="replace")
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["runtime", "plain", "stream"])
+def test_ctrl_c_cancels_cleanly(
+    tmp_path: Path, everything_js: str, node: str, mode: str, request: pytest.FixtureRequest
+) -> None:
+    """SIGINT mid-tool-call: exit 130, no server left behind, the journal (if any) says cancelled."""
+    import signal
+    import time
+
+    from toolbridge.runtime import create_runtime
+
+    manifest = tmp_path / "slow.yaml"
+    text = _slow_manifest(everything_js, node)
     governed = mode == "runtime"
     if not governed:
         text = text.split("---\n", 1)[1]  # drop the Runtime document
@@ -201,20 +227,7 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
         stderr=subprocess.PIPE,
     )
     try:
-        assert proc.stderr is not None
-        # Read the raw pipe: a buffered reader could hold the line we wait for while select()
-        # reports nothing new.
-        fd = proc.stderr.fileno()
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        seen = ""
-        deadline = time.monotonic() + 60
-        while "→ ev_trigger-long-running-operation" not in seen:
-            assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
-            if sel.select(timeout=0.5):
-                chunk = os.read(fd, 65536)
-                assert chunk, f"toolbridge run exited early: {seen!r}"
-                seen += chunk.decode(errors="replace")
+        seen = _wait_for_the_slow_call(proc)
         time.sleep(0.3)  # the call is in flight on the server now
         helpers = request.config.pluginmanager.get_plugin(str(ROOT / "tests" / "conftest.py"))
         servers = [pid for pid, cmd in helpers.descendants_of_this_process() if "server-everything" in cmd]
@@ -249,55 +262,17 @@ def test_a_governed_run_holds_its_writers_lease_while_it_lives(
     """`toolbridge run` under a durable Runtime holds this process's lease in the journal (as a
     gateway or batch driver does), renewed while the run lives, so another host may settle the
     run once it expires if the process dies."""
-    import selectors
     import signal
     import sqlite3
     import time
 
     manifest = tmp_path / "slow.yaml"
-    manifest.write_text(
-        f"""\
-kind: Runtime
-metadata: {{ name: Policy }}
-profile: durable
-journal: runs.db
-permissions: {{ allow: ["model:scripted", "tool:ev_trigger-long-running-operation"] }}
----
-kind: Ai.ScriptedModel
-metadata: {{ name: Scripted }}
-turns:
-  - toolCalls: [ {{ name: ev_trigger-long-running-operation, arguments: {{ duration: 30, steps: 30 }} }} ]
-  - text: never reached
----
-kind: Mcp.StdioClient
-metadata: {{ name: Everything }}
-command: {node}
-args: ["{everything_js}", "stdio"]
----
-kind: AiMcp.ToolProvider
-metadata: {{ name: Ev }}
-client: !ref Everything
----
-kind: Ai.Agent
-metadata: {{ name: Slow }}
-model: !ref Scripted
-toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
-"""
-    )
+    manifest.write_text(_slow_manifest(everything_js, node))
     proc = subprocess.Popen(
         [*TOOLBRIDGE, "run", str(manifest), "--input", "go"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        assert proc.stderr is not None
-        fd = proc.stderr.fileno()
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        seen = ""
-        deadline = time.monotonic() + 60
-        while "→ ev_trigger-long-running-operation" not in seen:
-            assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
-            if sel.select(timeout=0.5):
-                seen += os.read(fd, 65536).decode(errors="replace")
+        _wait_for_the_slow_call(proc)
         with sqlite3.connect(tmp_path / "runs.db") as db:
             leases = db.execute("SELECT writer, expires_at FROM leases").fetchall()
             pids = {row[0] for row in db.execute("SELECT pid FROM runs WHERE status = 'running'")}
