@@ -167,11 +167,7 @@ class GovernedRun:
             return self.result
         state = self.core.state
         failure = state.failure
-        usage = {
-            "input_tokens": state.input_tokens,
-            "output_tokens": state.output_tokens,
-            "model_calls": state.model_calls,
-        }
+        usage = state.usage()
         if failure is None:
             return RuntimeResult(
                 outcome="succeeded", usage=usage, cost_micros=state.budget.spent, run_id=self.run_id

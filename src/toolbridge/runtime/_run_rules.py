@@ -178,11 +178,7 @@ class RunRules:
                 code = code_for(pick, state.phase)
         if code is None and state.budget.over:
             code = "BUDGET_EXCEEDED"
-        usage = {
-            "input_tokens": state.input_tokens,
-            "output_tokens": state.output_tokens,
-            "model_calls": state.model_calls,
-        }
+        usage = state.usage()
         if code is None:
             return RuntimeResult(
                 outcome="succeeded",
@@ -235,9 +231,7 @@ class RunRules:
             "outcome": result.outcome,
             "error_code": result.error_code,
             "cost_micros": result.cost_micros,
-            "input_tokens": state.input_tokens,
-            "output_tokens": state.output_tokens,
-            "model_calls": state.model_calls,
+            **state.usage(),
             "calls": tuple(ends.values()),
         }
 

@@ -92,6 +92,14 @@ class RunState:
     model_reservations: list[Any] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
+    def usage(self) -> dict[str, int]:
+        """The run's usage so far, as `RuntimeResult.usage` and the journal's run end hold it."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "model_calls": self.model_calls,
+        }
+
 
 _NO_DEADLINE: Final = float("inf")
 
