@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolbridge.manifest import check_manifest
+from toolbridge.manifest import Diagnostic, check_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "manifests" / "seed-assistant.yaml"
@@ -30,11 +30,15 @@ client: !ref Files
 # BASE is 13 lines long; documents appended to it start on line 14.
 
 
-def found(tmp_path: Path, text: str, **kwargs: object) -> list[tuple[str, int, int]]:
+def diagnostics(tmp_path: Path, text: str, **kwargs: object) -> list[Diagnostic]:
+    """The analyzer's findings on `text` written as a manifest file (no environment unless given)."""
     path = tmp_path / "m.yaml"
-    path.write_text(textwrap.dedent(text))
-    report = check_manifest(path, env=kwargs.pop("env", {}), **kwargs)  # type: ignore[arg-type]
-    return [(d.code, d.line, d.column) for d in report.diagnostics]
+    path.write_text(text)
+    return check_manifest(path, env=kwargs.pop("env", {}), **kwargs).diagnostics  # type: ignore[arg-type]
+
+
+def found(tmp_path: Path, text: str, **kwargs: object) -> list[tuple[str, int, int]]:
+    return [(d.code, d.line, d.column) for d in diagnostics(tmp_path, textwrap.dedent(text), **kwargs)]
 
 
 def test_seed_manifest_passes_with_the_key_set() -> None:
@@ -75,9 +79,7 @@ def test_unknown_tag_and_duplicate_key(tmp_path: Path) -> None:
 
 def test_unknown_kind(tmp_path: Path) -> None:
     text = BASE + "kind: Mcp.StdioClent\nmetadata: { name: B }\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_UNKNOWN_KIND", 14, 7)
     assert "did you mean Mcp.StdioClient?" in d.message
 
@@ -92,9 +94,7 @@ def test_missing_kind_and_not_a_mapping(tmp_path: Path) -> None:
 
 def test_missing_required_field(tmp_path: Path) -> None:
     text = BASE + "kind: Mcp.StdioClient\nmetadata: { name: B }\nargs: [x]\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_MISSING_FIELD", 14, 1)
     assert d.message == "Mcp.StdioClient B: missing required field `command`"
 
@@ -117,9 +117,7 @@ def test_missing_metadata_name(tmp_path: Path) -> None:
 
 def test_unknown_field_points_at_the_key(tmp_path: Path) -> None:
     text = BASE + "kind: Mcp.StdioClient\nmetadata: { name: B }\ncommand: node\n  \nargz: [x]\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_UNKNOWN_FIELD", 18, 1)
     assert "unknown field `argz`; did you mean `args`?" in d.message
 
@@ -146,9 +144,7 @@ def test_wrong_type_points_at_the_value(tmp_path: Path) -> None:
         "  - provider: !ref FileTools\n"
         "    include: read_file\n"
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    diags = check_manifest(path, env={}).diagnostics
+    diags = diagnostics(tmp_path, text)
     assert [(d.code, d.line, d.column) for d in diags] == [
         ("ERR_MANIFEST_WRONG_TYPE", 17, 11),
         ("ERR_MANIFEST_WRONG_TYPE", 20, 14),
@@ -179,9 +175,7 @@ def test_ref_where_no_ref_is_taken(tmp_path: Path) -> None:
 
 def test_dangling_reference(tmp_path: Path) -> None:
     text = BASE + "kind: AiMcp.ToolProvider\nmetadata: { name: P }\nclient: !ref Filez\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_DANGLING_REF", 16, 9)
     assert "did you mean Files?" in d.message
 
@@ -194,9 +188,7 @@ def test_reference_to_the_wrong_kind(tmp_path: Path) -> None:
         "toolProviders:\n"
         "  - provider: !ref Script\n"  # a model, not a provider
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    diags = check_manifest(path, env={}).diagnostics
+    diags = diagnostics(tmp_path, text)
     assert [(d.code, d.line, d.column) for d in diags] == [
         ("ERR_MANIFEST_REF_KIND", 16, 8),
         ("ERR_MANIFEST_REF_KIND", 18, 15),
@@ -264,9 +256,7 @@ def test_references_across_kinds_all_accepted(tmp_path: Path) -> None:
 
 def test_duplicate_names(tmp_path: Path) -> None:
     text = BASE + "kind: Mcp.StdioClient\nmetadata: { name: Files }\ncommand: node\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_DUPLICATE_NAME", 15, 19)
     assert "a Mcp.StdioClient on line 7 already has it" in d.message
 
@@ -281,9 +271,7 @@ def test_reference_cycle(tmp_path: Path) -> None:
         "metadata: { name: P2 }\n"
         "client: !ref P1\n"
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    diags = check_manifest(path, env={}).diagnostics
+    diags = diagnostics(tmp_path, text)
     assert [(d.code, d.line, d.column) for d in diags] == [
         ("ERR_MANIFEST_REF_KIND", 3, 9),
         ("ERR_MANIFEST_REF_KIND", 7, 9),
@@ -305,9 +293,7 @@ def test_unresolved_secret_in_a_nested_value(tmp_path: Path) -> None:
         "headers:\n"
         '  Authorization: "Bearer ${{ secrets.webToken }}"\n'
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_SECRET_UNRESOLVED", 18, 18)
     assert "secret webToken cannot be resolved" in d.message
     assert "$WEB_TOKEN" in d.message
@@ -334,9 +320,7 @@ def test_unknown_expression(tmp_path: Path) -> None:
 def test_toolset_file_that_fails_to_load(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"tools": [ {"name": "x",, } ]}')
     text = BASE + "kind: Tasks.ToolSet\nmetadata: { name: T }\nfile: bad.json\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 16, 7)
     assert "bad.json:1:26: the tools file is not valid JSON" in d.message
 
@@ -371,9 +355,7 @@ def test_include_names_a_tool_the_set_does_not_have(tmp_path: Path) -> None:
             exclude: [nothing]
         """
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    diags = check_manifest(path, env={}).diagnostics
+    diags = diagnostics(tmp_path, text)
     assert [(d.code, d.line, d.column, d.severity) for d in diags] == [
         ("ERR_MANIFEST_UNKNOWN_TOOL", 27, 25, "error"),
         ("ERR_MANIFEST_UNKNOWN_TOOL", 28, 15, "warning"),
@@ -459,9 +441,7 @@ def test_inline_task_tool_error_points_into_the_tool(tmp_path: Path) -> None:
                   params: {}
         """
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 24, 19)
     assert "tools[0].task.instructions[1].action: unknown action 'teleport'" in d.message
     assert "ERR_TASK_UNKNOWN_ACTION" in d.message
@@ -473,9 +453,7 @@ def test_task_file_error_is_reported_with_its_path(tmp_path: Path) -> None:
         ' "task": {"instructions": [{"action": "goto", "params": {"url": "{{nowhere}}"}}]}}]}'
     )
     text = BASE + "kind: Tasks.ToolSet\nmetadata: { name: T }\nfile: tools.json\n"
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    [d] = check_manifest(path, env={}).diagnostics
+    [d] = diagnostics(tmp_path, text)
     assert (d.code, d.line, d.column) == ("ERR_MANIFEST_TOOLSET_LOAD", 16, 7)
     assert "tools.json: tools[0].task.instructions[0].params.url: placeholder {{nowhere}}" in d.message
 
@@ -498,9 +476,7 @@ def test_declared_tool_schemas_are_checked(tmp_path: Path) -> None:
         capabilities: []
         """
     )
-    path = tmp_path / "m.yaml"
-    path.write_text(text)
-    diags = check_manifest(path, env={}).diagnostics
+    diags = diagnostics(tmp_path, text)
     assert [(d.code, d.line, d.column) for d in diags] == [
         ("ERR_MANIFEST_INVALID_VALUE", 23, 19),
         ("ERR_MANIFEST_INVALID_VALUE", 24, 9),
