@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from telo_stanzas import everything_client
 
 from toolbridge.manifest import check_manifest
 
@@ -64,15 +65,7 @@ entries:
     handler: !ref Call
     inputs: {{ name: echo, arguments: {{ wrong: 1 }} }}
 ---
-kind: McpClient.StdioClient
-metadata: {{ name: Everything }}
-command: node
-args: ["{js}", "stdio"]
----
-kind: McpClient.ToolsCall
-metadata: {{ name: Call }}
-client: !ref Everything
----
+{everything}---
 kind: Ai.ScriptedModel
 metadata: {{ name: Script }}
 turns: [ {{ text: "forty-two" }}, {{ text: "again" }}, {{ text: "and again" }} ]
@@ -96,7 +89,7 @@ async def test_an_application_serves_a_tools_call_and_an_agent_as_mcp_tools(
     tmp_path: Path, everything_js: str, mode: str
 ) -> None:
     path = tmp_path / "telo.yaml"
-    path.write_text(APP.format(js=everything_js), encoding="utf-8")
+    path.write_text(APP.format(everything=everything_client(everything_js)), encoding="utf-8")
     report = check_manifest(path)
     assert report.ok and not report.diagnostics, report.diagnostics
     async with Client(server_params(path), mode=mode) as client:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
+from telo_stanzas import everything_client
 
 from toolbridge.cli import main
 from toolbridge.errors import ConfigError
@@ -87,15 +88,7 @@ targets:
     invoke: !ref Call
     inputs: {{ name: get-sum, arguments: {{ a: 1, b: 2 }} }}
 ---
-kind: McpClient.StdioClient
-metadata: {{ name: Everything }}
-command: node
-args: ["{everything_js}", "stdio"]
----
-kind: McpClient.ToolsCall
-metadata: {{ name: Call }}
-client: !ref Everything
-""",
+{everything_client(everything_js)}""",
     )
     assert codes(client) == []
     text = write(
@@ -500,25 +493,14 @@ targets:
     invoke: !ref Call
     inputs: {{ name: echo, arguments: {{ message: !cel "secrets.token" }} }}
 ---
-kind: McpClient.StdioClient
-metadata: {{ name: Everything }}
-command: node
-args: ["{js}", "stdio"]
----
-kind: McpClient.ToolsCall
-metadata: {{ name: Call }}
-client: !ref Everything
----
-kind: McpClient.ToolsList
-metadata: {{ name: List }}
-client: !ref Everything
-"""
+{everything}"""
 
 
 def test_target_expressions(
     tmp_path: Path, everything_js: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write(tmp_path / "app.yaml", TARGETS.format(js=everything_js))
+    app = TARGETS.format(everything=everything_client(everything_js, listing=True))
+    path = write(tmp_path / "app.yaml", app)
     env = {"TB_T_TOKEN": "sk-target-token-5"}
     report = check_manifest(path, env=env)
     assert [(d.code, d.line) for d in report.diagnostics] == [

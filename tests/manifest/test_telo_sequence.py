@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from telo_stanzas import everything_client
 
 from toolbridge.cli import main
 from toolbridge.manifest import check_manifest, load_manifest
@@ -74,19 +75,7 @@ kind: Ai.TextStream
 metadata: {{ name: ChatStream }}
 model: !ref Gpt4o
 ---
-kind: McpClient.StdioClient
-metadata: {{ name: Everything }}
-command: node
-args: ["{js}", "stdio"]
----
-kind: McpClient.ToolsCall
-metadata: {{ name: Call }}
-client: !ref Everything
----
-kind: McpClient.ToolsList
-metadata: {{ name: List }}
-client: !ref Everything
-"""
+{everything}"""
 
 
 @pytest.fixture
@@ -97,7 +86,7 @@ def openai() -> Iterator[FakeOpenAI]:
 
 def _app(tmp_path: Path, js: str, tool: str = "echo", last: str = "List") -> Path:
     path = tmp_path / "relay.yaml"
-    path.write_text(APP.format(js=js, tool=tool, last=last))
+    path.write_text(APP.format(everything=everything_client(js, listing=True), tool=tool, last=last))
     return path
 
 
@@ -230,15 +219,7 @@ targets:
     invoke: !ref Call
     inputs: {{ name: echo, arguments: {{ message: !cel "steps.a.result.nothing" }} }}
 ---
-kind: McpClient.StdioClient
-metadata: {{ name: Everything }}
-command: node
-args: ["{everything_js}", "stdio"]
----
-kind: McpClient.ToolsCall
-metadata: {{ name: Call }}
-client: !ref Everything
-"""
+{everything_client(everything_js)}"""
     )
     assert main(["run", str(path), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
