@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from subprocess_helpers import stderr_until
 from toolbridge.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,24 +184,7 @@ toolProviders: [ {{ provider: !ref Ev, prefix: ev_, effects: none }} ]
 
 def _wait_for_the_slow_call(proc: subprocess.Popen[bytes]) -> str:
     """What `toolbridge run` wrote on stderr until the slow tool call started (60 s at most)."""
-    import selectors
-    import time
-
-    assert proc.stderr is not None
-    # Read the raw pipe: a buffered reader could hold the line we wait for while select()
-    # reports nothing new.
-    fd = proc.stderr.fileno()
-    sel = selectors.DefaultSelector()
-    sel.register(fd, selectors.EVENT_READ)
-    seen = ""
-    deadline = time.monotonic() + 60
-    while "→ ev_trigger-long-running-operation" not in seen:
-        assert time.monotonic() < deadline, f"the tool call never started: {seen!r}"
-        if sel.select(timeout=0.5):
-            chunk = os.read(fd, 65536)
-            assert chunk, f"toolbridge run exited early: {seen!r}"
-            seen += chunk.decode(errors="replace")
-    return seen
+    return stderr_until(proc, "→ ev_trigger-long-running-operation", "the slow tool call's start")
 
 
 @pytest.mark.parametrize("mode", ["runtime", "plain", "stream"])

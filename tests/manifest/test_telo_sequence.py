@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from telo_stanzas import everything_client
 
+from subprocess_helpers import stderr_until
 from toolbridge.cli import main
 from toolbridge.manifest import check_manifest, load_manifest
 from toolbridge.manifest._kinds_run import telo_truthy
@@ -467,8 +468,6 @@ def test_ctrl_c_cancels_the_sequence(
     tmp_path: Path, everything_js: str, node: str, request: pytest.FixtureRequest
 ) -> None:
     """SIGINT while the second target runs: exit 130, the third never starts, no server left."""
-    import os
-    import selectors
     import signal
     import subprocess
     import time
@@ -503,18 +502,7 @@ client: !ref Everything
     command = [sys.executable, "-c", "import sys, toolbridge.cli as c; sys.exit(c.main())", "run", str(path)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert proc.stderr is not None
-        fd = proc.stderr.fileno()
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        seen = ""
-        deadline = time.monotonic() + 60
-        while "target second" not in seen:
-            assert time.monotonic() < deadline, f"the second target never started: {seen!r}"
-            if sel.select(timeout=0.5):
-                data = os.read(fd, 65536)
-                assert data, f"toolbridge run exited early: {seen!r}"
-                seen += data.decode(errors="replace")
+        seen = stderr_until(proc, "target second", "the second target's start")
         time.sleep(0.5)  # the call is in flight on the server now
         helpers = request.config.pluginmanager.get_plugin(
             str(Path(__file__).resolve().parents[1] / "conftest.py")
