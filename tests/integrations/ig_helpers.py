@@ -16,8 +16,13 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import StdioClient
-from toolbridge.runtime import GovernedSession, Runtime
+from toolbridge.content import ImagePart, TextPart
+from toolbridge.functions import FunctionTools
+from toolbridge.runtime import DeclaredTool, GovernedSession, Runtime, define_tool
+from toolbridge.tools import ToolResult
 
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+"""A 1x1 PNG, base64."""
 READ = ["tool:fs_read_text_file", "tool:fs_list_directory", "effect:read"]
 SECRET_SERVER_TEXT = "Access denied"
 """What server-filesystem answers (`isError`) for a path outside its folder: never shown to a model."""
@@ -97,3 +102,28 @@ class Scripted(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError
+
+
+def add_and_picture() -> tuple[DeclaredTool, FunctionTools]:
+    """A declared `math.add` with a structured result ({"sum": ...}), and a function tool `picture`
+    whose result is a text and a PNG: the two result shapes each adapter must carry."""
+
+    def picture() -> ToolResult:
+        """A picture."""
+        return ToolResult.of_parts([TextPart("a dot"), ImagePart(PIXEL, "image/png")])
+
+    add = define_tool(
+        id="math.add",
+        version="1",
+        description="Add.",
+        input={
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+        output={"type": "object", "properties": {"sum": {"type": "integer"}}},
+        effects="none",
+        capabilities=[],
+        execute=lambda args, ctx: {"sum": args["a"] + args["b"]},
+    )
+    return add, FunctionTools([picture])

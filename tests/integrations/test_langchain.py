@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from ig_helpers import READ, SECRET_SERVER_TEXT, Files, calls, opened
+from ig_helpers import READ, SECRET_SERVER_TEXT, Files, add_and_picture, calls, opened
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -22,7 +22,7 @@ from toolbridge.agent.models import ModelPrices
 from toolbridge.errors import PolicyError, ToolError
 from toolbridge.functions import FunctionTools
 from toolbridge.integrations.langchain import as_tools, from_tools, governor
-from toolbridge.runtime import Runtime, define_tool
+from toolbridge.runtime import Runtime
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -230,30 +230,8 @@ async def test_from_tools_failures_and_results_through_a_session(
 
 
 async def test_ungoverned_tools_in_a_tool_node_images_and_structured_results() -> None:
-    from toolbridge.content import ImagePart, TextPart
-    from toolbridge.tools import ToolResult
-
-    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-
-    def picture() -> ToolResult:
-        """A picture."""
-        return ToolResult.of_parts([TextPart("a dot"), ImagePart(pixel, "image/png")])
-
-    add = define_tool(
-        id="math.add",
-        version="1",
-        description="Add.",
-        input={
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-        output={"type": "object", "properties": {"sum": {"type": "integer"}}},
-        effects="none",
-        capabilities=[],
-        execute=lambda args, ctx: {"sum": args["a"] + args["b"]},
-    )
-    tools = [*(await as_tools([add])), *(await as_tools(FunctionTools([picture])))]
+    add, pictures = add_and_picture()
+    tools = [*(await as_tools([add])), *(await as_tools(pictures))]
     graph = StateGraph(MessagesState)
     graph.add_node("tools", ToolNode(tools))
     graph.add_edge(START, "tools")

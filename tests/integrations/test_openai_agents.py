@@ -11,13 +11,13 @@ from typing import Any
 import anyio
 import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, ToolOutputImage, ToolOutputText
-from ig_helpers import READ, SECRET_SERVER_TEXT, Files, Scripted, calls, opened
+from ig_helpers import PIXEL, READ, SECRET_SERVER_TEXT, Files, Scripted, add_and_picture, calls, opened
 
 from toolbridge.agent.models import ModelPrices
 from toolbridge.errors import PolicyError
 from toolbridge.functions import FunctionTools
 from toolbridge.integrations.openai_agents import GovernedRunError, as_tools, run_hooks
-from toolbridge.runtime import Runtime, define_tool
+from toolbridge.runtime import Runtime
 
 NO_TRACING = RunConfig(tracing_disabled=True)
 
@@ -161,36 +161,14 @@ async def test_strict_schemas_are_converted_on_a_copy_and_nulls_dropped(files: F
 
 
 async def test_declared_tools_images_and_structured_results() -> None:
-    from toolbridge.content import ImagePart, TextPart
-    from toolbridge.tools import ToolResult
-
-    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-
-    def picture() -> ToolResult:
-        """A picture."""
-        return ToolResult.of_parts([TextPart("a dot"), ImagePart(pixel, "image/png")])
-
-    add = define_tool(
-        id="math.add",
-        version="1",
-        description="Add.",
-        input={
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-        output={"type": "object", "properties": {"sum": {"type": "integer"}}},
-        effects="none",
-        capabilities=[],
-        execute=lambda args, ctx: {"sum": args["a"] + args["b"]},
-    )
+    add, pictures = add_and_picture()
     (add_tool,) = await as_tools([add])
-    (picture_tool,) = await as_tools(FunctionTools([picture]))
+    (picture_tool,) = await as_tools(pictures)
     assert await add_tool.on_invoke_tool(None, '{"a": 2, "b": 3}') == '{"sum":5}'
     assert "not a JSON object" in await add_tool.on_invoke_tool(None, "[1]")
     text, image = await picture_tool.on_invoke_tool(None, "{}")
     assert isinstance(text, ToolOutputText) and text.text == "a dot"
-    assert isinstance(image, ToolOutputImage) and image.image_url == f"data:image/png;base64,{pixel}"
+    assert isinstance(image, ToolOutputImage) and image.image_url == f"data:image/png;base64,{PIXEL}"
     model = Scripted([("math_add", {"a": 2, "b": 3}), ("picture", {})], "ok")
     result = await Runner.run(agent(model, [add_tool, picture_tool]), "r", run_config=NO_TRACING)
     assert result.final_output == "ok" and '{\\"sum\\":5}' in model.seen[1] and "input_image" in model.seen[1]

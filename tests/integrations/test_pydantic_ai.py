@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from ig_helpers import READ, SECRET_SERVER_TEXT, Files, calls, opened
+from ig_helpers import READ, SECRET_SERVER_TEXT, Files, add_and_picture, calls, opened
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -18,7 +18,7 @@ from toolbridge.agent.models import ModelPrices
 from toolbridge.errors import PolicyError
 from toolbridge.functions import FunctionTools
 from toolbridge.integrations.pydantic_ai import governed, toolset
-from toolbridge.runtime import Runtime, define_tool
+from toolbridge.runtime import Runtime
 
 
 class Script:
@@ -181,30 +181,7 @@ async def test_ungoverned_failures_go_back_to_the_model_to_retry(files: Files) -
 
 
 async def test_declared_tools_images_and_structured_results() -> None:
-    from toolbridge.content import ImagePart
-    from toolbridge.content import TextPart as TbText
-    from toolbridge.tools import ToolResult
-
-    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-
-    def picture() -> ToolResult:
-        return ToolResult.of_parts([TbText("a dot"), ImagePart(pixel, "image/png")])
-
-    add = define_tool(
-        id="math.add",
-        version="1",
-        description="Add.",
-        input={
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-        output={"type": "object", "properties": {"sum": {"type": "integer"}}},
-        effects="none",
-        capabilities=[],
-        execute=lambda args, ctx: {"sum": args["a"] + args["b"]},
-    )
-    fns = FunctionTools([picture])
+    add, fns = add_and_picture()
     script = Script([[("math_add", {"a": 2, "b": 3})], [("picture", {})], "ok"])
     result = await Agent(FunctionModel(script), toolsets=[toolset([add]), toolset(fns)]).run("x")
     assert result.output == "ok"
