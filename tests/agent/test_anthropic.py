@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 from agent_fake_http import FakeApi, Reply, sse_anthropic
+from provider_checks import REPLY_DELAY_S, cancelled_while_the_model_is_slow, stream_closed_after_two_deltas
 
 from toolbridge.agent import (
     Agent,
@@ -527,42 +526,20 @@ async def test_unreachable_server_is_unavailable() -> None:
 
 
 async def test_cancelling_a_slow_request_leaves_no_task(api: FakeApi) -> None:
-    api.replies.append(Reply(body={"never": "read"}, delay=3))
+    api.replies.append(Reply(body={"never": "read"}, delay=REPLY_DELAY_S))
     m = model(api)
     import anthropic  # noqa: F401  (imported before the clock starts: the first import is slow)
 
-    before = set(asyncio.all_tasks())
-    start = time.monotonic()
-    with anyio.move_on_after(0.3) as scope:
-        await Agent(m).run("hello")
-    assert scope.cancelled_caught and time.monotonic() - start < 1.5
-    await m.aclose()
-    assert set(asyncio.all_tasks()) <= before
+    await cancelled_while_the_model_is_slow(m)
 
 
 async def test_closing_a_stream_early_cancels_the_request(api: FakeApi) -> None:
-    from contextlib import aclosing
-
     pieces = [f"word{i} " for i in range(40)]
     reply = stream_events([text_block(*pieces)], "end_turn")
     reply.gap = 0.05  # one event every 50 ms: about 2 s in all
     api.replies.append(reply)
     m = model(api)
-    before = set(asyncio.all_tasks())
-    first = 0.0
-    seen: list[str] = []
-    async with aclosing(Agent(m).stream("talk")) as events:
-        async for event in events:
-            if event.type == "text-delta":
-                first = first or time.monotonic()
-                seen.append(event.text)  # type: ignore[union-attr]
-                if len(seen) == 2:
-                    break
-    # the rest of the stream would take about 1.9 s more: closing did not wait for it
-    assert seen == pieces[:2] and time.monotonic() - first < 1.2
-    await m.aclose()
-    assert set(asyncio.all_tasks()) <= before
-    assert await anyio.to_thread.run_sync(api.hung_up.wait, 5)  # the server saw the connection go away
+    await stream_closed_after_two_deltas(api, m, pieces)
 
 
 async def test_a_slow_answer_times_out_as_unavailable(api: FakeApi) -> None:
