@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from subprocess_helpers import listening
 from toolbridge.cli import main
 
 TOOLBRIDGE = [str(Path(sys.executable).parent / "toolbridge")]  # the installed console script
@@ -107,28 +104,9 @@ def test_server_command_keeps_its_own_options(
 
 @pytest.fixture(scope="module")
 def everything_url(node: str, everything_js: str) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [node, everything_js, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+    argv = [node, everything_js, "streamableHttp"]
+    with listening(argv, "server-everything", {"PORT": "{port}"}, seconds=15, keep_stderr=False) as url:
+        yield url
 
 
 def test_url_server(everything_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,6 @@ import contextlib
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,15 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from subprocess_helpers import free_port as free_port
+
 SERVER = Path(__file__).resolve().parent / "growing_http_server.py"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -9,13 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from subprocess_helpers import listening
 from toolbridge.bridge import McpToolProvider
 from toolbridge.clients import HttpClient
 from toolbridge.content import ImagePart
@@ -193,32 +189,14 @@ NOTES_SERVER_DIR = Path(__file__).resolve().parents[2] / "examples" / "servers"
 @pytest.fixture
 def notes_http_url() -> Iterator[str]:
     """The example notes server (a Python MCPServer, 2026-07-28) over Streamable HTTP via uvicorn."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     code = (
         f"import sys, uvicorn; sys.path.insert(0, {str(NOTES_SERVER_DIR)!r}); import notes_server; "
         "uvicorn.run(notes_server.server.streamable_http_app(), "
-        f"host='127.0.0.1', port={port}, log_level='warning')"
+        f"host='127.0.0.1', port={{port}}, log_level='warning')"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+    argv = [sys.executable, "-c", code]
+    with listening(argv, "the notes server", seconds=30, keep_stderr=False) as url:
+        yield url
 
 
 async def test_python_server_over_http_on_both_eras(notes_http_url: str) -> None:

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mcp import Client, StdioServerParameters
+
+from subprocess_helpers import free_port as free_port
+from subprocess_helpers import listening, stop_process
 
 HERE = Path(__file__).resolve().parent
 UPSTREAM = HERE / "upstream_server.py"
@@ -137,52 +136,14 @@ async def gateway_stdio(manifest: Path, mode: str = "legacy", **kwargs: Any) -> 
         yield client
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def gateway_http(
     manifest: Path, *extra: str, env: dict[str, str] | None = None, port: int | None = None
 ) -> Iterator[str]:
     """`toolbridge gateway MANIFEST --transport http` as a process; yields its MCP URL."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [TOOLBRIDGE, "gateway", str(manifest), "--transport", "http", "--port", str(port), *extra],
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                pytest.fail(f"the gateway exited {proc.returncode}: {err[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("the gateway did not start listening within 30 s")
-                time.sleep(0.1)
+    argv = [TOOLBRIDGE, "gateway", str(manifest), "--transport", "http", "--port", "{port}", *extra]
+    with listening(argv, "the gateway", env, port=port, seconds=30) as url:
         yield url
-    finally:
-        stop(proc)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait(timeout=10)
-    if proc.stderr is not None:
-        proc.stderr.close()
+stop = stop_process

@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from telo_stanzas import everything_client
 from test_mcp_server import APP as STDIO_APP
 
 from toolbridge.manifest import check_manifest
@@ -121,7 +122,7 @@ def _app(everything_js: str, *, stateful: bool, runtime: str, web: bool = False)
     """test_mcp_server's application, served over HTTP: its `Mcp.StdioServer` becomes an
     `Mcp.HttpEndpoint` offering more bundles (with `web`, mounted on Telo's `Http.Server`,
     the target)."""
-    text = STDIO_APP.format(js=everything_js)
+    text = STDIO_APP.format(everything=everything_client(everything_js))
     target = "Web" if web else "McpHttp"
     for old, new in (
         ("targets: [ !ref Server ]", f"targets: [ !ref {target} ]"),

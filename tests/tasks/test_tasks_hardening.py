@@ -21,6 +21,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from subprocess_helpers import free_port
 from toolbridge.errors import ConfigError
 from toolbridge.tasks import McpToolParser, TaskToolSet
 from toolbridge.tasks._substitute import LEAVE, render
@@ -309,15 +310,9 @@ def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_sigint_exits_130(tmp_path: Path, transport: str) -> None:
-    port = _free_port()
+    port = free_port()
     proc = _start(tmp_path, "--transport", transport, "--port", str(port))
     try:
         assert proc.stdin is not None and proc.stdout is not None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from subprocess_helpers import free_port
 from toolbridge.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -197,12 +197,6 @@ async def test_errors_and_screenshots_over_stdio_in_the_handshake_era(
             assert unknown.value.code == -32602  # invalid params, as the specification says
             assert "unknown tool 'no_such_tool'" in unknown.value.message
             assert "add_user" in unknown.value.message  # the tools there are
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_serve_over_streamable_http_both_eras(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,8 @@ import anyio
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from subprocess_helpers import free_port as free_port
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -57,12 +58,6 @@ def otlp_env(endpoint: str) -> dict[str, str]:
         OTEL_METRIC_EXPORT_INTERVAL="500",
     )
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_listening(proc: Any, port: int) -> None:
