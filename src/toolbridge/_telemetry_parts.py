@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .content import AudioPart, ImagePart, TextPart
@@ -16,12 +17,15 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPTURE_ENV",
     "MAX_CONTENT_CHARS",
+    "Api",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
     "ChatToolCall",
     "Instruments",
+    "Texted",
     "TokenUsage",
+    "WithOutcome",
     "bounded_text",
     "capture_mode",
     "content_text",
@@ -129,6 +133,50 @@ class _Named(Protocol):
     """A model object that names its model itself (without the provider)."""
 
     model: object
+
+
+@runtime_checkable
+class WithOutcome(Protocol):
+    """An error that names the run outcome it leads to (a `PolicyError`)."""
+
+    outcome: object
+
+
+@runtime_checkable
+class Texted(Protocol):
+    """A result that has a text form (a `ToolResult`)."""
+
+    def to_text(self) -> str: ...
+
+
+class Api:
+    """The OpenTelemetry API's modules, imported when telemetry first needs them."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, metrics, propagate, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self.context = context
+        self.metrics = metrics
+        self.propagate = propagate
+        self.trace = trace
+        self.SpanKind = SpanKind
+        self.Status = Status
+        self.StatusCode = StatusCode
+        self.no_trace = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self.no_meter = (metrics.NoOpMeterProvider,)
+        # The fast "nothing configured" test reads the API's globals (private: read defensively,
+        # falling back to the public calls when they are not there).
+        self.metrics_internal: ModuleType | None = None
+        try:
+            from opentelemetry.metrics import _internal as metrics_internal
+
+            self.metrics_internal = metrics_internal
+        except ImportError:  # pragma: no cover - a future API layout
+            pass
+        self.env_providers = any(
+            name in os.environ for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+        )
 
 
 _SPAN_MODES = frozenset({"true", "1", "span_only", "span_and_event"})

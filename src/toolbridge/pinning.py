@@ -64,19 +64,16 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
+from typing import Literal, Protocol, cast, runtime_checkable
 
-from mcp import MCPError
 from pydantic import BaseModel
 
 from ._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
+from ._side_listing import SideKind, side_listing
 from .clients import HttpClient, InProcessClient, McpClient, StdioClient
 from .errors import ConfigError, PolicyError
 from .sanitize import clean_text, model_spec
 from .tools import ToolProvider, ToolResult, ToolSpec, provider_generation
-
-if TYPE_CHECKING:
-    from mcp import Client
 
 __all__ = [
     "LOCK_VERSION",
@@ -108,7 +105,6 @@ PIN_MISMATCH = "ERR_TOOL_PIN_MISMATCH"
 CANONICAL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """The fields of a tool definition that are pinned (wire names)."""
 
-SideKind = Literal["prompts", "resources", "templates"]
 
 SIDE_KINDS: tuple[SideKind, ...] = ("prompts", "resources", "templates")
 """What else of a server is pinned besides its tools."""
@@ -450,47 +446,6 @@ def _by_name(entries: list[tuple[str, str, ToolSpec]]) -> list[tuple[str, str, T
         name: _digest(sorted(group)) if len(group) > 1 else group[0] for name, group in hashes.items()
     }
     return [(name, combined[name], spec) for name, _, spec in entries]
-
-
-_SIDE_PAGES = 50
-_METHOD_NOT_FOUND = -32601
-_SIDE_ITEMS = 10_000
-
-
-async def _side_page(sdk: Client, kind: SideKind, cursor: str | None) -> tuple[list[BaseModel], str | None]:
-    """One page of `kind` and the next page's cursor."""
-    if kind == "prompts":
-        prompts = await sdk.list_prompts(cursor=cursor)
-        return list(prompts.prompts), prompts.next_cursor
-    if kind == "resources":
-        resources = await sdk.list_resources(cursor=cursor)
-        return list(resources.resources), resources.next_cursor
-    templates = await sdk.list_resource_templates(cursor=cursor)
-    return list(templates.resource_templates), templates.next_cursor
-
-
-async def side_listing(sdk: Client, kind: SideKind) -> list[Any]:  # Prompt, Resource or ResourceTemplate
-    """Every prompt, resource or template an SDK `Client` (`mcp.Client`) lists, all pages (at most
-    50 pages and 10 000 items); none when the server does not offer that capability."""
-    try:
-        caps = sdk.server_capabilities
-    except Exception:  # not connected: nothing offered
-        return []
-    if (caps.prompts if kind == "prompts" else caps.resources) is None:
-        return []
-    out: list[Any] = []
-    cursor: str | None = None
-    for _ in range(_SIDE_PAGES):
-        try:
-            items, cursor = await _side_page(sdk, kind, cursor)
-        except Exception as exc:
-            if isinstance(exc, MCPError) and exc.code == _METHOD_NOT_FOUND and not out:
-                return []  # a server that offers resources but no templates, say
-            raise
-        out.extend(items)
-        if not cursor or len(out) >= _SIDE_ITEMS:
-            break
-    return out[:_SIDE_ITEMS]
 
 
 async def _side_pins(client: McpClient) -> dict[SideKind, dict[str, str]]:

@@ -28,8 +28,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
-from types import ModuleType
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal
 
 from . import _telemetry_parts as _parts
 from ._telemetry_parts import (
@@ -80,7 +79,7 @@ _OFF = frozenset({"0", "false", "off", "no", "disabled"})
 
 
 _enabled = os.environ.get("TOOLBRIDGE_TELEMETRY", "").strip().lower() not in _OFF
-_api: _Api | Literal[False] | None = None  # the loaded API modules, False when opentelemetry is missing
+_api: _parts.Api | Literal[False] | None = None  # the loaded API modules, False when opentelemetry is missing
 _tracer_cache: tuple[TracerProvider, Tracer | None] | None = None  # (provider, tracer or None)
 _meter_cache: tuple[MeterProvider, _Instruments | None] | None = None  # (provider, _Instruments or None)
 _current_tool: ContextVar[Span | None] = ContextVar("toolbridge_current_tool", default=None)
@@ -99,61 +98,19 @@ def is_enabled() -> bool:
     return _enabled
 
 
-class _Api:
-    def __init__(self) -> None:
-        from opentelemetry import context, metrics, propagate, trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        self.context = context
-        self.metrics = metrics
-        self.propagate = propagate
-        self.trace = trace
-        self.SpanKind = SpanKind
-        self.Status = Status
-        self.StatusCode = StatusCode
-        self.no_trace = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-        self.no_meter = (metrics.NoOpMeterProvider,)
-        # The fast "nothing configured" test reads the API's globals (private: read defensively,
-        # falling back to the public calls when they are not there).
-        self.metrics_internal: ModuleType | None = None
-        try:
-            from opentelemetry.metrics import _internal as metrics_internal
-
-            self.metrics_internal = metrics_internal
-        except ImportError:  # pragma: no cover - a future API layout
-            pass
-        self.env_providers = any(
-            name in os.environ for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
-        )
-
-
-@runtime_checkable
-class _WithOutcome(Protocol):
-    """An error that names the run outcome it leads to (a `PolicyError`)."""
-
-    outcome: object
-
-
-@runtime_checkable
-class _Texted(Protocol):
-    """A result that has a text form (a `ToolResult`)."""
-
-    def to_text(self) -> str: ...
-
-
-def _loaded() -> _Api:
+def _loaded() -> _parts.Api:
     """The OpenTelemetry API, loaded by whoever made the span at hand."""
     api = _api
     assert api, "no span records before the API is loaded"
     return api
 
 
-def _load() -> _Api | None:
+def _load() -> _parts.Api | None:
     """The OpenTelemetry API, imported on first use (None when it is not installed)."""
     global _api
     if _api is None:
         try:
-            _api = _Api()
+            _api = _parts.Api()
         except ImportError:
             _api = False
     return _api or None
@@ -407,7 +364,7 @@ def end_run(
         code = _parts.error_code(error)
         span.fail(code)
         span.set("toolbridge.error.code", code)
-        given = error.outcome if isinstance(error, _WithOutcome) else None
+        given = error.outcome if isinstance(error, _parts.WithOutcome) else None
         outcome = given if isinstance(given, str) else "cancelled" if code == "CANCELLED" else "failed"
     span.set("toolbridge.outcome", outcome)
     span.end()
@@ -530,10 +487,12 @@ def end_tool(span: Span, result: object = None, error: BaseException | None = No
     if error is not None:
         error_type = _parts.error_code(error)
         span.fail(error_type)
-        if not isinstance(error, _WithOutcome) or error.outcome is None:
+        if not isinstance(error, _parts.WithOutcome) or error.outcome is None:
             span.set("toolbridge.outcome", "failed")
     elif result is not None and capture_mode() != "off":
-        span.content("gen_ai.tool.call.result", result.to_text() if isinstance(result, _Texted) else result)
+        span.content(
+            "gen_ai.tool.call.result", result.to_text() if isinstance(result, _parts.Texted) else result
+        )
     seconds = span.end()
     instruments = _instruments()
     if instruments is not None:
