@@ -26,27 +26,13 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Literal
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 from . import _telemetry_parts as _parts
-from ._telemetry_parts import (
-    CAPTURE_ENV,
-    MAX_CONTENT_CHARS,
-    ChatRequest,
-    ChatResponse,
-    TokenUsage,
-    capture_mode,
-)
+from ._telemetry_parts import CAPTURE_ENV, MAX_CONTENT_CHARS, capture_mode
 from ._telemetry_parts import Instruments as _Instruments
-
-if TYPE_CHECKING:  # opentelemetry is an optional extra: imported on first use only
-    from opentelemetry.context import Context
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import Span as OtelSpan
-    from opentelemetry.trace import Tracer, TracerProvider
-    from opentelemetry.util.types import AttributeValue
 
 __all__ = [
     "CAPTURE_ENV",
@@ -79,9 +65,9 @@ _OFF = frozenset({"0", "false", "off", "no", "disabled"})
 
 
 _enabled = os.environ.get("TOOLBRIDGE_TELEMETRY", "").strip().lower() not in _OFF
-_api: _parts.Api | Literal[False] | None = None  # the loaded API modules, False when opentelemetry is missing
-_tracer_cache: tuple[TracerProvider, Tracer | None] | None = None  # (provider, tracer or None)
-_meter_cache: tuple[MeterProvider, _Instruments | None] | None = None  # (provider, _Instruments or None)
+_api: Any = None  # the loaded API modules (a namespace), False when opentelemetry is missing
+_tracer_cache: tuple[Any, Any] | None = None  # (provider, tracer or None)
+_meter_cache: tuple[Any, Any] | None = None  # (provider, _Instruments or None)
 _current_tool: ContextVar[Span | None] = ContextVar("toolbridge_current_tool", default=None)
 
 
@@ -98,25 +84,46 @@ def is_enabled() -> bool:
     return _enabled
 
 
-def _loaded() -> _parts.Api:
-    """The OpenTelemetry API, loaded by whoever made the span at hand."""
-    api = _api
-    assert api, "no span records before the API is loaded"
-    return api
+class _Api:
+    def __init__(self) -> None:
+        from opentelemetry import context, metrics, propagate, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        self.context = context
+        self.metrics = metrics
+        self.propagate = propagate
+        self.trace = trace
+        self.SpanKind = SpanKind
+        self.Status = Status
+        self.StatusCode = StatusCode
+        self.no_trace = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self.no_meter = (metrics.NoOpMeterProvider,)
+        # The fast "nothing configured" test reads the API's globals (private: read defensively,
+        # falling back to the public calls when they are not there).
+        self.metrics_internal: Any = None
+        try:
+            from opentelemetry.metrics import _internal as metrics_internal
+
+            self.metrics_internal = metrics_internal
+        except ImportError:  # pragma: no cover - a future API layout
+            pass
+        self.env_providers = any(
+            name in os.environ for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+        )
 
 
-def _load() -> _parts.Api | None:
+def _load() -> Any:
     """The OpenTelemetry API, imported on first use (None when it is not installed)."""
     global _api
     if _api is None:
         try:
-            _api = _parts.Api()
+            _api = _Api()
         except ImportError:
             _api = False
     return _api or None
 
 
-def _tracer() -> Tracer | None:
+def _tracer() -> Any:
     """toolbridge's tracer, or None when nothing would record (off, no API, no SDK provider)."""
     global _tracer_cache
     if not _enabled:
@@ -128,7 +135,7 @@ def _tracer() -> Tracer | None:
     cached = _tracer_cache
     if cached is not None and cached[0] is provider:
         return cached[1]
-    tracer: Tracer | None = None
+    tracer = None
     if not isinstance(provider, api.no_trace):
         from ._version import __version__
 
@@ -150,7 +157,8 @@ def _instruments() -> _Instruments | None:
     provider = api.metrics.get_meter_provider()
     cached = _meter_cache
     if cached is not None and cached[0] is provider:
-        return cached[1]
+        result: _Instruments | None = cached[1]
+        return result
     instruments = None
     # The API's own stand-in before an SDK provider is set is a private proxy class.
     if not isinstance(provider, api.no_meter) and type(provider).__name__ != "_ProxyMeterProvider":
@@ -171,11 +179,11 @@ class _Attached:
 
     def __init__(self, span: Span) -> None:
         self._span = span
-        self._token: Token[Context] | None = None
-        self._tool_token: Token[Span | None] | None = None
+        self._token: Any = None
+        self._tool_token: Any = None
 
     def __enter__(self) -> Span:
-        api = _loaded()
+        api = _api
         self._token = api.context.attach(api.trace.set_span_in_context(self._span.otel))
         if self._span.call_id is not None:
             self._tool_token = _current_tool.set(self._span)
@@ -184,7 +192,7 @@ class _Attached:
     def __exit__(self, *exc: object) -> None:
         if self._tool_token is not None:
             _current_tool.reset(self._tool_token)
-        _loaded().context.detach(self._token)
+        _api.context.detach(self._token)
 
 
 class _NullAttach:
@@ -210,43 +218,39 @@ class Span:
 
     recording = True
 
-    otel: OtelSpan
-
-    def __init__(self, otel: OtelSpan, name: str, call_id: str | None = None) -> None:
+    def __init__(self, otel: Any, name: str, call_id: str | None = None) -> None:
         self.otel = otel
         self.name = name
         self.call_id = call_id
         self.started = time.monotonic()
         self._ended = False
 
-    def set(self, key: str, value: AttributeValue | None) -> None:
+    def set(self, key: str, value: Any) -> None:
         """Set one attribute (None is skipped)."""
         if value is not None and not self._ended:
             self.otel.set_attribute(key, value)
 
-    def update(self, attributes: Mapping[str, AttributeValue | None]) -> None:
+    def update(self, attributes: Mapping[str, Any]) -> None:
         """Set several attributes (None values are skipped)."""
         if not self._ended:
             self.otel.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
-    def attach(self) -> AbstractContextManager[Span]:
+    def attach(self) -> Any:
         """A context manager making this span the current one (children nest under it)."""
         return _Attached(self)
 
-    def context(self) -> Context | None:
+    def context(self) -> Any:
         """An OpenTelemetry `Context` with this span current (for an explicit parent)."""
-        context: Context = _loaded().trace.set_span_in_context(self.otel)
-        return context
+        return _api.trace.set_span_in_context(self.otel)
 
     def fail(self, code: str) -> None:
         """Mark the span failed: status ERROR and `error.type` = `code` (a toolbridge code)."""
         if self._ended:
             return
         self.otel.set_attribute("error.type", code)
-        api = _loaded()
-        self.otel.set_status(api.Status(api.StatusCode.ERROR, code))
+        self.otel.set_status(_api.Status(_api.StatusCode.ERROR, code))
 
-    def content(self, key: str, value: object) -> None:
+    def content(self, key: str, value: Any) -> None:
         """Record message content under `key` only when capture is on (redacted, bounded)."""
         mode = capture_mode()
         if mode == "off" or self._ended:
@@ -271,28 +275,29 @@ class _NoSpan(Span):
 
     recording = False
 
-    def __init__(self) -> None:  # no `otel`: no method of this span reads it
+    def __init__(self) -> None:
+        self.otel = None
         self.name = ""
         self.call_id = None
         self.started = 0.0
         self._ended = True
 
-    def set(self, key: str, value: AttributeValue | None) -> None:
+    def set(self, key: str, value: Any) -> None:
         return None
 
-    def update(self, attributes: Mapping[str, AttributeValue | None]) -> None:
+    def update(self, attributes: Mapping[str, Any]) -> None:
         return None
 
-    def attach(self) -> AbstractContextManager[Span]:
+    def attach(self) -> Any:
         return _NULL_ATTACH
 
-    def context(self) -> Context | None:
+    def context(self) -> Any:
         return None
 
     def fail(self, code: str) -> None:
         return None
 
-    def content(self, key: str, value: object) -> None:
+    def content(self, key: str, value: Any) -> None:
         return None
 
     def end(self) -> float:
@@ -304,12 +309,12 @@ NO_SPAN: Span = _NoSpan()
 
 
 def _start(
-    tracer: Tracer,
+    tracer: Any,
     name: str,
-    attributes: Mapping[str, AttributeValue | None],
+    attributes: Mapping[str, Any],
     *,
     parent: Span | None = None,
-    context: Context | None = None,
+    context: Any = None,
     kind: str = "INTERNAL",
     call_id: str | None = None,
 ) -> Span:
@@ -318,7 +323,7 @@ def _start(
     otel = tracer.start_span(
         name,
         context=context,
-        kind=_loaded().SpanKind[kind],
+        kind=getattr(_api.SpanKind, kind),
         attributes={k: v for k, v in attributes.items() if v is not None},
         record_exception=False,
         set_status_on_exception=False,
@@ -329,7 +334,7 @@ def _start(
 # -- agent runs and model calls ------------------------------------------------------------------
 
 
-def start_run(agent_name: str, model: object) -> Span:
+def start_run(agent_name: str, model: Any) -> Span:
     """Start the `invoke_agent {agent}` span of a run (not made current: see `Span.attach`)."""
     tracer = _tracer()
     if tracer is None:
@@ -347,24 +352,22 @@ def start_run(agent_name: str, model: object) -> Span:
     )
 
 
-def end_run(
-    span: Span, *, run_id: str | None, usage: TokenUsage | None = None, error: BaseException | None = None
-) -> None:
+def end_run(span: Span, *, run_id: str | None, usage: Any = None, error: BaseException | None = None) -> None:
     """End a run's span with its id, total usage, and error (code and outcome) if it failed."""
     if not span.recording:
         return
     span.set("gen_ai.conversation.id", run_id)
     span.set("toolbridge.run.id", run_id)
     if usage is not None:
-        span.set("gen_ai.usage.input_tokens", int(usage.input_tokens or 0))
-        span.set("gen_ai.usage.output_tokens", int(usage.output_tokens or 0))
+        span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
+        span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
     code: str | None = None
     outcome = "succeeded"
     if error is not None:
         code = _parts.error_code(error)
         span.fail(code)
         span.set("toolbridge.error.code", code)
-        given = error.outcome if isinstance(error, _parts.WithOutcome) else None
+        given = getattr(error, "outcome", None)
         outcome = given if isinstance(given, str) else "cancelled" if code == "CANCELLED" else "failed"
     span.set("toolbridge.outcome", outcome)
     span.end()
@@ -376,7 +379,7 @@ def end_run(
         instruments.runs.add(1, attrs)
 
 
-def start_chat(model: object, parent: Span, request: ChatRequest | None = None) -> Span:
+def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
     """Start the `chat {model}` span of one model call, as a child of `parent` (the run)."""
     tracer = _tracer()
     if tracer is None:
@@ -393,7 +396,7 @@ def start_chat(model: object, parent: Span, request: ChatRequest | None = None) 
         parent=parent,
         kind="CLIENT",
     )
-    options = (request.options if request is not None else None) or {}
+    options = getattr(request, "options", None) or {}
     if isinstance(options, Mapping):
         for key, attr in (
             ("temperature", "gen_ai.request.temperature"),
@@ -404,25 +407,23 @@ def start_chat(model: object, parent: Span, request: ChatRequest | None = None) 
             if isinstance(value, int | float) and not isinstance(value, bool):
                 span.set(attr, value)
     if request is not None and capture_mode() != "off":
-        span.content("gen_ai.input.messages", _parts.messages_json(request.messages))
+        span.content("gen_ai.input.messages", _parts.messages_json(getattr(request, "messages", ())))
     return span
 
 
-def end_chat(
-    span: Span, model: object, response: ChatResponse | None = None, error: BaseException | None = None
-) -> None:
+def end_chat(span: Span, model: Any, response: Any = None, error: BaseException | None = None) -> None:
     """End a model call's span: usage and finish reason (or the error); token and duration metrics."""
     if not span.recording:
         return
     error_type = None
-    usage = response.usage if response is not None else None
+    usage = getattr(response, "usage", None)
     if response is not None:
-        reason = response.finish_reason
+        reason = getattr(response, "finish_reason", None)
         if isinstance(reason, str):
             span.set("gen_ai.response.finish_reasons", (reason,))
         if usage is not None:
-            span.set("gen_ai.usage.input_tokens", int(usage.input_tokens or 0))
-            span.set("gen_ai.usage.output_tokens", int(usage.output_tokens or 0))
+            span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
+            span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
         if capture_mode() != "off":
             span.content("gen_ai.output.messages", _parts.output_json(response))
     if error is not None:
@@ -433,7 +434,7 @@ def end_chat(
     if instruments is None:
         return
     provider, name = _parts.provider_of(model)
-    attrs: dict[str, AttributeValue] = {
+    attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": name,
@@ -442,8 +443,9 @@ def end_chat(
         attrs["error.type"] = error_type
     instruments.duration.record(seconds, attrs)
     if usage is not None:
-        for kind, tokens in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-            instruments.tokens.record(int(tokens or 0), {**attrs, "gen_ai.token.type": kind})
+        for kind in ("input", "output"):
+            tokens = int(getattr(usage, f"{kind}_tokens", 0) or 0)
+            instruments.tokens.record(tokens, {**attrs, "gen_ai.token.type": kind})
 
 
 # -- tool calls ----------------------------------------------------------------------------------
@@ -454,7 +456,7 @@ def start_tool(
     call_id: str,
     *,
     tool_type: str = "extension",
-    arguments: object = None,
+    arguments: Any = None,
     parent: Span | None = None,
 ) -> Span:
     """Start the `execute_tool {tool}` span of one call; `attach()` it around the call so the
@@ -479,7 +481,7 @@ def start_tool(
     return span
 
 
-def end_tool(span: Span, result: object = None, error: BaseException | None = None) -> None:
+def end_tool(span: Span, result: Any = None, error: BaseException | None = None) -> None:
     """End a tool call's span with its result (content only when captured) or its error code."""
     if not span.recording:
         return
@@ -487,12 +489,12 @@ def end_tool(span: Span, result: object = None, error: BaseException | None = No
     if error is not None:
         error_type = _parts.error_code(error)
         span.fail(error_type)
-        if not isinstance(error, _parts.WithOutcome) or error.outcome is None:
+        if getattr(error, "outcome", None) is None:
             span.set("toolbridge.outcome", "failed")
-    elif result is not None and capture_mode() != "off":
-        span.content(
-            "gen_ai.tool.call.result", result.to_text() if isinstance(result, _parts.Texted) else result
-        )
+    elif result is not None:
+        to_text = getattr(result, "to_text", None)
+        if capture_mode() != "off":
+            span.content("gen_ai.tool.call.result", to_text() if callable(to_text) else result)
     seconds = span.end()
     instruments = _instruments()
     if instruments is not None:
@@ -584,10 +586,10 @@ def refused_tool(
     span.end()
 
 
-def annotate(attributes: Mapping[str, AttributeValue | None]) -> None:
+def annotate(attributes: Mapping[str, Any]) -> None:
     """Set attributes (None skipped) on the current span, when one records."""
     if _tracer() is not None:
-        span = _loaded().trace.get_current_span()
+        span = _api.trace.get_current_span()
         if span.is_recording():
             span.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
@@ -614,7 +616,7 @@ def record_mcp_operation(
     if instruments is None:
         return
     seconds = time.monotonic() - started
-    attrs: dict[str, AttributeValue] = {"mcp.method.name": method, "network.transport": transport}
+    attrs: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
     if tool is not None:
         attrs["gen_ai.tool.name"] = tool
         attrs["gen_ai.operation.name"] = "execute_tool"
@@ -635,33 +637,32 @@ def clear_current() -> None:
         api.context.attach(api.context.Context())
 
 
-def inject_context(meta: dict[str, object]) -> None:
+def inject_context(meta: dict[str, Any]) -> None:
     """Put the current trace context (`traceparent`, `tracestate`, `baggage`) into a `_meta` dict."""
     api = _api or _load()
     if api is not None and _enabled:
         api.propagate.inject(meta)
 
 
-def with_context(params: Mapping[str, object] | None) -> Mapping[str, object] | None:
+def with_context(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """`params` with the current trace context added to its `_meta` (keys already there are
     kept), for a transport on which the SDK does not inject it (in-process direct dispatch)."""
     api = _api or _load()
     if api is None or not _enabled:
         return params
-    carrier: dict[str, str] = {}
+    carrier: dict[str, Any] = {}
     api.propagate.inject(carrier)
     if not carrier:
         return params
     out = dict(params or {})
-    given = out.get("_meta") or {}
-    meta: dict[str, object] = dict(given) if isinstance(given, Mapping) else {}
+    meta = dict(out.get("_meta") or {})
     for key, value in carrier.items():
         meta.setdefault(key, value)
     out["_meta"] = meta
     return out
 
 
-def extract_context(meta: Mapping[str, object] | None) -> Context | None:
+def extract_context(meta: Mapping[str, Any] | None) -> Any:
     """The OpenTelemetry `Context` carried by a request's `_meta`, or None (absent or invalid)."""
     api = _api or _load()
     if api is None or not meta or not isinstance(meta, Mapping):
@@ -679,7 +680,7 @@ def extract_context(meta: Mapping[str, object] | None) -> Context | None:
     if "traceparent" not in carrier:
         return None
     try:
-        ctx: Context = api.propagate.extract(carrier)
+        ctx = api.propagate.extract(carrier)
     except (ValueError, TypeError):
         return None
     if not api.trace.get_current_span(ctx).get_span_context().is_valid:
@@ -702,10 +703,7 @@ def _current(span: Span) -> Iterator[Span]:
 
 @contextmanager
 def server_span(
-    method: str,
-    target: str | None = None,
-    meta: Mapping[str, object] | None = None,
-    **attributes: AttributeValue | None,
+    method: str, target: str | None = None, meta: Mapping[str, Any] | None = None, **attributes: Any
 ) -> Iterator[Span]:
     """A SERVER span for one request a toolbridge server received, current while it is handled.
 
@@ -724,7 +722,7 @@ def server_span(
     if tracer is None:
         yield NO_SPAN
         return
-    attrs: dict[str, AttributeValue | None] = {"mcp.method.name": method, **attributes}
+    attrs: dict[str, Any] = {"mcp.method.name": method, **attributes}
     if method == "tools/call" and target:
         attrs["gen_ai.tool.name"] = target
         attrs["gen_ai.operation.name"] = "execute_tool"
@@ -740,7 +738,7 @@ def server_span(
 
 
 @contextmanager
-def task_span(tool: str, arguments: object = None) -> Iterator[Span]:
+def task_span(tool: str, arguments: Any = None) -> Iterator[Span]:
     """The `execute_task {tool}` span of one task run by `serve-tasks` (current while it runs)."""
     tracer = _tracer()
     if tracer is None:

@@ -26,12 +26,12 @@ import anyio
 from ..errors import ConfigError
 from ._manifest import _given_secrets, _secret_options
 from ._output import emit, stdout_kept_for_json
-from ._parsing import add_action_help
+from ._parsing import Subcommands, add_action_help
 
 __all__ = ["register"]
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `batch` subcommand (`journal` is in `_journal`)."""
     batch = subparsers.add_parser(
         "batch",

@@ -9,19 +9,18 @@ one line naming the extra (`ERR_MISSING_EXTRA`, `toolbridge[postgres]`), before 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from .._extras import require
 from ..errors import ConfigError
 from ._output import emit
-from ._parsing import add_action_help
+from ._parsing import Subcommands, add_action_help
 
 __all__ = ["register"]
 
 _USAGE = "toolbridge journal migrate postgresql://USER:PASSWORD@HOST:PORT/DB"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `journal` command (with its `migrate` action)."""
     journal = subparsers.add_parser(
         "journal",

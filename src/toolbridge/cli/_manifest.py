@@ -28,9 +28,19 @@ import asyncio
 import dataclasses
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TextIO
 
+from pydantic import BaseModel
+
+from .._json import JsonObject, JsonValue
+from ._parsing import Subcommands
+
+if TYPE_CHECKING:
+    from ..agent import Agent, AgentHooks, Model, ModelRequest, PlannedToolCall, RunContext, RunResult
+    from ..manifest import Diagnostic, Manifest
+    from ..runtime import Event, Runtime, RuntimeResult
+    from ..tools import ToolResult
 from ..errors import ConfigError, ToolbridgeError
 from ..sanitize import visible_text
 from ._output import camel_keys, dumps, emit, warn
@@ -41,7 +51,7 @@ EXIT_TOOL_FAILED = 3
 __all__ = ["register"]
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add `check`, `run` and `schema` to the `toolbridge` command."""
     check = subparsers.add_parser(
         "check",
@@ -166,7 +176,7 @@ def _schema(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- run
 
 
-def _unneeded_secrets(manifest: Any, args: argparse.Namespace) -> list[Any]:
+def _unneeded_secrets(manifest: Manifest, args: argparse.Namespace) -> list[Diagnostic]:
     """Unresolved secrets of documents the chosen target does not reach (not asked for)."""
     from ..manifest import unneeded_secrets
 
@@ -223,7 +233,10 @@ def _run(args: argparse.Namespace) -> int:
     if target.kind == "McpServer.HttpEndpoint":  # over Streamable HTTP at /mcp
         return _serve_endpoint(manifest, target.document, args.host or "127.0.0.1", args.port, "/mcp")
     if target.kind == "HttpServer.Server":  # Telo's Http.Server mounting one Mcp.HttpEndpoint
-        web: Any = manifest.analysis.docs[target.document].model
+        from ..manifest.documents import HttpServerDoc
+
+        web = manifest.analysis.docs[target.document].model
+        assert isinstance(web, HttpServerDoc)  # the kind of an `HttpServer.Server` target
         [mounted] = web.mounts
         host, port = args.host or web.host, web.port if args.port is None else args.port
         return _serve_endpoint(manifest, mounted.mount.name, host, port, mounted.path)
@@ -273,15 +286,24 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_TOOL_FAILED if failed_calls and not args.telo else 0
 
 
-def _failed_calls(outcome: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+def _failed_calls(outcome: Mapping[str, JsonValue]) -> list[tuple[str, str, str | None]]:
     """(call id, tool name, code) of every tool result marked as an error, in order."""
     failed: list[tuple[str, str, str | None]] = []
-    for step in outcome.get("steps") or ():
-        for result in step.get("toolResults") or ():
+    for step in _objects(outcome.get("steps")):
+        for result in _objects(step.get("toolResults")):
             if result.get("error"):
-                call_id, name = str(result.get("toolCallId")), str(result.get("name"))
-                failed.append((call_id, name, result.get("errorCode")))
+                call_id, name, code = (
+                    str(result.get("toolCallId")),
+                    str(result.get("name")),
+                    result.get("errorCode"),
+                )
+                failed.append((call_id, name, code if isinstance(code, str) else None))
     return failed
+
+
+def _objects(value: JsonValue) -> list[JsonObject]:
+    """The objects of a JSON list (none for anything else)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _read_input(args: argparse.Namespace) -> str:
@@ -345,13 +367,13 @@ class _LiveView:
 
 
 async def _run_async(
-    manifest: Any,
+    manifest: Manifest,
     agent_name: str,
-    prompt: Any,
+    prompt: str | list[JsonObject],
     view: _LiveView | None,
     system: str | None = None,
-    options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    options: JsonObject | None = None,
+) -> JsonObject:
     async with manifest.open() as live:
         agent = await live.agent(agent_name)
         runtime = await live.runtime()
@@ -365,7 +387,9 @@ async def _run_async(
         return await _run_plain(agent, prompt, view, system, options)
 
 
-async def _run_leased(runtime: Any, agent: Any, prompt: Any, view: _LiveView | None) -> dict[str, Any]:
+async def _run_leased(
+    runtime: Runtime, agent: Agent, prompt: str | list[JsonObject], view: _LiveView | None
+) -> JsonObject:
     """A governed run whose writer (this process) holds its lease in a durable journal while it
     lives, and settles the runs of writers whose lease expired, as every gateway and batch driver
     does (`runtime.keep_leases`; docs/scale-out.md): if this process dies, any host may settle
@@ -384,8 +408,12 @@ async def _run_leased(runtime: Any, agent: Any, prompt: Any, view: _LiveView | N
 
 
 async def _run_plain(
-    agent: Any, prompt: Any, view: _LiveView | None, system: str | None, options: dict[str, Any] | None
-) -> dict[str, Any]:
+    agent: Agent,
+    prompt: str | list[JsonObject],
+    view: _LiveView | None,
+    system: str | None,
+    options: JsonObject | None,
+) -> JsonObject:
     hooks = [_live_hooks(view)] if view is not None else None
     try:
         result = await agent.run(prompt, system=system, options=options, hooks=hooks)
@@ -394,21 +422,24 @@ async def _run_plain(
     return _result_json(result)
 
 
-def _live_hooks(view: _LiveView) -> Any:
+def _live_hooks(view: _LiveView) -> AgentHooks:
     """Agent hooks that show each tool call as it starts and ends (the agent's own seam)."""
-    from ..agent import AgentHooks
 
-    class LiveHooks(AgentHooks):
-        async def before_model_call(self, ctx: Any, model: Any, request: Any) -> None:
+    from .. import agent
+
+    class LiveHooks(agent.AgentHooks):
+        async def before_model_call(self, ctx: RunContext, model: Model, request: ModelRequest) -> None:
             view.step(int(ctx.step))
 
-        async def before_tool_calls(self, ctx: Any, calls: Any) -> None:
+        async def before_tool_calls(self, ctx: RunContext, calls: Sequence[PlannedToolCall]) -> None:
             for call in calls:  # a tool that does not exist is never invoked: show it now
                 if call.target is None:
                     view.tool_started(int(ctx.step), call.call_id, call.name)
                     view.tool_finished(int(ctx.step), call.call_id, call.name, True, "ERR_AGENT_UNKNOWN_TOOL")
 
-        async def call_tool(self, ctx: Any, call: Any, invoke: Any) -> Any:
+        async def call_tool(
+            self, ctx: RunContext, call: PlannedToolCall, invoke: Callable[[], Awaitable[ToolResult]]
+        ) -> ToolResult:
             view.tool_started(int(ctx.step), call.call_id, call.name)
             try:
                 result = await invoke()
@@ -424,14 +455,14 @@ def _live_hooks(view: _LiveView) -> Any:
     return LiveHooks()
 
 
-async def _run_governed(runtime: Any, agent: Any, prompt: str, view: _LiveView | None) -> dict[str, Any]:
-    unsubscribe = None
-    if view is not None and hasattr(runtime, "subscribe"):
-        unsubscribe = runtime.subscribe(_runtime_listener(view))
+async def _run_governed(
+    runtime: Runtime, agent: Agent, prompt: str | list[JsonObject], view: _LiveView | None
+) -> JsonObject:
+    unsubscribe = runtime.subscribe(_runtime_listener(view)) if view is not None else None
     try:
         result = await runtime.run(agent, prompt)
     finally:
-        if callable(unsubscribe):
+        if unsubscribe is not None:
             unsubscribe()
     out = _result_json(result)
     out["outcome"] = result.outcome
@@ -443,12 +474,12 @@ async def _run_governed(runtime: Any, agent: Any, prompt: str, view: _LiveView |
     return out
 
 
-def _runtime_listener(view: _LiveView) -> Any:
+def _runtime_listener(view: _LiveView) -> Callable[[Event], None]:
     """Feed the live view from the runtime's events (metadata only: names, timings, codes)."""
     current = {"step": 0}
 
-    def listener(event: Any) -> None:
-        data = event.data if isinstance(getattr(event, "data", None), Mapping) else {}
+    def listener(event: Event) -> None:
+        data = event.data
         if event.type == "step.started":
             current["step"] = int(data.get("step", 0))
             view.step(current["step"])
@@ -456,19 +487,26 @@ def _runtime_listener(view: _LiveView) -> Any:
             view.tool_started(current["step"], str(data.get("call_id")), str(data.get("tool_id")))
         elif event.type == "tool.completed":
             failed = data.get("outcome") != "succeeded"
+            code = data.get("code")
             view.tool_finished(
-                current["step"], str(data.get("call_id")), str(data.get("tool_id")), failed, data.get("code")
+                current["step"],
+                str(data.get("call_id")),
+                str(data.get("tool_id")),
+                failed,
+                code if isinstance(code, str) else None,
             )
 
     return listener
 
 
-def _result_json(result: Any) -> dict[str, Any]:
+def _result_json(result: RunResult | RuntimeResult) -> JsonObject:
     """The documented JSON form of a run result (camelCase keys, also inside parts and usage)."""
+    from ..agent import RunResult
     from ..manifest import camel_json
 
-    steps = []
-    for step in getattr(result, "steps", ()) or ():
+    records = list(result.steps)
+    steps: list[JsonValue] = []
+    for step in records:
         steps.append(
             {
                 "text": step.text,
@@ -482,27 +520,26 @@ def _result_json(result: Any) -> dict[str, Any]:
                         "name": r.name,
                         "content": camel_json(r.content),
                         "error": r.error,
-                        **({"errorCode": r.error_code} if getattr(r, "error_code", None) else {}),
+                        **({"errorCode": r.error_code} if r.error_code else {}),
                     }
                     for r in step.tool_results
                 ],
             }
         )
-    usage = getattr(result, "usage", None)
-    finish = getattr(result, "finish_reason", None)
-    records = list(getattr(result, "steps", ()) or ())
+    usage = result.usage
+    finish: str | None = result.finish_reason if isinstance(result, RunResult) else None
     if finish is None and records:  # a runtime result: the last step's reason
-        finish = getattr(records[-1], "finish_reason", None)
+        finish = records[-1].finish_reason
     return {
-        "text": getattr(result, "text", None),
+        "text": result.text,
         # a runtime's usage is a dict of snake_case counters: its keys are toolbridge's own
-        "usage": camel_keys(usage) if isinstance(usage, Mapping) else camel_json(usage),
+        "usage": dict(camel_keys(usage)) if isinstance(usage, Mapping) else camel_json(usage),
         "finishReason": finish,
         "steps": steps,
     }
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     from ..manifest import Secret
 
     if isinstance(value, Secret):
@@ -510,10 +547,11 @@ def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         from ..manifest import camel_json
 
-        out = {"type": getattr(value, "type", type(value).__name__)}
-        out.update(camel_json(value))
+        out: JsonObject = {"type": type(value).__name__}
+        dumped = camel_json(value)
+        out.update(dumped if isinstance(dumped, dict) else {})
         return out
-    if hasattr(value, "model_dump"):
+    if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
@@ -522,7 +560,7 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
-def _serve_endpoint(manifest: Any, name: str, host: str, port: int | None, path: str) -> int:
+def _serve_endpoint(manifest: Manifest, name: str, host: str, port: int | None, path: str) -> int:
     """Serve the `Mcp.HttpEndpoint` `name` at `path` until interrupted (one line on stderr once
     bound)."""
     from ..manifest import serve_http_target

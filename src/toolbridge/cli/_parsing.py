@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias
 
-__all__ = ["CommandParser", "action_help", "action_parsers", "add_action_help", "split_argv"]
+__all__ = ["CommandParser", "Subcommands", "action_help", "action_parsers", "add_action_help", "split_argv"]
 
 _ACTIONS = "_action_parsers"
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What `register(subparsers)` of each command module is given: `add_subparsers()`'s action."""
 
 
 class CommandParser(argparse.ArgumentParser):

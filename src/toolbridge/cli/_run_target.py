@@ -23,22 +23,27 @@ import json
 import sys
 from collections.abc import Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING
 
+from .._json import JsonObject, JsonValue
 from ..errors import ConfigError
 from ..sanitize import visible_text
 from ._output import emit, warn
 
+if TYPE_CHECKING:
+    from ..manifest import Manifest, SequenceResult, Target
+    from ._manifest import _LiveView
+
 __all__ = ["merged_inputs", "run_sequence", "run_target"]
 
 
-def merged_inputs(target: Any, prompt: str | None, inputs_json: str | None) -> dict[str, Any]:
+def merged_inputs(target: Target, prompt: str | None, inputs_json: str | None) -> dict[str, object]:
     """The target's inputs, `--inputs` over them, then `--input` as `prompt`.
 
     Raises:
         ConfigError: `ERR_INVALID_INPUT` when `--inputs` is not a JSON object.
     """
-    inputs = dict(target.inputs)
+    inputs: dict[str, object] = dict(target.inputs)
     if inputs_json is not None:
         try:
             extra = json.loads(inputs_json)
@@ -53,7 +58,7 @@ def merged_inputs(target: Any, prompt: str | None, inputs_json: str | None) -> d
     return inputs
 
 
-def _text_of_content(content: Any) -> str:
+def _text_of_content(content: JsonValue) -> str:
     from ..content import parts_from_mcp
     from ..tools import ToolResult
 
@@ -63,7 +68,9 @@ def _text_of_content(content: Any) -> str:
     return ToolResult.of_parts(parts).to_text()
 
 
-def run_target(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: bool, view: Any) -> int:
+def run_target(
+    manifest: Manifest, target: Target, inputs: Mapping[str, object], as_json: bool, view: _LiveView
+) -> int:
     """Run one non-agent target (see the module docstring); returns the exit code."""
     streamed = target.kind in ("Ai.TextStream", "Ai.AgentStream")
     try:
@@ -83,7 +90,7 @@ def run_target(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: b
     return 0
 
 
-def run_sequence(manifest: Any, targets: list[Any], as_json: bool, view: Any) -> int:
+def run_sequence(manifest: Manifest, targets: list[Target], as_json: bool, view: _LiveView) -> int:
     """Run the application's targets in order (see `toolbridge.manifest._sequence`).
 
     Without `--json`, each target is announced on stderr (`target NAME`) and its output printed
@@ -92,31 +99,24 @@ def run_sequence(manifest: Any, targets: list[Any], as_json: bool, view: Any) ->
     targets after it do not run), 130 after Ctrl-C.
     """
 
-    def started(target: Any) -> None:
+    def started(target: Target) -> None:
         if not as_json:
             warn(f"target {visible_text(target.name)}")
 
-    def part(target: Any, item: dict[str, Any]) -> None:
-        if as_json:
-            return
-        if item["type"] == "text-delta":
-            sys.stdout.write(visible_text(item["delta"], multiline=True))
-            sys.stdout.flush()
-        elif item["type"] == "tool-call":
-            view.tool_started(0, item["toolCallId"], item["name"])
-        elif item["type"] == "tool-result":
-            view.tool_finished(0, item["toolCallId"], item["name"], item["error"], item.get("errorCode"))
+    def part(target: Target, item: JsonObject) -> None:
+        if not as_json:
+            _show_part(item, view)
 
-    def finished(target: Any, result: Any) -> None:
+    def finished(target: Target, result: JsonObject | None) -> None:
         if as_json:
             return
         if target.kind in ("Ai.TextStream", "Ai.AgentStream"):
-            if isinstance(result, Mapping) and result.get("text"):
+            if result is not None and result.get("text"):
                 emit("")
             return
-        _print_result(target, result)
+        _print_result(target, result or {})
 
-    async def go() -> Any:
+    async def go() -> SequenceResult:
         async with manifest.open() as live:
             return await live.run_targets(targets, on_start=started, on_part=part, on_result=finished)
 
@@ -135,10 +135,32 @@ def run_sequence(manifest: Any, targets: list[Any], as_json: bool, view: Any) ->
     return 0
 
 
-def _print_result(target: Any, result: Mapping[str, Any]) -> None:
-    if "tools" in result and target.kind == "Mcp.ToolsList":
-        for tool in result["tools"]:
-            first = (tool.get("description") or "").strip().splitlines()
+def _show_part(part: JsonObject, view: _LiveView) -> None:
+    """A streamed part on the terminal: text as it comes, tool calls in the live view."""
+    kind, error, code = part["type"], part.get("error"), part.get("errorCode")
+    code = code if isinstance(code, str) else None
+    if kind == "text-delta":
+        sys.stdout.write(visible_text(str(part["delta"]), multiline=True))
+        sys.stdout.flush()
+    elif kind == "tool-call":
+        view.tool_started(0, str(part["toolCallId"]), str(part["name"]))
+    elif kind == "tool-result":
+        view.tool_finished(
+            0,
+            str(part["toolCallId"]),
+            str(part["name"]),
+            bool(error),
+            code if isinstance(code, str) else None,
+        )
+
+
+def _print_result(target: Target, result: Mapping[str, JsonValue]) -> None:
+    tools = result.get("tools")
+    if isinstance(tools, list) and target.kind == "Mcp.ToolsList":
+        for tool in tools:
+            if not isinstance(tool, dict):
+                continue
+            first = str(tool.get("description") or "").strip().splitlines()
             name = visible_text(str(tool["name"]))
             emit(f"{name}: {visible_text(first[0])}" if first else name)
     elif target.kind == "Mcp.ToolsCall":
@@ -151,34 +173,31 @@ def _print_result(target: Any, result: Mapping[str, Any]) -> None:
         emit(visible_text(str(result["text"]), multiline=True))
 
 
-async def _invoke(manifest: Any, target: Any, inputs: Mapping[str, Any]) -> dict[str, Any]:
+async def _invoke(manifest: Manifest, target: Target, inputs: Mapping[str, object]) -> JsonObject:
     async with manifest.open() as live:
         runnable = await live.runnable(target.document)
-        result: dict[str, Any] = await runnable.invoke(inputs)
-        return result
+        return await runnable.invoke(inputs)
 
 
-async def _stream(manifest: Any, target: Any, inputs: Mapping[str, Any], as_json: bool, view: Any) -> int:
+async def _stream(
+    manifest: Manifest, target: Target, inputs: Mapping[str, object], as_json: bool, view: _LiveView
+) -> int:
     failed = False
     wrote_text = False
     tool_failures = 0
     async with manifest.open() as live:
+        from ..manifest import AgentRunnable
+
         runnable = await live.runnable(target.document)
+        assert isinstance(runnable, AgentRunnable)  # the runnable of every streamed kind
         async with aclosing(runnable.stream(inputs)) as parts:
             async for part in parts:
                 kind = part["type"]
                 if as_json:
                     emit(json.dumps(part, ensure_ascii=False))
-                elif kind == "text-delta":
-                    sys.stdout.write(visible_text(part["delta"], multiline=True))
-                    sys.stdout.flush()
-                    wrote_text = True
-                elif kind == "tool-call":
-                    view.tool_started(0, part["toolCallId"], part["name"])
-                elif kind == "tool-result":
-                    view.tool_finished(
-                        0, part["toolCallId"], part["name"], part["error"], part.get("errorCode")
-                    )
+                else:
+                    _show_part(part, view)
+                    wrote_text = wrote_text or kind == "text-delta"
                 if kind == "tool-result" and part["error"]:
                     tool_failures += 1
                 if kind == "error":

@@ -23,11 +23,12 @@ import anyio
 from ..errors import ConfigError
 from ..sanitize import visible_text
 from ._output import emit, warn
+from ._parsing import Subcommands
 
 __all__ = ["register"]
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `serve-tasks` command."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-tasks",

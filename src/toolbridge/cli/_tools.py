@@ -37,6 +37,7 @@ from ..content import media_placeholder
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..sanitize import visible_text
 from ._output import dumps, emit, parse_headers, warn
+from ._parsing import Subcommands
 
 if TYPE_CHECKING:
     from ..bridge import McpToolProvider
@@ -47,7 +48,7 @@ __all__ = ["register"]
 _DESCRIPTION_WIDTH = 72
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `tools` and `call` subcommands."""
     tools = subparsers.add_parser(
         "tools",

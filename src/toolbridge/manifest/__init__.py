@@ -12,20 +12,26 @@ from __future__ import annotations
 
 from ._analyzer import AnalyzedManifest, CheckReport, Diagnostic, analyze_file, check_manifest
 from ._build import LiveManifest, Manifest, load_manifest
+from ._build_telo import Target
 from ._mcp_server import serve_http_target, serve_stdio_target
 from ._reach import unneeded_secrets
 from ._schema import manifest_json_schema
 from ._secrets import Secret, SecretSources, parse_secret_arg, read_secrets_file, upper_snake
-from ._targets import camel_json, model_inputs
+from ._sequence import SequenceResult
+from ._targets import AgentRunnable, Runnable, camel_json, model_inputs
 
 __all__ = [
+    "AgentRunnable",
     "AnalyzedManifest",
     "CheckReport",
     "Diagnostic",
     "LiveManifest",
     "Manifest",
+    "Runnable",
     "Secret",
     "SecretSources",
+    "SequenceResult",
+    "Target",
     "analyze_file",
     "camel_json",
     "check_manifest",

@@ -36,16 +36,25 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload, runtime_checkable
 
 from .._extras import extra_of, missing
+from .._json import JsonObject, JsonValue
 from ..errors import ConfigError
 from ._analyzer import MAX_MANIFEST_BYTES, AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
 from ._build_http_auth import http_auth
-from ._build_telo import Target, http_mode, make_invocable_tools, make_runnable, make_telo_kind, targets_of
+from ._build_telo import (
+    Target,
+    http_mode,
+    import_attribute,
+    make_invocable_tools,
+    make_runnable,
+    make_telo_kind,
+    targets_of,
+)
 from ._kinds import (
     AgentDoc,
     AnthropicModelDoc,
@@ -61,40 +70,86 @@ from ._kinds import (
     ToolsDoc,
 )
 from ._secrets import Secret, read_secrets_file
+from ._targets import Runnable
+
+if TYPE_CHECKING:
+    from ..agent import Agent, AnthropicModel, GeminiModel, Model, OpenAIModel
+    from ..clients import McpClient
+    from ..runtime import Runtime
+    from ..tasks import TaskToolSet
+    from ..tools import ToolProvider
+    from ._sequence import SequenceResult
+
+_T = TypeVar("_T")
+
+
+@runtime_checkable
+class _AsyncClosable(Protocol):
+    async def aclose(self) -> object: ...
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    def close(self) -> object: ...
+
 
 __all__ = ["LiveManifest", "Manifest", "load_manifest"]
 
 
-def _remote_model(model: OpenaiModelDoc | AnthropicModelDoc | GeminiModelDoc) -> Any:
+def _remote_model(
+    model: OpenaiModelDoc | AnthropicModelDoc | GeminiModelDoc,
+) -> OpenAIModel | AnthropicModel | GeminiModel:
     """The provider model for an `AiOpenai` / `AiAnthropic` / `AiGoogle` model document."""
     from ..agent import AnthropicModel, GeminiModel, OpenAIModel
+    from ..agent.models import ModelPrices
 
-    kwargs: dict[str, Any] = {
-        "api_key": _reveal(model.api_key),
-        "base_url": _reveal(model.base_url),
-        "options": dict(model.options) if model.options else None,
-        "max_retries": model.max_retries,
-    }
+    api_key, base_url = _reveal(model.api_key), _reveal(model.base_url)
+    options = dict(model.options) if model.options else None
+    prices: ModelPrices | None = None
     if model.prices is not None:
-        from ..agent.models import ModelPrices
-
-        kwargs["prices"] = ModelPrices(
+        prices = ModelPrices(
             input_per_million_micros=model.prices.input_per_million_micros,
             output_per_million_micros=model.prices.output_per_million_micros,
             cache_read_per_million_micros=model.prices.cache_read_per_million_micros,
             cache_write_per_million_micros=model.prices.cache_write_per_million_micros,
         )
     if isinstance(model, AnthropicModelDoc):
-        return AnthropicModel(model.model, prompt_caching=model.prompt_caching, **kwargs)
+        return AnthropicModel(
+            model.model,
+            prompt_caching=model.prompt_caching,
+            api_key=api_key,
+            base_url=base_url,
+            options=options,
+            max_retries=model.max_retries,
+            prices=prices,
+        )
     if isinstance(model, GeminiModelDoc):
-        return GeminiModel(model.model, **kwargs)
-    return OpenAIModel(model.model, **kwargs)
+        return GeminiModel(
+            model.model,
+            api_key=api_key,
+            base_url=base_url,
+            options=options,
+            max_retries=model.max_retries,
+            prices=prices,
+        )
+    return OpenAIModel(
+        model.model,
+        api_key=api_key,
+        base_url=base_url,
+        options=options,
+        max_retries=model.max_retries,
+        prices=prices,
+    )
 
 
 _log = logging.getLogger("toolbridge.manifest")
 
 
-def _reveal(value: Any) -> Any:
+@overload
+def _reveal(value: str | Secret) -> str: ...
+@overload
+def _reveal(value: str | Secret | None) -> str | None: ...
+def _reveal(value: str | Secret | None) -> str | None:
     """The real value of a field that may hold a `Secret` (only called while building)."""
     if isinstance(value, Secret):
         return value.reveal()
@@ -232,8 +287,9 @@ class LiveManifest:
 
     manifest: Manifest
     _stack: AsyncExitStack = field(repr=False)
-    _built: dict[str, Any] = field(default_factory=dict, repr=False)
-    _runtime: Any = field(default=None, repr=False)
+    _built: dict[str, object] = field(default_factory=dict, repr=False)
+    _runnables: dict[str, Runnable] = field(default_factory=dict, repr=False)
+    _runtime: Runtime | None = field(default=None, repr=False)
     _runtime_built: bool = field(default=False, repr=False)
 
     def _doc(self, name: str) -> ManifestDoc:
@@ -243,19 +299,17 @@ class LiveManifest:
             raise ConfigError(f"no document named {name!r} (documents: {known})", code="ERR_MANIFEST_BUILD")
         return doc
 
-    async def _own(self, obj: Any) -> Any:
+    async def _own(self, obj: _T) -> _T:
         """Register `obj` for closing when the manifest closes."""
-        aclose = getattr(obj, "aclose", None)
-        close = getattr(obj, "close", None)
-        if callable(aclose):
-            self._stack.push_async_callback(aclose)
-        elif hasattr(obj, "__aexit__"):
+        if isinstance(obj, _AsyncClosable):
+            self._stack.push_async_callback(obj.aclose)
+        elif isinstance(obj, AbstractAsyncContextManager):
             await self._stack.enter_async_context(obj)
-        elif callable(close):
-            self._stack.callback(close)
+        elif isinstance(obj, _Closable):
+            self._stack.callback(obj.close)
         return obj
 
-    async def build(self, name: str) -> Any:
+    async def build(self, name: str) -> object:
         """The live object for document `name` (built once, with what it references).
 
         Raises:
@@ -283,7 +337,49 @@ class LiveManifest:
         self._built[name] = obj
         return obj
 
-    async def build_new(self, name: str) -> Any:
+    async def build_model(self, name: str) -> Model:
+        """`build(name)` for a document the analyzer checked is a model.
+
+        Raises:
+            ConfigError: `ERR_MANIFEST_BUILD` when it is not one; as `build`.
+        """
+        from ..agent import Model
+
+        built = await self.build(name)
+        if not isinstance(built, Model):
+            raise _not_a(name, built, "a model")
+        return built
+
+    async def build_client(self, name: str) -> McpClient:
+        """`build(name)` for a document the analyzer checked is an MCP client (as `build_model`)."""
+        from ..clients import McpClient
+
+        built = await self.build(name)
+        if not isinstance(built, McpClient):
+            raise _not_a(name, built, "an MCP client")
+        return built
+
+    async def build_provider(self, name: str) -> ToolProvider:
+        """`build(name)` for a document the analyzer checked is a tool provider (as `build_model`)."""
+        from ..tools import ToolProvider
+
+        built = await self.build(name)
+        if not isinstance(built, ToolProvider):
+            raise _not_a(name, built, "a tool provider")
+        return built
+
+    async def build_of(self, name: str, kind: type[_T], what: str) -> _T:
+        """`build(name)` for a document the analyzer checked builds a `kind` (`what`, for the message).
+
+        Raises:
+            ConfigError: `ERR_MANIFEST_BUILD` when it is not one; as `build`.
+        """
+        built = await self.build(name)
+        if not isinstance(built, kind):
+            raise _not_a(name, built, what)
+        return built
+
+    async def build_new(self, name: str) -> object:
         """A new live object for document `name`: not cached, and not closed with the manifest
         (the caller closes it). For a gateway's per-identity upstream clients.
 
@@ -298,15 +394,17 @@ class LiveManifest:
         finally:
             self._stack = owner
 
-    async def agent(self, name: str | None = None) -> Any:
+    async def agent(self, name: str | None = None) -> Agent:
         """The `Agent` built from the named `Ai.Agent` document (or the only one).
 
         Raises:
             ConfigError: `ERR_MANIFEST_AGENT` as `Manifest.pick_agent` says, or as `build`.
         """
-        return await self.build(self.manifest.pick_agent(name))
+        from ..agent import Agent
 
-    async def runnable(self, name: str) -> Any:
+        return await self.build_of(self.manifest.pick_agent(name), Agent, "an Ai.Agent")
+
+    async def runnable(self, name: str) -> Runnable:
         """The runnable of document `name` (`Ai.Text`, `Ai.Agent`, `McpClient.ToolsCall`, …).
 
         Raises:
@@ -314,17 +412,24 @@ class LiveManifest:
         """
         return await make_runnable(self, name)
 
-    async def run_targets(self, targets: list[Target] | None = None, **callbacks: Any) -> Any:
+    async def run_targets(
+        self,
+        targets: list[Target] | None = None,
+        *,
+        on_start: Callable[[Target], None] | None = None,
+        on_part: Callable[[Target, JsonObject], None] | None = None,
+        on_result: Callable[[Target, JsonObject | None], None] | None = None,
+    ) -> SequenceResult:
         """Run the application's targets in order (`Manifest.target_sequence()` by default),
         each seeing the earlier ones' results as `steps.NAME.result`; returns a
-        `SequenceResult`. `callbacks`: `on_start`, `on_part`, `on_result` (see `run_targets`
-        of `toolbridge.manifest._sequence`)."""
+        `SequenceResult`. `on_start`, `on_part`, `on_result`: see `run_targets` of
+        `toolbridge.manifest._sequence`."""
         from ._sequence import run_targets
 
         chosen = self.manifest.target_sequence() if targets is None else targets
-        return await run_targets(self, chosen, **callbacks)
+        return await run_targets(self, chosen, on_start=on_start, on_part=on_part, on_result=on_result)
 
-    async def runtime(self) -> Any:
+    async def runtime(self) -> Runtime | None:
         """The governed runtime of the manifest's `Runtime` document, or `None` without one.
 
         Raises:
@@ -338,7 +443,7 @@ class LiveManifest:
 
     # ---------------------------------------------------------------- builders
 
-    async def _make(self, mdoc: ManifestDoc) -> Any:
+    async def _make(self, mdoc: ManifestDoc) -> object:
         model = mdoc.model
         base = self.manifest.analysis.base_dir
         if isinstance(model, StdioClientDoc):
@@ -368,6 +473,7 @@ class LiveManifest:
                 from ._session_client import ExternalSessionClient
 
                 provider_fn = await self.build(model.session_provider.name)
+                assert callable(provider_fn)  # an `Mcp.SessionProvider` is built only when callable
                 return await self._own(
                     ExternalSessionClient(
                         _reveal(model.url),
@@ -391,22 +497,22 @@ class LiveManifest:
         if isinstance(model, ToolProviderDoc):
             from ..bridge import McpToolProvider
 
-            client = await self.build(model.client.name)
-            provider: Any = McpToolProvider(client)
+            client = await self.build_client(model.client.name)
+            provider: ToolProvider = McpToolProvider(client)
             if model.lock is not None:
                 from ..pinning import PinnedToolProvider
 
                 provider = PinnedToolProvider(provider, base / model.lock, server=model.client.name)
             return provider
         if isinstance(model, ToolsDoc):
-            import importlib
-
             from ..functions import FunctionTools
 
-            functions = []
+            functions: list[Callable[..., object]] = []
             for spec in model.functions or []:
-                module_name, _, attr = spec.partition(":")
-                functions.append(getattr(importlib.import_module(module_name), attr))
+                fn = import_attribute(spec)
+                if not callable(fn):
+                    raise ConfigError(f"FunctionTools: {fn!r} is not callable", code="ERR_CONFIG")
+                functions.append(fn)
             function_tools = FunctionTools(functions, name=mdoc.name) if model.functions else None
             if model.tools:
                 return await make_invocable_tools(self, mdoc.name, model, function_tools)
@@ -416,14 +522,14 @@ class LiveManifest:
         if isinstance(model, ScriptedModelDoc):
             from ..agent import ScriptedModel
 
-            turns: list[dict[str, Any]] = []
+            turns: list[JsonObject] = []
             for turn in model.turns:
                 if turn.tool_calls is not None:
-                    calls = [
+                    calls: list[JsonValue] = [
                         {"name": c.name, "arguments": dict(c.arguments), **({"id": c.id} if c.id else {})}
                         for c in turn.tool_calls
                     ]
-                    entry: dict[str, Any] = {"tool_calls": calls}
+                    entry: JsonObject = {"tool_calls": calls}
                     if turn.text:
                         entry["text"] = turn.text
                     turns.append(entry)
@@ -435,7 +541,7 @@ class LiveManifest:
         if isinstance(model, McpToolDoc):
             from ..runtime import define_mcp_tool
 
-            client = await self.build(model.client.name)
+            client = await self.build_client(model.client.name)
             return define_mcp_tool(
                 id=model.id,
                 version=model.version,
@@ -456,12 +562,12 @@ class LiveManifest:
             return telo
         raise ConfigError(f"{model.kind} {mdoc.name} is not something to build", code="ERR_MANIFEST_BUILD")
 
-    async def _make_task_tools(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> Any:
+    async def _make_task_tools(self, mdoc: ManifestDoc, model: TaskToolSetDoc) -> TaskToolSet:
         from ..tasks import McpServerConfig, TaskToolSet
         from ._tasks import task_tools_json
 
         base = self.manifest.analysis.base_dir
-        servers: dict[str, Any] = {}
+        servers: dict[str, McpServerConfig] = {}
         for alias, ref in model.mcp_servers.items():
             target = self._doc(ref.name).model
             if isinstance(target, StdioClientDoc):
@@ -486,12 +592,12 @@ class LiveManifest:
         )
         return await self._own(tool_set)
 
-    async def _make_agent(self, mdoc: ManifestDoc, model: AgentDoc) -> Any:
-        from ..agent import Agent, ToolBinding
+    async def _make_agent(self, mdoc: ManifestDoc, model: AgentDoc) -> Agent:
+        from ..agent import Agent, ToolBinding, ToolSearch
 
         bindings = []
         for b in model.tool_providers:
-            provider = await self.build(b.provider.name)
+            provider = await self.build_provider(b.provider.name)
             bindings.append(
                 ToolBinding(
                     provider=provider,
@@ -503,33 +609,33 @@ class LiveManifest:
                 )
             )
         tools = [await self.build(ref.name) for ref in model.tools]
-        kwargs: dict[str, Any] = {
-            "tool_providers": bindings,
-            "system": model.system,
-            "max_steps": model.max_steps,
-            "on_max_steps": model.on_max_steps,
-            "on_tool_error": model.on_tool_error,
-            "max_parallel_tools": model.max_parallel_tools,
-            "options": dict(model.options) if model.options else None,
-        }
-        if tools:
-            kwargs["tools"] = tools
+        tool_search: ToolSearch | int | None = None
         if isinstance(model.tool_search, int):
-            kwargs["tool_search"] = model.tool_search
+            tool_search = model.tool_search
         elif model.tool_search is not None:
-            from ..agent import ToolSearch
-
             search = model.tool_search
-            kwargs["tool_search"] = ToolSearch(
+            tool_search = ToolSearch(
                 threshold=search.threshold,
                 pinned=tuple(search.pinned),
                 max_results=search.max_results,
                 max_working_set=search.max_working_set,
                 native=None if search.native == "none" else search.native,
             )
-        return Agent(await self.build(model.model.name), name=mdoc.name, **kwargs)
+        return Agent(
+            await self.build_model(model.model.name),
+            bindings,
+            name=mdoc.name,
+            system=model.system,
+            max_steps=model.max_steps,
+            on_max_steps=model.on_max_steps,
+            on_tool_error=model.on_tool_error,
+            max_parallel_tools=model.max_parallel_tools,
+            options=dict(model.options) if model.options else None,
+            tools=tools,
+            tool_search=tool_search,
+        )
 
-    async def _make_runtime(self, doc: RuntimeDoc) -> Any:
+    async def _make_runtime(self, doc: RuntimeDoc) -> Runtime:
         from ..runtime import create_runtime
 
         journal = self.manifest.runtime_journal()
@@ -543,7 +649,12 @@ class LiveManifest:
         return await self._own(runtime)
 
 
-def _stdio_launch(model: StdioClientDoc, base: Path) -> tuple[Any, list[Any], dict[str, Any] | None, str]:
+def _not_a(name: str, built: object, what: str) -> ConfigError:
+    """The error for document `name` that built `built`, where `what` was needed."""
+    return ConfigError(f"{name} is not {what} (it built a {type(built).__name__})", code="ERR_MANIFEST_BUILD")
+
+
+def _stdio_launch(model: StdioClientDoc, base: Path) -> tuple[str, list[str], dict[str, str] | None, str]:
     """Command, arguments, environment (secrets revealed) and working directory of a stdio server.
 
     The value of a credential-named variable (`API_KEY`, `GITHUB_TOKEN`, …) written inline is

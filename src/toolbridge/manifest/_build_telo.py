@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ._images import ImageRunnable
@@ -35,10 +35,23 @@ from ._kinds_run import (
     ToolsListDoc,
     target_name,
 )
-from ._targets import AgentRunnable, InvocableTools, ToolsCallRunnable, ToolsListRunnable
+from ._targets import AgentRunnable, InvocableTools, Runnable, ToolsCallRunnable, ToolsListRunnable
 from ._yaml import Cel
 
-__all__ = ["Target", "http_mode", "make_invocable_tools", "make_runnable", "make_telo_kind", "targets_of"]
+if TYPE_CHECKING:
+    from ..functions import FunctionTools
+    from ._analyzer import AnalyzedManifest, ManifestDoc
+    from ._build import LiveManifest
+
+__all__ = [
+    "Target",
+    "http_mode",
+    "import_attribute",
+    "make_invocable_tools",
+    "make_runnable",
+    "make_telo_kind",
+    "targets_of",
+]
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,9 @@ class Target:
     name: str
     document: str
     kind: str
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-    when: Any = None
+    inputs: Mapping[str, object] = field(default_factory=dict)
+    """JSON whose values may be `!cel` expressions (over `steps` and `variables`)."""
+    when: Cel | None = None
     """`None`, or a `!cel` over `steps` and `variables` evaluated when the target's turn comes."""
 
     @property
@@ -65,7 +79,7 @@ class Target:
         return bool(_cels_of((self.inputs, self.when)))
 
 
-def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
+def targets_of(analysis: AnalyzedManifest) -> tuple[list[Target], list[Target]]:
     """The application's declared targets, and every runnable document as a target of its name."""
     declared: list[Target] = []
     app = analysis.application
@@ -86,13 +100,13 @@ def targets_of(analysis: Any) -> tuple[list[Target], list[Target]]:
                 continue
             inputs = dict(item.inputs or {}) if isinstance(item, TargetEntry) else {}
             declared.append(
-                Target(target_name(item), ref.name, doc.kind, inputs, when if when is not True else None)
+                Target(target_name(item), ref.name, doc.kind, inputs, when if isinstance(when, Cel) else None)
             )
     runnable = [Target(d.name, d.name, d.kind) for d in analysis.of_kind(*RUNNABLE_KINDS)]
     return declared, runnable
 
 
-def _cels_of(value: Any) -> list[Cel]:
+def _cels_of(value: object) -> list[Cel]:
     if isinstance(value, Cel):
         return [value]
     if isinstance(value, Mapping):
@@ -110,25 +124,25 @@ def http_mode(model: HttpClientDoc) -> str:
     return version if version >= "2026-07-28" else "legacy"
 
 
-def _import(spec: str) -> Any:
+def import_attribute(spec: str) -> object:
+    """The attribute `attr` of module `module` for `"module:attr"` (the name is the manifest's)."""
     module_name, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module_name), attr)
 
 
-async def make_runnable(live: Any, name: str) -> Any:
+async def make_runnable(live: LiveManifest, name: str) -> Runnable:
     """The runnable of document `name` (built once; see the module table)."""
-    key = f"runnable:{name}"
-    if key in live._built:
-        return live._built[key]
+    if name in live._runnables:
+        return live._runnables[name]
     mdoc = live._doc(name)
     model = mdoc.model
     what = f"{mdoc.kind} {name}"
-    runnable: Any
+    runnable: Runnable
     if isinstance(model, TextDoc):
         from ..agent import Agent
 
         agent = Agent(
-            await live.build(model.model.name),
+            await live.build_model(model.model.name),
             name=name,
             system=model.system,
             options=dict(model.options) if model.options else None,
@@ -137,22 +151,29 @@ async def make_runnable(live: Any, name: str) -> Any:
         )
         runnable = AgentRunnable(agent, what, with_steps=False)
     elif isinstance(model, AgentDoc):
-        runnable = AgentRunnable(await live.build(name), what, with_steps=True)
+        from ..agent import Agent
+
+        runnable = AgentRunnable(await live.build_of(name, Agent, "an agent"), what, with_steps=True)
     elif isinstance(model, ToolsCallDoc):
-        runnable = ToolsCallRunnable(await live.build(model.client.name), what)
+        runnable = ToolsCallRunnable(await live.build_client(model.client.name), what)
     elif isinstance(model, ToolsListDoc):
-        runnable = ToolsListRunnable(await live.build(model.client.name), what)
+        runnable = ToolsListRunnable(await live.build_client(model.client.name), what)
     elif isinstance(model, ImageDoc):
         out = None if model.output_dir is None else live.manifest.analysis.base_dir / model.output_dir
         options = dict(model.options) if model.options else None
-        runnable = ImageRunnable(await live.build(model.model.name), what, name, options, out, model.intent)
+        from ..agent.models import OpenAIImageModel
+
+        image_model = await live.build_of(model.model.name, OpenAIImageModel, "an image model")
+        runnable = ImageRunnable(image_model, what, name, options, out, model.intent)
     else:
         raise ConfigError(f"{what} is not something to run", code="ERR_MANIFEST_TARGET")
-    live._built[key] = runnable
+    live._runnables[name] = runnable
     return runnable
 
 
-async def make_invocable_tools(live: Any, name: str, model: ToolsDoc, functions: Any) -> Any:
+async def make_invocable_tools(
+    live: LiveManifest, name: str, model: ToolsDoc, functions: FunctionTools | None
+) -> InvocableTools:
     """`InvocableTools` for an `Ai.Tools` document with `tools` entries."""
     entries = []
     for entry in model.tools or []:
@@ -170,11 +191,11 @@ async def make_invocable_tools(live: Any, name: str, model: ToolsDoc, functions:
     return InvocableTools(name, entries, functions)
 
 
-async def make_telo_kind(live: Any, mdoc: Any) -> Any:
+async def make_telo_kind(live: LiveManifest, mdoc: ManifestDoc) -> object:
     """Build a Telo kind that is not runnable on its own (`None` when `mdoc` is none of them)."""
     model = mdoc.model
     if isinstance(model, SessionProviderDoc):
-        fn = _import(model.function)
+        fn = import_attribute(model.function)
         if not callable(fn):
             raise ConfigError(
                 f"Mcp.SessionProvider {mdoc.name}: {model.function} is not callable",

@@ -17,10 +17,12 @@ from __future__ import annotations
 import base64
 import datetime
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+from typing import Protocol
 
 from .._extras import install_line
+from .._json import JsonValue
 
 __all__ = ["MAX_EXPRESSION_CHARS", "CelError", "evaluate", "members_of", "variables_of"]
 
@@ -41,7 +43,15 @@ class CelError(Exception):
         self.message = message
 
 
-def _library() -> Any:
+class _Program(Protocol):
+    """A compiled CEL expression of the `cel` library."""
+
+    def execute(self, scope: dict[str, object]) -> object: ...
+
+    def references(self) -> Mapping[str, Iterable[str]]: ...
+
+
+def _library() -> ModuleType | None:
     try:
         import cel  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
@@ -54,17 +64,18 @@ def _first_line(text: str, limit: int = 140) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _compile(expr: str) -> Any:
+def _compile(expr: str) -> _Program:
     lib = _library()
     if lib is None:
         raise CelError(f"this `!cel` expression needs {_EXTRA_HINT}")
     try:
-        return lib.compile(expr)
+        program: _Program = lib.compile(expr)
     except (ValueError, RuntimeError) as exc:
         text = str(exc)
         where = text.find("<input>:")
         detail = text[where + len("<input>:") :] if where >= 0 else "cannot parse"
         raise CelError(f"invalid CEL: {_first_line(detail)}") from None
+    return program
 
 
 def _check_size(expr: str) -> None:
@@ -97,8 +108,8 @@ def members_of(expr: str, root: str) -> set[str]:
     return {a or b for a, b in pattern.findall(expr)}
 
 
-def _walk(expr: str, scope: Mapping[str, Any]) -> Any:
-    value: Any = scope
+def _walk(expr: str, scope: Mapping[str, object]) -> object:
+    value: object = scope
     for part in expr.split("."):
         if not isinstance(value, Mapping) or part not in value:
             raise CelError(f"`{expr}` has no value here (no `{part}`)")
@@ -106,7 +117,7 @@ def _walk(expr: str, scope: Mapping[str, Any]) -> Any:
     return value
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JsonValue:
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -122,7 +133,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def evaluate(expr: str, scope: Mapping[str, Any], *, redact: tuple[str, ...] = ()) -> Any:
+def evaluate(expr: str, scope: Mapping[str, object], *, redact: tuple[str, ...] = ()) -> JsonValue:
     """Evaluate `expr` over `scope`; the result is plain JSON data.
 
     Args:

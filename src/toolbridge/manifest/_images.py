@@ -20,9 +20,15 @@ import base64
 import binascii
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from .._json import JsonObject, JsonValue
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..agent import AgentHooks
+    from ..agent.models import OpenAIImageModel
+    from ..content import ImagePart
 
 __all__ = ["ImageRunnable"]
 
@@ -50,10 +56,10 @@ class ImageRunnable:
 
     def __init__(
         self,
-        model: Any,
+        model: OpenAIImageModel,
         what: str,
         name: str,
-        options: Mapping[str, Any] | None,
+        options: Mapping[str, JsonValue] | None,
         output_dir: Path | None,
         intent: str = "generate",
     ) -> None:
@@ -64,7 +70,7 @@ class ImageRunnable:
         self.options = dict(options or {})
         self.output_dir = output_dir
 
-    async def invoke(self, inputs: Mapping[str, Any], hooks: Any = None) -> dict[str, Any]:
+    async def invoke(self, inputs: Mapping[str, object], hooks: AgentHooks | None = None) -> JsonObject:
         allowed = _INPUTS[self.intent]
         unknown = sorted(set(inputs) - set(allowed))
         if unknown:
@@ -77,7 +83,7 @@ class ImageRunnable:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ConfigError(f"{self.what}: `prompt` must be a non-empty string", code="ERR_INVALID_INPUT")
         options = inputs.get("options")
-        if options is not None and not isinstance(options, Mapping):
+        if options is not None and not isinstance(options, dict):
             raise ConfigError(f"{self.what}: `options` must be an object", code="ERR_INVALID_INPUT")
         merged = {**self.options, **(options or {})}
         if self.intent == "generate":
@@ -100,29 +106,29 @@ class ImageRunnable:
                     )
                 mask = self._input_image(inputs["mask"], "mask")
             made = await self.model.edit(prompt, parts, mask, merged)
-        images: list[dict[str, Any]] = []
+        images: list[JsonValue] = []
         for part in made.images:
-            image: dict[str, Any] = {"type": "image", "data": part.data, "mediaType": part.media_type}
+            image: JsonObject = {"type": "image", "data": part.data, "mediaType": part.media_type}
             if made.width is not None:
                 image["width"], image["height"] = made.width, made.height
             images.append(image)
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "images": images,
             "finishReason": made.finish_reason,
             "usage": {"unit": "images", "total": len(images)},
         }
         if made.revised_prompts:
-            out["revisedPrompts"] = list(made.revised_prompts)
+            out["revisedPrompts"] = list[JsonValue](made.revised_prompts)
         if self.output_dir is not None and made.images:
-            out["files"] = [self._write(p.data, p.media_type) for p in made.images]
+            out["files"] = list[JsonValue]([self._write(p.data, p.media_type) for p in made.images])
         return out
 
-    def _input_image(self, value: Any, where: str) -> Any:
+    def _input_image(self, value: object, where: str) -> ImagePart:
         """An input image as an `ImagePart`, checked (see the module docstring)."""
         from ..agent.models import sniff_image_type
         from ..content import ImagePart
 
-        data = value.get("data") if isinstance(value, Mapping) else None
+        data = value.get("data") if isinstance(value, dict) else None
         if not isinstance(data, str) or not data:
             raise ConfigError(
                 f"{self.what}: `{where}` must be an image {{data, mediaType}} with base64 `data`",

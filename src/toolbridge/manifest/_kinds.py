@@ -91,11 +91,11 @@ class RefTo:
         self.kinds = kinds
 
     def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
+        self, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         kinds = self.kinds
 
-        def validate(value: Any) -> Ref:
+        def validate(value: object) -> Ref:
             if isinstance(value, Ref):
                 return replace(value, accepts=kinds)
             raise _ref_form_error(value, kinds)
@@ -116,7 +116,7 @@ class RefTo:
 _REF_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)?$")
 
 
-def _ref_form_error(value: Any, kinds: tuple[str, ...]) -> PydanticCustomError:
+def _ref_form_error(value: object, kinds: tuple[str, ...]) -> PydanticCustomError:
     """Why `value` is not a reference, in Telo's terms (Telo refuses the same forms)."""
     wanted = " or ".join(kinds)
     if isinstance(value, str) and _REF_NAME_RE.match(value) and len(value) <= 120:
@@ -149,9 +149,9 @@ def _ref_form_error(value: Any, kinds: tuple[str, ...]) -> PydanticCustomError:
 
 class _SecretTextType:
     def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
+        self, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        def validate(value: Any) -> str | Secret:
+        def validate(value: object) -> str | Secret:
             if isinstance(value, str | Secret):
                 return value
             if isinstance(value, Ref):
@@ -168,11 +168,13 @@ class _SecretTextType:
         return {"type": "string", "description": 'may use "${{ secrets.NAME }}"'}
 
 
-SecretText = Annotated[Any, _SecretTextType()]
+SecretText = Annotated[str | Secret, _SecretTextType()]
 """A string field that may hold a `Secret`."""
 
 
-def _find_special(value: Any, path: tuple[str | int, ...] = ()) -> tuple[tuple[str | int, ...], Any] | None:
+def _find_special(
+    value: object, path: tuple[str | int, ...] = ()
+) -> tuple[tuple[str | int, ...], Ref | Secret | Cel] | None:
     if isinstance(value, Ref | Secret | Cel):
         return path, value
     if isinstance(value, Mapping):
@@ -188,7 +190,7 @@ def _find_special(value: Any, path: tuple[str | int, ...] = ()) -> tuple[tuple[s
     return None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     found = _find_special(value)
     if found is not None:
         path, item = found
@@ -204,7 +206,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _cel_or_plain(value: Any) -> Any:
+def _cel_or_plain(value: object) -> object:
     if isinstance(value, Cel):
         return value
     if isinstance(value, Mapping):
@@ -216,7 +218,7 @@ def _cel_or_plain(value: Any) -> Any:
 
 class _CelOrJsonType:
     def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
+        self, source: object, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(_cel_or_plain)
 
@@ -226,8 +228,8 @@ class _CelOrJsonType:
         return {"description": 'JSON; any value may be a `!cel "expression"`'}
 
 
-PlainJson = Annotated[Any, AfterValidator(_plain)]
-CelOrJson = Annotated[Any, _CelOrJsonType()]
+PlainJson = Annotated[object, AfterValidator(_plain)]
+CelOrJson = Annotated[object, _CelOrJsonType()]
 """JSON whose values may be `!cel` expressions (evaluated at run time)."""
 PlainObject = Annotated[dict[str, Any], AfterValidator(_plain)]
 Effects = Literal["none", "read", "write", "host"]

@@ -38,14 +38,23 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from .._json import JsonObject, JsonValue
 from ..errors import PolicyError, ToolbridgeError, ToolError
-from ._kinds_mcp_server import McpServerDoc, McpServerToolsDoc, ToolEntryDoc
+from ._kinds_mcp_server import HttpEndpointDoc, McpServerDoc, McpServerToolsDoc, ToolEntryDoc
 from ._mcp_server_reads import bundle_entries, caught, mapped, served_reads
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+    from mcp.shared.exceptions import MCPError
+
+    from ..catalog import ToolCatalog
+    from ..runtime import Runtime, ToolContext
+    from ._build import LiveManifest, Manifest
 
 __all__ = ["create_mcp_server", "serve_http_target", "serve_stdio_target"]
 
@@ -54,27 +63,29 @@ DEFAULT_LIMITS = {"max_duration_ms": 600_000, "max_output_bytes": 64 * 1024 * 10
 result may hold images)."""
 
 
-def _entries(live: Any, server: McpServerDoc) -> dict[str, ToolEntryDoc]:
+def _entries(live: LiveManifest, server: McpServerDoc) -> dict[str, ToolEntryDoc]:
     entries: dict[str, ToolEntryDoc] = {}
     for entry in bundle_entries(live, server.tools, McpServerToolsDoc):
         entries.setdefault(entry.name, entry)
     return entries
 
 
-def _default_result(kind: str, output: Any) -> dict[str, Any]:
-    if kind == "Mcp.ToolsCall" and isinstance(output, Mapping):
+def _default_result(kind: str, output: JsonObject) -> JsonObject:
+    if kind == "Mcp.ToolsCall":
         return dict(output)
-    if kind == "Ai.Image" and isinstance(output, Mapping):
-        blocks = [
-            {"type": "image", "data": i["data"], "mimeType": i["mediaType"]} for i in output.get("images", [])
+    if kind == "Ai.Image":
+        images = output.get("images")
+        blocks: list[JsonValue] = [
+            {"type": "image", "data": i["data"], "mimeType": i["mediaType"]}
+            for i in (images if isinstance(images, list) else [])
+            if isinstance(i, dict)
         ]
-        text = [{"type": "text", "text": f"no image: {output.get('finishReason')}"}]
+        text: list[JsonValue] = [{"type": "text", "text": f"no image: {output.get('finishReason')}"}]
         return {"content": blocks or text, "isError": False}
-    if isinstance(output, Mapping) and isinstance(output.get("text"), str):
+    if isinstance(output.get("text"), str):
         return {"content": [{"type": "text", "text": output["text"]}], "structuredContent": dict(output)}
     dumped = json.dumps(output, ensure_ascii=False)
-    structured = {"structuredContent": dict(output)} if isinstance(output, Mapping) else {}
-    return {"content": [{"type": "text", "text": dumped}], **structured}
+    return {"content": [{"type": "text", "text": dumped}], "structuredContent": dict(output)}
 
 
 @dataclass
@@ -82,18 +93,20 @@ class _Answer:
     """What one served call answers, set by the declared tool that runs its handler: a JSON-RPC
     error (a `catches` entry) or a `CallToolResult` that is not a success."""
 
-    rpc: Any = None
-    result: Any = None
+    rpc: MCPError | None = None
+    result: JsonObject | None = None
 
 
 _ANSWER: ContextVar[_Answer] = ContextVar("toolbridge_served_answer")
 
 
-def _failed(code: str, message: str) -> dict[str, Any]:
+def _failed(code: str, message: str) -> JsonObject:
     return {"content": [{"type": "text", "text": f"{code}: {message}"}], "isError": True}
 
 
-def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any], Any]:
+def _handler_of(
+    live: LiveManifest, entry: ToolEntryDoc
+) -> Callable[[JsonObject, ToolContext], Awaitable[JsonObject]]:
     """The declared tool's `execute` for `entry`: runs the handler and shapes its answer; a
     failure or an `isError` answer raises (for the journal) with the answer in `_ANSWER`."""
     import mcp_types as types
@@ -101,10 +114,10 @@ def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any
     what = f"McpServer.Tools tool {entry.name}"
     kind = live._doc(entry.handler.name).kind
 
-    def default(output: Any) -> Any:
+    def default(output: JsonObject) -> JsonValue:
         return _default_result(kind, output)
 
-    async def execute(arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    async def execute(arguments: JsonObject, ctx: ToolContext) -> JsonObject:
         answer = _ANSWER.get()
         request = {"name": entry.name, "arguments": arguments}
         try:
@@ -120,7 +133,7 @@ def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any
         except ValueError:
             answer.result = _failed("ERR_MANIFEST_EXPRESSION", f"{what}: `result` is not a CallToolResult")
             raise ToolError("the result is not a CallToolResult", details={"is_error": True}) from None
-        dumped: dict[str, Any] = checked.model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped: JsonObject = checked.model_dump(by_alias=True, mode="json", exclude_none=True)
         if checked.is_error:
             answer.result = dumped
             raise ToolError("the tool answered isError", details={"is_error": True})
@@ -129,7 +142,7 @@ def _handler_of(live: Any, entry: ToolEntryDoc) -> Callable[[dict[str, Any], Any
     return execute
 
 
-async def _governance(live: Any, entries: dict[str, ToolEntryDoc]) -> tuple[Any, Any]:
+async def _governance(live: LiveManifest, entries: dict[str, ToolEntryDoc]) -> tuple[Runtime, ToolCatalog]:
     """The runtime served calls run under, and the catalog of the served tools as declared tools."""
     from ..catalog import ToolCatalog, check_declared
     from ..runtime import create_runtime, define_tool
@@ -157,7 +170,7 @@ async def _governance(live: Any, entries: dict[str, ToolEntryDoc]) -> tuple[Any,
     return runtime, ToolCatalog((), check_declared(tools, "McpServer.Tools"))
 
 
-async def create_mcp_server(live: Any, name: str, *, principal: str) -> Any:
+async def create_mcp_server(live: LiveManifest, name: str, *, principal: str) -> Server:
     """An SDK low-level `Server` for the `McpServer.StdioServer` or `McpServer.HttpEndpoint`
     document `name` (see the module docstring); `live` is the open manifest, which owns
     everything the handlers use; `principal` is who calls (the journal's principal)."""
@@ -185,10 +198,10 @@ async def create_mcp_server(live: Any, name: str, *, principal: str) -> Any:
     def failed(code: str, message: str) -> types.CallToolResult:
         return types.CallToolResult.model_validate(_failed(code, message))
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
         entry = entries.get(params.name)
         if entry is None:
             known = ", ".join(entries) or "none"
@@ -230,7 +243,7 @@ def _local_principal() -> str:
         return "local:unknown"
 
 
-async def serve_stdio_target(manifest: Any, name: str) -> None:
+async def serve_stdio_target(manifest: Manifest, name: str) -> None:
     """Open `manifest` and serve its `McpServer.StdioServer` `name` on stdin/stdout until the
     client closes the connection; then close everything built."""
     from .._serving import run_stdio
@@ -240,7 +253,7 @@ async def serve_stdio_target(manifest: Any, name: str) -> None:
 
 
 async def serve_http_target(
-    manifest: Any,
+    manifest: Manifest,
     name: str,
     *,
     host: str = "127.0.0.1",
@@ -255,7 +268,7 @@ async def serve_http_target(
 
     async with manifest.open() as live:
         endpoint = live._doc(name).model
-        stateful = bool(getattr(endpoint, "stateful", False))
+        stateful = isinstance(endpoint, HttpEndpointDoc) and endpoint.stateful
         server = await create_mcp_server(live, name, principal="anonymous")
         app = server.streamable_http_app(host=host, stateless_http=not stateful, streamable_http_path=path)
         await run_http(app, host=host, port=port, on_listening=on_listening)

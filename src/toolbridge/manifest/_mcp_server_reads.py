@@ -26,10 +26,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
+import mcp_types as types
+from pydantic import BaseModel
+
+from .._json import JsonObject, JsonValue
 from ..errors import PolicyError, ToolbridgeError, ToolError
 from ._kinds_mcp_server import (
     McpServerDoc,
@@ -38,17 +42,53 @@ from ._kinds_mcp_server import (
     PromptEntryDoc,
     ResourceEntryDoc,
     ToolCatch,
+    ToolEntryDoc,
 )
 from ._kinds_run import telo_truthy
 from ._targets import _fill
+from ._yaml import Ref
+
+if TYPE_CHECKING:
+    from mcp.shared.exceptions import MCPError
+
+    from ..runtime import Runtime
+    from ._build import LiveManifest
 
 __all__ = ["bundle_entries", "caught", "mapped", "run_handler", "served_reads"]
 
 RESOURCE_NOT_FOUND = -32002
 _VAR = re.compile(r"\{([A-Za-z0-9_]+)\}")
 
+_Entry = TypeVar("_Entry", ToolEntryDoc, ResourceEntryDoc, PromptEntryDoc)
+_Result = TypeVar("_Result", bound=BaseModel)
 
-def caught(catches: list[ToolCatch], request: dict[str, Any], exc: ToolbridgeError, what: str) -> Any:
+
+class _Bundle(Protocol[_Entry]):
+    """An `McpServer.Tools`, `McpServer.Resources` or `McpServer.Prompts` document."""
+
+    entries: list[_Entry]
+
+
+class ReadHandlers(TypedDict, total=False):
+    """The resource and prompt handlers of `served_reads`: keyword arguments of the SDK's
+    `mcp.server.Server` (a handler's request context is not read)."""
+
+    on_list_resources: Callable[
+        [object, types.PaginatedRequestParams | None], Awaitable[types.ListResourcesResult]
+    ]
+    on_list_resource_templates: Callable[
+        [object, types.PaginatedRequestParams | None], Awaitable[types.ListResourceTemplatesResult]
+    ]
+    on_read_resource: Callable[[object, types.ReadResourceRequestParams], Awaitable[types.ReadResourceResult]]
+    on_list_prompts: Callable[
+        [object, types.PaginatedRequestParams | None], Awaitable[types.ListPromptsResult]
+    ]
+    on_get_prompt: Callable[[object, types.GetPromptRequestParams], Awaitable[types.GetPromptResult]]
+
+
+def caught(
+    catches: list[ToolCatch], request: Mapping[str, object], exc: ToolbridgeError, what: str
+) -> MCPError | None:
     """The `MCPError` the first matching `catches` entry makes of `exc`, or None."""
     from mcp.shared.exceptions import MCPError
 
@@ -84,35 +124,42 @@ def template_pattern(template: str) -> re.Pattern[str] | None:
         return None
 
 
-def _text_of(output: Any) -> tuple[str, str]:
+def _text_of(output: JsonValue) -> tuple[str, str]:
     """(text, mime type) of a handler's result for a default answer."""
-    if isinstance(output, Mapping) and isinstance(output.get("text"), str):
-        return output["text"], "text/plain"
+    text = output.get("text") if isinstance(output, dict) else None
+    if isinstance(text, str):
+        return text, "text/plain"
     return json.dumps(output, ensure_ascii=False), "application/json"
 
 
-def _error_text(result: Mapping[str, Any]) -> str:
-    for block in result.get("content") or []:
+def _error_text(result: Mapping[str, JsonValue]) -> str:
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
         if isinstance(block, Mapping) and block.get("type") == "text":
             return " ".join(str(block.get("text", "")).split())[:500]
     return "the tool answered isError"
 
 
-async def run_handler(live: Any, handler: str, inputs: Any) -> Any:
+async def run_handler(live: LiveManifest, handler: str, inputs: Mapping[str, object]) -> JsonObject:
     """The result of the handler document `handler` on `inputs`; a `ToolsCall` answered
     `isError` raises `ERR_MCP_TOOL_ERROR`, as Telo's `ToolsCall` throws it (a failure `catches`
     may answer)."""
     runnable = await live.runnable(handler)
     output = await runnable.invoke(inputs)
-    if live._doc(handler).kind == "Mcp.ToolsCall" and isinstance(output, Mapping) and output.get("isError"):
-        name = inputs.get("name") if isinstance(inputs, Mapping) else None
+    if live._doc(handler).kind == "Mcp.ToolsCall" and output.get("isError"):
+        name = inputs.get("name")
         raise ToolError(f"tool {name!r}: {_error_text(output)}", code="ERR_MCP_TOOL_ERROR")
     return output
 
 
 async def mapped(
-    live: Any, entry: Any, request: dict[str, Any], given: Any, default: Callable[[Any], Any], what: str
-) -> Any:
+    live: LiveManifest,
+    entry: ToolEntryDoc | ResourceEntryDoc | PromptEntryDoc,
+    request: Mapping[str, object],
+    given: Mapping[str, object],
+    default: Callable[[JsonObject], JsonValue],
+    what: str,
+) -> JsonValue:
     """An entry's answer: its `inputs` (over `request`; default: `given`) to its handler, whose
     result goes through its `result` (over `request` and `result`), or `default(result)`.
 
@@ -120,6 +167,8 @@ async def mapped(
         ToolbridgeError: the handler's failure, or an expression's.
     """
     inputs = _fill(entry.inputs, {"request": request}, what) if entry.inputs is not None else given
+    if not isinstance(inputs, Mapping):
+        raise ToolError(f"{what}: `inputs` must give an object", code="ERR_INVALID_INPUT")
     output = await run_handler(live, entry.handler.name, inputs)
     if entry.result is not None:
         return _fill(entry.result, {"request": request, "result": output}, what)
@@ -127,16 +176,15 @@ async def mapped(
 
 
 async def _answered(
-    live: Any,
-    entry: Any,
-    request: dict[str, Any],
-    given: Any,
-    default: Callable[[Any], Any],
+    live: LiveManifest,
+    entry: ResourceEntryDoc | PromptEntryDoc,
+    request: Mapping[str, object],
+    given: Mapping[str, object],
+    default: Callable[[JsonObject], JsonValue],
     what: str,
-    model: Any,
-) -> Any:
+    model: type[_Result],
+) -> _Result:
     """`mapped`'s answer as `model` (a result type of the SDK's); a failure as a JSON-RPC error."""
-    import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
     try:
@@ -151,16 +199,17 @@ async def _answered(
         ) from None
 
 
-def _internal(exc: ToolbridgeError) -> Any:
-    import mcp_types as types
+def _internal(exc: ToolbridgeError) -> MCPError:
     from mcp.shared.exceptions import MCPError
 
     return MCPError(types.INTERNAL_ERROR, f"{exc.code}: {exc.message}"[:2000])
 
 
-def bundle_entries(live: Any, refs: list[Any], bundle_kind: type[Any]) -> list[Any]:
+def bundle_entries(
+    live: LiveManifest, refs: Sequence[Ref], bundle_kind: type[_Bundle[_Entry]]
+) -> list[_Entry]:
     """The entries of the bundles `refs` names (documents of `bundle_kind`), in order."""
-    entries: list[Any] = []
+    entries: list[_Entry] = []
     for ref in refs:
         bundle = live._doc(ref.name).model
         assert isinstance(bundle, bundle_kind)
@@ -169,8 +218,8 @@ def bundle_entries(live: Any, refs: list[Any], bundle_kind: type[Any]) -> list[A
 
 
 def served_reads(
-    live: Any, server: McpServerDoc, *, runtime: Any, principal: str, label: str
-) -> dict[str, Any]:
+    live: LiveManifest, server: McpServerDoc, *, runtime: Runtime, principal: str, label: str
+) -> ReadHandlers:
     """The SDK server's resource and prompt handlers for `server` (keyword arguments of
     `mcp.server.Server`; empty without bundles).
 
@@ -182,11 +231,14 @@ def served_reads(
     `NOT_FOUND` (no such resource or prompt), `PERMISSION_DENIED` (not granted) or
     `INVALID_INPUT` (a required argument missing), or `failed` with `TOOL_FAILED` (the handler
     failed)."""
-    import mcp_types as types
     from mcp.shared.exceptions import MCPError
 
+    from ..runtime import Operation
+
     @asynccontextmanager
-    async def journaled(kind: str, target: str, arguments: dict[str, Any]) -> AsyncIterator[Any]:
+    async def journaled(
+        kind: str, target: str, arguments: Mapping[str, JsonValue]
+    ) -> AsyncIterator[Operation]:
         """One read or get journaled (an error raised inside ends it `TOOL_FAILED` unless the
         block said otherwise with `op.fail`); a journal that cannot record it sends nothing."""
         try:
@@ -210,9 +262,11 @@ def served_reads(
     prompts: dict[str, PromptEntryDoc] = {}
     for prompt in bundle_entries(live, server.prompts, McpServerPromptsDoc):
         prompts.setdefault(prompt.name, prompt)
-    handlers: dict[str, Any] = {}
+    handlers: ReadHandlers = {}
 
-    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+    async def list_resources(
+        ctx: object, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
         return types.ListResourcesResult(
             resources=[
                 types.Resource(uri=str(e.uri), name=e.name, description=e.description, mime_type=e.mime_type)
@@ -221,7 +275,9 @@ def served_reads(
             ]
         )
 
-    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+    async def list_templates(
+        ctx: object, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(
             resource_templates=[
                 types.ResourceTemplate(
@@ -244,7 +300,7 @@ def served_reads(
                 return entry, match.groupdict()
         return None
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(ctx: object, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
         async with journaled("resources/read", uri, {"uri": uri}) as op:
             found = find(uri) if len(uri) <= 4096 else None
@@ -259,11 +315,13 @@ def served_reads(
     ) -> types.ReadResourceResult:
         image = live._doc(entry.handler.name).kind == "Ai.Image"
 
-        def default(output: Any) -> Any:
-            if image and isinstance(output, Mapping):
-                blobs = [
+        def default(output: JsonObject) -> JsonValue:
+            images = output.get("images")
+            if image:
+                blobs: list[JsonValue] = [
                     {"uri": uri, "mimeType": i["mediaType"], "blob": i["data"]}
-                    for i in output.get("images", [])
+                    for i in (images if isinstance(images, list) else [])
+                    if isinstance(i, dict)
                 ]
                 return {"contents": blobs}
             text, mime = _text_of(output)
@@ -271,12 +329,11 @@ def served_reads(
 
         request = {"uri": uri, "params": uri_params}
         what = f"McpServer.Resources resource {entry.name}"
-        result: types.ReadResourceResult = await _answered(
-            live, entry, request, uri_params, default, what, types.ReadResourceResult
-        )
-        return result
+        return await _answered(live, entry, request, uri_params, default, what, types.ReadResourceResult)
 
-    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    async def list_prompts(
+        ctx: object, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
         return types.ListPromptsResult(
             prompts=[
                 types.Prompt(
@@ -293,7 +350,7 @@ def served_reads(
             ]
         )
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(ctx: object, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         arguments = dict(params.arguments or {})
         async with journaled("prompts/get", params.name, arguments) as op:
             prompt = prompts.get(params.name)
@@ -308,19 +365,16 @@ def served_reads(
             await op.sent()
             return await _get(prompt, arguments)
 
-    async def _get(prompt: PromptEntryDoc, arguments: dict[str, Any]) -> types.GetPromptResult:
+    async def _get(prompt: PromptEntryDoc, arguments: dict[str, str]) -> types.GetPromptResult:
         request = {"name": prompt.name, "arguments": arguments}
 
-        def default(output: Any) -> Any:
+        def default(output: JsonObject) -> JsonValue:
             text, _ = _text_of(output)
-            message = {"role": "user", "content": {"type": "text", "text": text}}
+            message: JsonObject = {"role": "user", "content": {"type": "text", "text": text}}
             return {"description": prompt.description, "messages": [message]}
 
         what = f"McpServer.Prompts prompt {prompt.name}"
-        result: types.GetPromptResult = await _answered(
-            live, prompt, request, arguments, default, what, types.GetPromptResult
-        )
-        return result
+        return await _answered(live, prompt, request, arguments, default, what, types.GetPromptResult)
 
     if resources or templates:
         handlers["on_list_resources"] = list_resources

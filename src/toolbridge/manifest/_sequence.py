@@ -16,13 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from .._json import JsonObject, JsonValue
 from ..errors import ToolbridgeError
 from ._cel import CelError
 from ._cel import evaluate as cel_evaluate
 from ._kinds_run import telo_truthy
+from ._targets import AgentRunnable, camel_json
 from ._yaml import Cel
+
+if TYPE_CHECKING:
+    from ._build import LiveManifest
+    from ._build_telo import Target
 
 __all__ = ["STREAMED_KINDS", "SequenceResult", "run_targets"]
 
@@ -39,13 +45,13 @@ class SequenceResult:
         failed: `(target name, code, message)` of the target that failed, or `None`.
     """
 
-    steps: dict[str, Any] = field(default_factory=dict)
+    steps: dict[str, JsonObject] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     failed: tuple[str, str, str] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """`{steps, skipped?, failed?: {target, errorCode, error}}`."""
-        out: dict[str, Any] = {"steps": self.steps}
+        out: JsonObject = {"steps": dict(self.steps)}
         if self.skipped:
             out["skipped"] = list(self.skipped)
         if self.failed is not None:
@@ -61,7 +67,7 @@ class _Failed(Exception):
         self.message = message
 
 
-def _fill(value: Any, scope: Mapping[str, Any]) -> Any:
+def _fill(value: object, scope: Mapping[str, object]) -> JsonValue:
     if isinstance(value, Cel):
         try:
             return cel_evaluate(value.expr, scope)
@@ -71,22 +77,27 @@ def _fill(value: Any, scope: Mapping[str, Any]) -> Any:
         return {k: _fill(v, scope) for k, v in value.items()}
     if isinstance(value, list):
         return [_fill(v, scope) for v in value]
-    return value
+    return camel_json(value)
 
 
-def _tool_error_text(result: Mapping[str, Any]) -> str:
-    for block in result.get("content") or []:
+def _tool_error_text(result: Mapping[str, JsonValue]) -> str:
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
         if isinstance(block, Mapping) and block.get("type") == "text":
             return " ".join(str(block.get("text", "")).split())[:200]
     return "the tool answered isError"
 
 
 async def _run_one(
-    live: Any, target: Any, inputs: Mapping[str, Any], on_part: Callable[[Any, dict[str, Any]], None] | None
-) -> Any:
+    live: LiveManifest,
+    target: Target,
+    inputs: Mapping[str, object],
+    on_part: Callable[[Target, JsonObject], None] | None,
+) -> JsonObject | None:
     runnable = await live.runnable(target.document)
     if target.kind in STREAMED_KINDS:
-        result: Any = None
+        assert isinstance(runnable, AgentRunnable)  # the runnable of every streamed kind
+        result: JsonObject | None = None
         async with aclosing(runnable.stream(inputs)) as parts:
             async for part in parts:
                 if on_part is not None:
@@ -103,12 +114,12 @@ async def _run_one(
 
 
 async def run_targets(
-    live: Any,
-    targets: Sequence[Any],
+    live: LiveManifest,
+    targets: Sequence[Target],
     *,
-    on_start: Callable[[Any], None] | None = None,
-    on_part: Callable[[Any, dict[str, Any]], None] | None = None,
-    on_result: Callable[[Any, Any], None] | None = None,
+    on_start: Callable[[Target], None] | None = None,
+    on_part: Callable[[Target, JsonObject], None] | None = None,
+    on_result: Callable[[Target, JsonObject | None], None] | None = None,
 ) -> SequenceResult:
     """Run `targets` (`Target`s of `live`'s manifest) in order; see the module docstring.
 
@@ -122,12 +133,13 @@ async def run_targets(
     out = SequenceResult()
     variables = dict(live.manifest.analysis.variables)
     for target in targets:
-        scope = {"steps": out.steps, "variables": variables}
+        scope: dict[str, object] = {"steps": out.steps, "variables": variables}
         try:
             if isinstance(target.when, Cel) and not telo_truthy(_fill(target.when, scope)):
                 out.skipped.append(target.name)
                 continue
             inputs = _fill(dict(target.inputs), scope)
+            assert isinstance(inputs, dict)  # a mapping stays a mapping
             if on_start is not None:
                 on_start(target)
             result = await _run_one(live, target, inputs, on_part)

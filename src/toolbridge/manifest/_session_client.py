@@ -18,7 +18,8 @@ import inspect
 import itertools
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -33,6 +34,9 @@ from ..errors import (
     SessionInvalidError,
     TransportError,
 )
+
+if TYPE_CHECKING:
+    from ..clients import ProgressHandler
 
 __all__ = ["MAX_PAGES", "ExternalSessionClient"]
 
@@ -75,7 +79,7 @@ class ExternalSessionClient:
         self.protocol_version = protocol_version or _DEFAULT_VERSION
         self.timeout = timeout
         self.max_message_bytes = max_message_bytes
-        self.generation = 0
+        self.generation = 0  # it never listens for the server's tool-list changes
         self._ids = itertools.count(1)
         self._http: httpx2.AsyncClient | None = None
         self._shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
@@ -148,8 +152,18 @@ class ExternalSessionClient:
             raise ProtocolError(f"{self._shown}: the answer to {method} has no result object")
         return result
 
-    async def list_tools(self) -> list[types.Tool]:
-        """Every tool, page after page (at most `MAX_PAGES`)."""
+    @property
+    def instructions(self) -> str | None:
+        """None: the session is the provider's, which did the `initialize` handshake."""
+        return None
+
+    @property
+    def server_info(self) -> types.Implementation | None:
+        """None, as `instructions`."""
+        return None
+
+    async def list_tools(self, *, refresh: bool = False) -> list[types.Tool]:
+        """Every tool, page after page (at most `MAX_PAGES`); never cached (`refresh` is moot)."""
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -176,7 +190,7 @@ class ExternalSessionClient:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the client contract's per-call deadline
-        progress: Any = None,
+        progress: ProgressHandler | None = None,
     ) -> dict[str, Any]:
         """Call one tool; the result in wire form (`content`, `structuredContent`, `isError`)."""
         result = await self._request("tools/call", {"name": name, "arguments": dict(arguments or {})})
@@ -189,6 +203,14 @@ class ExternalSessionClient:
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()
+
+    async def __aenter__(self) -> ExternalSessionClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
 
 def _response(data: bytes, stream: bool, request_id: int) -> dict[str, Any] | None:

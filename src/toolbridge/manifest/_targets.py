@@ -22,18 +22,28 @@ against `parameters`, mapped through `inputs` (`!cel` over `arguments`), the run
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
+from pydantic import BaseModel
+
+from .._json import JsonObject, JsonValue
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ._cel import CelError
 from ._cel import evaluate as cel_evaluate
 from ._yaml import Cel
 
+if TYPE_CHECKING:
+    from ..agent import Agent, AgentHooks, RunResult, Step, ToolResultRecord
+    from ..clients import McpClient
+    from ..functions import FunctionTools
+    from ..tools import ToolResult, ToolSpec
+
 __all__ = [
     "AgentRunnable",
     "InvocableTools",
+    "Runnable",
     "ToolsCallRunnable",
     "ToolsListRunnable",
     "camel_json",
@@ -49,10 +59,24 @@ def _camel(key: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def camel_json(value: Any) -> Any:
-    """`value` as JSON data with camelCase keys (dataclasses, parts, usage, results)."""
+class Runnable(Protocol):
+    """What `make_runnable` builds: a JSON object of inputs in, a JSON object out."""
+
+    async def invoke(self, inputs: Mapping[str, object], hooks: AgentHooks | None = None) -> JsonObject:
+        """Run once on `inputs`.
+
+        Raises:
+            ConfigError: `ERR_INVALID_INPUT` when the inputs are not the kind's.
+            ToolbridgeError: the run's own failure.
+        """
+        ...
+
+
+def camel_json(value: object) -> JsonValue:
+    """`value` as JSON data with camelCase keys (dataclasses, parts, usage, results); a leaf that
+    is not JSON (none is expected) as its `str`."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         kind = getattr(value, "type", None)
         if isinstance(kind, str):
             out["type"] = kind
@@ -63,17 +87,22 @@ def camel_json(value: Any) -> Any:
         return {str(k): camel_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [camel_json(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return value
+    if isinstance(value, BaseModel):
+        dumped: JsonObject = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
 
 
-def usage_json(usage: Any) -> dict[str, Any] | None:
+def usage_json(usage: object) -> JsonValue:
     """`{inputTokens, outputTokens, totalTokens, requests, cacheReadTokens, cacheWriteTokens}`."""
     return camel_json(usage) if usage is not None else None
 
 
-def model_inputs(what: str, inputs: Mapping[str, Any]) -> tuple[Any, str | None, dict[str, Any] | None]:
+def model_inputs(
+    what: str, inputs: Mapping[str, object]
+) -> tuple[str | list[JsonObject], str | None, JsonObject | None]:
     """`(prompt or messages, system, options)` from a model kind's inputs.
 
     Raises:
@@ -92,21 +121,29 @@ def model_inputs(what: str, inputs: Mapping[str, Any]) -> tuple[Any, str | None,
             f"{what}: give exactly one of `prompt` or `messages` (--input gives the prompt)",
             code="ERR_INVALID_INPUT",
         )
-    prompt = inputs["prompt"] if has_prompt else inputs["messages"]
-    if has_prompt and not isinstance(prompt, str):
+    given = inputs["prompt"] if has_prompt else inputs["messages"]
+    if has_prompt and not isinstance(given, str):
         raise ConfigError(f"{what}: `prompt` must be a string", code="ERR_INVALID_INPUT")
-    if has_messages and not isinstance(prompt, list):
+    if has_messages and not isinstance(given, list):
         raise ConfigError(f"{what}: `messages` must be a list", code="ERR_INVALID_INPUT")
+    prompt: str | list[JsonObject]
+    if isinstance(given, list):
+        prompt = [m for m in given if isinstance(m, dict)]
+        if len(prompt) < len(given):
+            raise ConfigError(f"{what}: each of `messages` must be an object", code="ERR_INVALID_INPUT")
+    else:
+        assert isinstance(given, str)
+        prompt = given
     system = inputs.get("system")
     if system is not None and not isinstance(system, str):
         raise ConfigError(f"{what}: `system` must be a string", code="ERR_INVALID_INPUT")
     options = inputs.get("options")
-    if options is not None and not isinstance(options, Mapping):
+    if options is not None and not isinstance(options, dict):
         raise ConfigError(f"{what}: `options` must be an object", code="ERR_INVALID_INPUT")
-    return prompt, system, dict(options) if options is not None else None
+    return prompt, system, options
 
 
-def _step_json(step: Any) -> dict[str, Any]:
+def _step_json(step: Step) -> JsonObject:
     return {
         "text": step.text,
         "toolCalls": [
@@ -117,14 +154,14 @@ def _step_json(step: Any) -> dict[str, Any]:
     }
 
 
-def _tool_result_json(record: Any) -> dict[str, Any]:
-    out = {
+def _tool_result_json(record: ToolResultRecord) -> JsonObject:
+    out: JsonObject = {
         "toolCallId": record.tool_call_id,
         "name": record.name,
         "content": camel_json(record.content),
         "error": record.error,
     }
-    if getattr(record, "error_code", None):
+    if record.error_code:
         out["errorCode"] = record.error_code
     return out
 
@@ -133,13 +170,13 @@ class AgentRunnable:
     """An `Agent` (for `Ai.Agent`, `Ai.AgentStream`, and — with no tools, one step —
     `Ai.Text`, `Ai.TextStream`) as a runnable."""
 
-    def __init__(self, agent: Any, what: str, *, with_steps: bool) -> None:
+    def __init__(self, agent: Agent, what: str, *, with_steps: bool) -> None:
         self.agent = agent
         self.what = what
         self.with_steps = with_steps
 
-    def result_json(self, result: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def result_json(self, result: RunResult) -> JsonObject:
+        out: JsonObject = {
             "text": result.text,
             "usage": usage_json(result.usage),
             "finishReason": result.finish_reason,
@@ -148,12 +185,12 @@ class AgentRunnable:
             out["steps"] = [_step_json(s) for s in result.steps]
         return out
 
-    async def invoke(self, inputs: Mapping[str, Any], hooks: Any = None) -> dict[str, Any]:
+    async def invoke(self, inputs: Mapping[str, object], hooks: AgentHooks | None = None) -> JsonObject:
         prompt, system, options = model_inputs(self.what, inputs)
         result = await self.agent.run(prompt, system=system, options=options, hooks=hooks)
         return self.result_json(result)
 
-    async def stream(self, inputs: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, inputs: Mapping[str, object]) -> AsyncGenerator[JsonObject, None]:
         """Telo's stream parts; exactly one terminal `finish` or `error` part."""
         from ..agent import (
             RunErrorEvent,
@@ -190,7 +227,7 @@ class AgentRunnable:
                     yield {"type": "error", "code": event.code, "message": message}
 
 
-def _call_inputs(what: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def _call_inputs(what: str, inputs: Mapping[str, object]) -> tuple[str, JsonObject]:
     unknown = sorted(set(inputs) - {"name", "arguments"})
     if unknown:
         raise ConfigError(
@@ -200,7 +237,7 @@ def _call_inputs(what: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, A
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{what}: input `name` (the tool's name) is required", code="ERR_INVALID_INPUT")
     arguments = inputs.get("arguments", {})
-    if not isinstance(arguments, Mapping):
+    if not isinstance(arguments, dict):
         raise ConfigError(f"{what}: `arguments` must be an object", code="ERR_INVALID_INPUT")
     return name, dict(arguments)
 
@@ -208,14 +245,14 @@ def _call_inputs(what: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, A
 class ToolsCallRunnable:
     """`McpClient.ToolsCall`: `{name, arguments}` -> the tool's result in wire form."""
 
-    def __init__(self, client: Any, what: str) -> None:
+    def __init__(self, client: McpClient, what: str) -> None:
         self.client = client
         self.what = what
 
-    async def invoke(self, inputs: Mapping[str, Any], hooks: Any = None) -> dict[str, Any]:
+    async def invoke(self, inputs: Mapping[str, object], hooks: AgentHooks | None = None) -> JsonObject:
         name, arguments = _call_inputs(self.what, inputs)
         result = await self.client.call_tool(name, arguments)
-        out: dict[str, Any] = {"content": camel_json(result.get("content") or [])}
+        out: JsonObject = {"content": camel_json(result.get("content") or [])}
         if result.get("structuredContent") is not None:
             out["structuredContent"] = result["structuredContent"]
         out["isError"] = bool(result.get("isError"))
@@ -225,18 +262,23 @@ class ToolsCallRunnable:
 class ToolsListRunnable:
     """`McpClient.ToolsList`: -> `{tools}` (every page)."""
 
-    def __init__(self, client: Any, what: str) -> None:
+    def __init__(self, client: McpClient, what: str) -> None:
         self.client = client
         self.what = what
 
-    async def invoke(self, inputs: Mapping[str, Any], hooks: Any = None) -> dict[str, Any]:
+    async def invoke(self, inputs: Mapping[str, object], hooks: AgentHooks | None = None) -> JsonObject:
         if inputs:
             raise ConfigError(f"{self.what} takes no inputs", code="ERR_INVALID_INPUT")
         tools = await self.client.list_tools()
         return {"tools": [camel_json(t) for t in tools]}
 
 
-def _fill(value: Any, scope: Mapping[str, Any], where: str) -> Any:
+def _fill(value: object, scope: Mapping[str, object], where: str) -> JsonValue:
+    """`value` (a manifest's YAML, with `!cel` in it) with every `!cel` evaluated over `scope`.
+
+    Raises:
+        ToolError: `ERR_MANIFEST_EXPRESSION` when an expression cannot be evaluated.
+    """
     if isinstance(value, Cel):
         try:
             return cel_evaluate(value.expr, scope)
@@ -246,10 +288,10 @@ def _fill(value: Any, scope: Mapping[str, Any], where: str) -> Any:
         return {k: _fill(v, scope, where) for k, v in value.items()}
     if isinstance(value, list):
         return [_fill(v, scope, where) for v in value]
-    return value
+    return camel_json(value)
 
 
-def _to_tool_result(value: Any) -> Any:
+def _to_tool_result(value: JsonValue) -> ToolResult:
     from ..content import parts_from_mcp
     from ..tools import ToolResult
 
@@ -276,7 +318,10 @@ class InvocableTools:
     """
 
     def __init__(
-        self, name: str, entries: Sequence[tuple[str, str, Mapping[str, Any], Any, Any, Any]], functions: Any
+        self,
+        name: str,
+        entries: Sequence[tuple[str, str, Mapping[str, JsonValue], Runnable, object, object]],
+        functions: FunctionTools | None,
     ) -> None:
         import jsonschema  # type: ignore[import-untyped]
 
@@ -285,7 +330,7 @@ class InvocableTools:
         self.functions = functions
         self._validators = {e[0]: jsonschema.Draft202012Validator(dict(e[2])) for e in entries}
 
-    async def list_tools(self) -> list[Any]:
+    async def list_tools(self) -> list[ToolSpec]:
         from ..tools import ToolSpec
 
         specs = list(await self.functions.list_tools()) if self.functions is not None else []
@@ -294,7 +339,7 @@ class InvocableTools:
         ]
         return specs
 
-    async def call_tool(self, name: str, args: Mapping[str, Any]) -> Any:
+    async def call_tool(self, name: str, args: Mapping[str, JsonValue]) -> ToolResult:
         from ..bridge import McpToolProvider
 
         entry = self.entries.get(name)
@@ -326,7 +371,10 @@ class InvocableTools:
             return _to_tool_result(_fill(result, {"arguments": arguments, "result": output}, what))
         if isinstance(runnable, AgentRunnable):
             return _to_tool_result(output["text"])
-        if "images" in output and "finishReason" in output:  # Ai.Image: the images as image parts
-            parts = [{k: i[k] for k in ("type", "data", "mediaType")} for i in output["images"]]
+        images = output.get("images")
+        if isinstance(images, list) and "finishReason" in output:  # Ai.Image: the images as image parts
+            parts: list[JsonValue] = [
+                {k: i[k] for k in ("type", "data", "mediaType")} for i in images if isinstance(i, dict)
+            ]
             return _to_tool_result(parts or f"no image: {output['finishReason']}")
         return _to_tool_result(output)

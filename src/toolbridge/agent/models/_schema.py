@@ -18,7 +18,8 @@ strictness.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["NotConvertible", "resolve_local_refs", "to_gemini_schema", "to_strict_schema"]
 
@@ -42,10 +43,10 @@ class NotConvertible(Exception):
     """Raised internally when a schema cannot be converted."""
 
 
-def _pointer(root: Mapping[str, object], ref: str) -> object:
+def _pointer(root: Mapping[str, Any], ref: str) -> Any:
     if not ref.startswith("#"):
         raise NotConvertible(f"non-local $ref {ref!r}")
-    node: object = root
+    node: Any = root
     for raw in ref[1:].split("/")[1:] if ref != "#" else []:
         key = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, Mapping) and key in node:
@@ -57,13 +58,13 @@ def _pointer(root: Mapping[str, object], ref: str) -> object:
     return node
 
 
-def _inline(node: object, root: Mapping[str, object], stack: tuple[str, ...]) -> object:
+def _inline(node: Any, root: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
     if isinstance(node, list):
         return [_inline(item, root, stack) for item in node]
     if not isinstance(node, Mapping):
         return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
+    if isinstance(node.get("$ref"), str):
+        ref = node["$ref"]
         if ref in stack:
             raise NotConvertible(f"recursive $ref {ref!r}")
         target = _pointer(root, ref)
@@ -74,7 +75,7 @@ def _inline(node: object, root: Mapping[str, object], stack: tuple[str, ...]) ->
     return {k: _inline(v, root, stack) for k, v in node.items() if k not in ("$defs", "definitions")}
 
 
-def resolve_local_refs(schema: Mapping[str, object]) -> dict[str, object]:
+def resolve_local_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `schema` with every local `$ref` inlined and `$defs` / `definitions` dropped.
 
     Raises:
@@ -85,22 +86,21 @@ def resolve_local_refs(schema: Mapping[str, object]) -> dict[str, object]:
     return result
 
 
-def _nullable(node: dict[str, object]) -> dict[str, object]:
+def _nullable(node: dict[str, Any]) -> dict[str, Any]:
     kind = node.get("type")
     if isinstance(kind, str) and "enum" not in node:
         return {**node, "type": [kind, "null"]} if kind != "null" else node
     if isinstance(kind, list) and "enum" not in node:
         return node if "null" in kind else {**node, "type": [*kind, "null"]}
-    any_of = node.get("anyOf")
-    if isinstance(any_of, Iterable) and len(node) == 1:
-        options = list(any_of)
+    if "anyOf" in node and len(node) == 1:
+        options = list(node["anyOf"])
         if not any(isinstance(o, Mapping) and o.get("type") == "null" for o in options):
             options.append({"type": "null"})
         return {"anyOf": options}
     return {"anyOf": [node, {"type": "null"}]}
 
 
-def _strict(node: object) -> object:
+def _strict(node: Any) -> Any:
     if isinstance(node, list):
         return [_strict(item) for item in node]
     if not isinstance(node, Mapping):
@@ -108,34 +108,30 @@ def _strict(node: object) -> object:
     bad = _UNSUPPORTED.intersection(node)
     if bad:
         raise NotConvertible(f"keywords {sorted(bad)}")
-    out: dict[str, object] = {str(k): v for k, v in node.items() if k != "default"}
+    out: dict[str, Any] = {k: v for k, v in node.items() if k != "default"}
     if "oneOf" in out:
         out["anyOf"] = out.pop("oneOf")
     if "allOf" in out:
         parts = out.pop("allOf")
         if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
             raise NotConvertible("allOf")
-        out = {**{str(k): v for k, v in parts[0].items()}, **out}
-    if "anyOf" in out:
-        options = out["anyOf"]
-        if not isinstance(options, Iterable):
-            raise NotConvertible("anyOf")
-        out["anyOf"] = [_strict(option) for option in options]
+        out = {**dict(parts[0]), **out}
+    for key in ("anyOf",):
+        if key in out:
+            out[key] = [_strict(option) for option in out[key]]
     if "items" in out:
         out["items"] = _strict(out["items"])
     kind = out.get("type")
     is_object = kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in out
     if is_object:
         props = out.get("properties") or {}
-        if not isinstance(props, Mapping):
-            raise NotConvertible("properties")
         extra = out.get("additionalProperties")
         if extra not in (None, False):
             raise NotConvertible("open object (additionalProperties)")
         if not props and extra is None:
             raise NotConvertible("object without declared properties")
-        required = _names(out.get("required"))
-        new_props: dict[str, object] = {}
+        required = set(out.get("required") or ())
+        new_props: dict[str, Any] = {}
         for name, sub in props.items():
             converted = _strict(sub)
             if name not in required:
@@ -149,16 +145,7 @@ def _strict(node: object) -> object:
     return out
 
 
-def _names(required: object) -> set[object]:
-    """The names a `required` keyword lists (none when it is absent; refused when not a list)."""
-    if not required:
-        return set()
-    if not isinstance(required, Iterable):
-        raise NotConvertible("required")
-    return set(required)
-
-
-def to_strict_schema(schema: Mapping[str, object]) -> dict[str, object] | None:
+def to_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     """A strict-mode copy of `schema`, or `None` when it cannot be made strict faithfully."""
     try:
         result = _strict(resolve_local_refs(schema))
@@ -167,15 +154,12 @@ def to_strict_schema(schema: Mapping[str, object]) -> dict[str, object] | None:
     return result if isinstance(result, dict) else None
 
 
-def optional_top_level(schema: Mapping[str, object]) -> frozenset[str]:
+def optional_top_level(schema: Mapping[str, Any]) -> frozenset[str]:
     """Names of the top-level properties the original schema does not require."""
     props = schema.get("properties")
     if not isinstance(props, Mapping):
         return frozenset()
-    try:
-        required = _names(schema.get("required"))
-    except NotConvertible:
-        required = set()
+    required = set(schema.get("required") or ())
     return frozenset(name for name in props if name not in required)
 
 
@@ -210,20 +194,20 @@ _GEMINI_FORMATS = {
 _GEMINI_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 
 
-def _gemini(given: object, top: bool = False) -> dict[str, object]:
-    if not isinstance(given, Mapping):
+def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
+    if not isinstance(node, Mapping):
         raise NotConvertible("not a schema")
-    node: dict[str, object] = {str(k): v for k, v in given.items()}
+    node = dict(node)
     if "allOf" in node:
         parts = node.pop("allOf")
         if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
             raise NotConvertible("allOf")
-        node = {**{str(k): v for k, v in parts[0].items()}, **node}
+        node = {**dict(parts[0]), **node}
     if "oneOf" in node:
         node["anyOf"] = node.pop("oneOf")
     if "const" in node:
         node["enum"] = [node.pop("const")]
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     nullable = False
     kind = node.get("type")
     if isinstance(kind, list):
@@ -265,13 +249,13 @@ def _gemini(given: object, top: bool = False) -> dict[str, object]:
         out["enum"] = list(values)
         out.setdefault("type", "STRING")
     if "anyOf" in node:
-        choices = node["anyOf"]
-        if not isinstance(choices, list) or not choices:
+        options = node["anyOf"]
+        if not isinstance(options, list) or not options:
             raise NotConvertible("anyOf")
         kept = [
-            o for o in choices if not (isinstance(o, Mapping) and o.get("type") == "null" and len(o) == 1)
+            o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null" and len(o) == 1)
         ]
-        nullable = nullable or len(kept) < len(choices)
+        nullable = nullable or len(kept) < len(options)
         converted = [_gemini(o) for o in kept]
         if len(converted) == 1:
             out = {**converted[0], **out}
@@ -287,12 +271,11 @@ def _gemini(given: object, top: bool = False) -> dict[str, object]:
             raise NotConvertible("object without declared properties")
         out["type"] = "OBJECT"
         if props:
-            properties = {str(name): _gemini(sub) for name, sub in props.items()}
-            out["properties"] = properties
+            out["properties"] = {str(name): _gemini(sub) for name, sub in props.items()}
             required_raw = node.get("required") or []
             if not isinstance(required_raw, list):
                 raise NotConvertible("required")
-            required = [r for r in required_raw if isinstance(r, str) and r in properties]
+            required = [r for r in required_raw if isinstance(r, str) and r in out["properties"]]
             if required:
                 out["required"] = required
     if nullable:
@@ -300,7 +283,7 @@ def _gemini(given: object, top: bool = False) -> dict[str, object]:
     return out
 
 
-def to_gemini_schema(schema: Mapping[str, object]) -> dict[str, object] | None:
+def to_gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     """A copy of a tool's JSON Schema in the form Gemini's `parameters` take, or `None`.
 
     Local `$ref`s are inlined; `type: [T, "null"]` and `anyOf` with `null` become `nullable`;
