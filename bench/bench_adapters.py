@@ -20,18 +20,17 @@ with the run-to-run noise of a shared machine, about +-0.1x, read a ratio near 1
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from run import WorkerProcess
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -86,8 +85,8 @@ def ensure_venvs() -> None:
         subprocess.run(pip, check=True)
 
 
-class Worker:
-    """A `bench/adapter_worker.py` process, driven over its stdin/stdout."""
+class Worker(WorkerProcess):
+    """A `bench/adapter_worker.py` process for one framework and mode."""
 
     def __init__(self, spec: Spec):
         self.spec = spec
@@ -95,56 +94,10 @@ class Worker:
         server = json.dumps(["node", str(EVERYTHING_JS), "stdio"])
         cmd = [str(python), str(HERE / "adapter_worker.py"), "--framework", spec.framework]
         cmd += ["--mode", spec.mode, "--server", server]
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        self.medians: list[float] = []
-        self.cpu: list[float] = []
-
-    def _read(self, timeout: float = 600.0) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"worker {self.spec.label} exited ({self.proc.poll()})")
-            with contextlib.suppress(json.JSONDecodeError):
-                data: dict[str, Any] = json.loads(line)
-                return data
-        raise TimeoutError(f"worker {self.spec.label} did not answer")
-
-    def _send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def ready(self) -> None:
-        if not self._read().get("ready"):
-            raise RuntimeError(f"worker {self.spec.label} did not start")
-
-    def round(self, n: int) -> None:
-        self._send(f"run {n}")
-        answer = self._read()
-        self.medians.append(statistics.median(answer["lat_us"]))
-        self.cpu.append(float(answer["cpu_us"]))
+        super().__init__(spec.label, cmd, read_timeout=600.0)
 
     def maxrss_mib(self) -> float:
-        self._send("mem")
-        return int(self._read()["maxrss_kb"]) / 1024
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._send("quit")
-            self.proc.wait(timeout=15)
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        return self.maxrss_kb() / 1024
 
 
 def paired(a: list[float], b: list[float]) -> float:

@@ -4,6 +4,7 @@
     python bench/bench_gateway.py --quick    # fewer rounds
     python bench/bench_gateway.py --no-peers # without fastmcp's proxy
     python bench/bench_gateway.py --sessions 0 # without the idle-session memory section
+    python bench/bench_gateway.py --quick --no-peers --no-stdio --sessions 0  # HTTP throughput only, ~30 s
 
 Everything is measured in the same run, on the same machine, against server-everything's `echo`:
 
@@ -102,6 +103,7 @@ class Config:
     seconds: float = 4.0
     peers: bool = True
     http: bool = True
+    stdio: bool = True
     sessions: int = 200
 
 
@@ -448,7 +450,8 @@ async def run(cfg: Config) -> Results:
         cfg.peers = ensure_fastmcp()
     with tempfile.TemporaryDirectory(prefix="tb-bench-gateway-") as tmp:
         manifest = write_manifest(Path(tmp))
-        await latency_section(cfg, manifest, results)
+        if cfg.stdio:
+            await latency_section(cfg, manifest, results)
         if cfg.http:
             await throughput_section(cfg, manifest, results)
         if cfg.sessions:
@@ -461,12 +464,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
     parser.add_argument("--no-peers", action="store_true", help="without fastmcp's proxy")
     parser.add_argument("--no-http", action="store_true", help="without the HTTP throughput section")
+    parser.add_argument("--no-stdio", action="store_true", help="without the stdio latency section")
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
     parser.add_argument(
         "--sessions", type=int, default=200, help="idle sessions for the memory section (0: skip it)"
     )
     args = parser.parse_args(argv)
-    cfg = Config(peers=not args.no_peers, http=not args.no_http, sessions=args.sessions)
+    cfg = Config(
+        peers=not args.no_peers, http=not args.no_http, stdio=not args.no_stdio, sessions=args.sessions
+    )
     if args.quick:
         cfg.rounds, cfg.calls, cfg.seconds = 3, 60, 2.0
     results = anyio.run(run, cfg)

@@ -130,21 +130,16 @@ def ensure_peer_venvs() -> dict[str, bool]:
     return usable
 
 
-class Worker:
-    """A `bench/worker.py` process for one client library, driven over its stdin/stdout."""
+class WorkerProcess:
+    """A benchmark worker process, driven over its stdin/stdout: it prints `{"ready": true}`, answers
+    `run N` with its latencies and CPU time for N calls, `mem` with its peak RSS, and ends on `quit`
+    (`bench/worker.py`, `bench/adapter_worker.py`)."""
 
     def __init__(
-        self, label: str, lib: str, server: str, tool: tuple[str, dict[str, Any]] | None = None
+        self, label: str, cmd: list[str], env: dict[str, str] | None = None, read_timeout: float = 300.0
     ) -> None:
         self.label = label
-        python = peer_python(lib) if lib in PEERS else Path(sys.executable)
-        cmd = [str(python), str(HERE / "worker.py"), "--lib", lib, "--server", server]
-        if tool is not None:
-            cmd += ["--tool", tool[0], "--args", json.dumps(tool[1])]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT / "src")  # toolbridge for the main-venv workers
-        if lib in PEERS:
-            env.pop("PYTHONPATH")
+        self.read_timeout = read_timeout
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -157,9 +152,9 @@ class Worker:
         self.medians: list[float] = []
         self.cpu: list[float] = []
 
-    def _read(self, timeout: float = 300.0) -> dict[str, Any]:
+    def _read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + self.read_timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
@@ -179,6 +174,7 @@ class Worker:
             raise RuntimeError(f"worker {self.label} did not start")
 
     def round(self, n: int) -> float:
+        """`n` calls; records (and returns) their median latency in µs, and the CPU time they took."""
         self._send(f"run {n}")
         answer = self._read()
         median = statistics.median(answer["lat_us"])
@@ -198,6 +194,23 @@ class Worker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+
+class Worker(WorkerProcess):
+    """A `bench/worker.py` process for one client library."""
+
+    def __init__(
+        self, label: str, lib: str, server: str, tool: tuple[str, dict[str, Any]] | None = None
+    ) -> None:
+        python = peer_python(lib) if lib in PEERS else Path(sys.executable)
+        cmd = [str(python), str(HERE / "worker.py"), "--lib", lib, "--server", server]
+        if tool is not None:
+            cmd += ["--tool", tool[0], "--args", json.dumps(tool[1])]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT / "src")  # toolbridge for the main-venv workers
+        if lib in PEERS:
+            env.pop("PYTHONPATH")
+        super().__init__(label, cmd, env)
 
 
 def paired_ratio(worker: Worker, reference: Worker) -> float:

@@ -64,14 +64,16 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel
 
 from ._bounded import MAX_JSON_FILE_BYTES, InputLimitError, loads_json, read_text_file
+from ._side_listing import SideKind, side_listing
+from .clients import HttpClient, InProcessClient, McpClient, StdioClient
 from .errors import ConfigError, PolicyError
 from .sanitize import clean_text, model_spec
-from .tools import ToolProvider, ToolResult, ToolSpec
+from .tools import ToolProvider, ToolResult, ToolSpec, provider_generation
 
 __all__ = [
     "LOCK_VERSION",
@@ -103,7 +105,6 @@ PIN_MISMATCH = "ERR_TOOL_PIN_MISMATCH"
 CANONICAL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """The fields of a tool definition that are pinned (wire names)."""
 
-SideKind = Literal["prompts", "resources", "templates"]
 
 SIDE_KINDS: tuple[SideKind, ...] = ("prompts", "resources", "templates")
 """What else of a server is pinned besides its tools."""
@@ -122,13 +123,13 @@ SIDE_KEYS: dict[SideKind, str] = {"prompts": "name", "resources": "uri", "templa
 _ARGUMENT_FIELDS = ("name", "title", "description", "required")
 
 
-def _wire(value: Any) -> Any:
+def _wire(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(by_alias=True, mode="json", exclude_none=True)
     return value
 
 
-def canonical_tool(tool: Any) -> dict[str, Any]:
+def canonical_tool(tool: object) -> dict[str, object]:
     """The pinned part of one tool definition, in wire form.
 
     Args:
@@ -155,7 +156,7 @@ def canonical_tool(tool: Any) -> dict[str, Any]:
     return {key: _plain(data.get(key)) for key in CANONICAL_FIELDS}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """Mappings and sequences as plain dicts and lists (so JSON sees one shape)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -164,12 +165,12 @@ def _plain(value: Any) -> Any:
     return _wire(value) if isinstance(value, BaseModel) else value
 
 
-def _digest(value: Any) -> str:
+def _digest(value: object) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def hash_tool(tool: Any) -> str:
+def hash_tool(tool: object) -> str:
     """`sha256:<hex>` of the canonical JSON of a tool definition (see `canonical_tool`).
 
     Raises:
@@ -183,7 +184,7 @@ def hash_tool(tool: Any) -> str:
         raise ConfigError(f"tool definition cannot be hashed: {exc}", code="ERR_INVALID_INPUT") from exc
 
 
-def canonical_side(kind: SideKind, item: Any) -> dict[str, Any]:
+def canonical_side(kind: SideKind, item: object) -> dict[str, object]:
     """The pinned part of a prompt, resource or template definition (`SIDE_FIELDS`), in wire form.
 
     Raises:
@@ -202,7 +203,7 @@ def canonical_side(kind: SideKind, item: Any) -> dict[str, Any]:
     return out
 
 
-def side_digests(kind: SideKind, items: Sequence[Any]) -> list[tuple[str, str]]:
+def side_digests(kind: SideKind, items: Sequence[object]) -> list[tuple[str, str]]:
     """`(key, hash)` of every listed prompt, resource or template, one hash per key.
 
     A key listed more than once is pinned as a whole, as a tool name is (see `_by_name`).
@@ -214,7 +215,7 @@ def side_digests(kind: SideKind, items: Sequence[Any]) -> list[tuple[str, str]]:
     for item in items:
         canonical = canonical_side(kind, item)
         try:
-            entries.append((canonical[SIDE_KEYS[kind]], _digest(canonical)))
+            entries.append((str(canonical[SIDE_KEYS[kind]]), _digest(canonical)))  # a str: checked
         except (TypeError, ValueError) as exc:
             raise ConfigError(
                 f"{kind[:-1]} definition cannot be hashed: {exc}", code="ERR_INVALID_INPUT"
@@ -252,11 +253,15 @@ class ServerLock:
 
     def side(self, kind: SideKind) -> dict[str, str]:
         """The pins of `prompts`, `resources` or `templates`."""
-        pins: dict[str, str] = getattr(self, kind)
-        return pins
+        if kind == "prompts":
+            return self.prompts
+        return self.resources if kind == "resources" else self.templates
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"instructions": self.instructions, "tools": dict(sorted(self.tools.items()))}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "instructions": self.instructions,
+            "tools": dict(sorted(self.tools.items())),
+        }
         for kind in SIDE_KINDS:
             out[kind] = dict(sorted(self.side(kind).items()))
         return out
@@ -286,8 +291,8 @@ class ToolLock:
                 f"the lock has no server named {name!r} (servers: {known})", code="ERR_LOCK_INVALID"
             ) from None
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"version": LOCK_VERSION}
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"version": LOCK_VERSION}
         if self.approved_at is not None:
             data["approvedAt"] = self.approved_at
         data["servers"] = {name: lock.to_json() for name, lock in sorted(self.servers.items())}
@@ -298,7 +303,7 @@ def _invalid(path: str, why: str) -> ConfigError:
     return ConfigError(f"lock file {path}: {why}", code="ERR_LOCK_INVALID", details={"path": path})
 
 
-def _is_hash(value: Any) -> bool:
+def _is_hash(value: object) -> bool:
     return isinstance(value, str) and value.startswith("sha256:") and len(value) == 71
 
 
@@ -348,7 +353,7 @@ def read_lock(path: str | os.PathLike[str]) -> ToolLock:
     return lock
 
 
-def _pins_of(where: str, entry: Mapping[str, Any], server: str, kind: str) -> dict[str, str]:
+def _pins_of(where: str, entry: Mapping[str, object], server: str, kind: str) -> dict[str, str]:
     """One `{key: hash}` object of a server's entry (absent side kinds: none recorded)."""
     value = entry.get(kind, {})
     if not isinstance(value, dict):
@@ -385,17 +390,18 @@ def write_lock(path: str | os.PathLike[str], lock: ToolLock) -> None:
 class _Source:
     """Raw definitions and calls of whatever `PinnedToolProvider` wraps."""
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: object) -> None:
         from .bridge import McpToolProvider
 
-        self.client: Any = None
+        self.client: McpClient | None = None
         if isinstance(source, McpToolProvider):
             self.provider: ToolProvider = source
             self.client = source.client
         elif hasattr(source, "server_info") and hasattr(source, "instructions"):
             # An MCP client (it also has list_tools/call_tool, but returns wire types).
-            self.provider = McpToolProvider(source)
-            self.client = source
+            client = cast(McpClient, source)  # the client's shape, by the two names it has
+            self.provider = McpToolProvider(client)
+            self.client = client
         elif isinstance(source, ToolProvider):
             self.provider = source
         else:
@@ -421,7 +427,7 @@ class _Source:
     def instructions(self) -> str | None:
         if self.client is None:
             return None
-        value = getattr(self.client, "instructions", None)
+        value = self.client.instructions
         return value if isinstance(value, str) else None
 
 
@@ -442,48 +448,11 @@ def _by_name(entries: list[tuple[str, str, ToolSpec]]) -> list[tuple[str, str, T
     return [(name, combined[name], spec) for name, _, spec in entries]
 
 
-_SIDE_PAGES = 50
-_METHOD_NOT_FOUND = -32601
-_SIDE_ITEMS = 10_000
-_SIDE_LISTS: dict[SideKind, tuple[str, str, str]] = {
-    "prompts": ("prompts", "list_prompts", "prompts"),
-    "resources": ("resources", "list_resources", "resources"),
-    "templates": ("resources", "list_resource_templates", "resource_templates"),
-}
-
-
-async def side_listing(sdk: Any, kind: SideKind) -> list[Any]:
-    """Every prompt, resource or template an SDK `Client` (`mcp.Client`) lists, all pages (at most
-    50 pages and 10 000 items); none when the server does not offer that capability."""
-    capability, method, key = _SIDE_LISTS[kind]
-    try:
-        caps = sdk.server_capabilities
-    except Exception:  # not connected: nothing offered
-        return []
-    if getattr(caps, capability, None) is None:
-        return []
-    out: list[Any] = []
-    cursor: str | None = None
-    for _ in range(_SIDE_PAGES):
-        try:
-            result = await getattr(sdk, method)(cursor=cursor)
-        except Exception as exc:
-            if getattr(exc, "code", None) == _METHOD_NOT_FOUND and not out:
-                return []  # a server that offers resources but no templates, say
-            raise
-        out.extend(getattr(result, key))
-        cursor = result.next_cursor
-        if not cursor or len(out) >= _SIDE_ITEMS:
-            break
-    return out[:_SIDE_ITEMS]
-
-
-async def _side_pins(client: Any) -> dict[SideKind, dict[str, str]]:
+async def _side_pins(client: McpClient) -> dict[SideKind, dict[str, str]]:
     """The hashes of everything but tools that an MCP client's server offers now."""
-    ready = getattr(client, "_ready_connection", None)
-    if ready is None:  # not a toolbridge client: nothing else to pin
-        return {kind: {} for kind in SIDE_KINDS}
-    conn = ready() or await client._connection()
+    if not isinstance(client, HttpClient | InProcessClient | StdioClient):  # not a toolbridge client:
+        return {kind: {} for kind in SIDE_KINDS}  # nothing else to pin
+    conn = client._ready_connection() or await client._connection()
     sdk = client._sdk_of(conn)
     out: dict[SideKind, dict[str, str]] = {}
     for kind in SIDE_KINDS:
@@ -499,7 +468,7 @@ async def _side_pins(client: Any) -> dict[SideKind, dict[str, str]]:
     return out
 
 
-async def lock_server(source: Any) -> ServerLock:
+async def lock_server(source: object) -> ServerLock:
     """Pin what `source` offers now: every tool's, prompt's, resource's and resource template's
     hash, and the instructions' hash (an MCP client's server only: other sources have no prompts).
 
@@ -544,6 +513,24 @@ class PinStatus:
     current: str
 
 
+@runtime_checkable
+class _TakesContext(Protocol):
+    """A provider whose `call_tool` takes the caller's context (`accepts_context = True`)."""
+
+    accepts_context: object
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, object], *, context: object = None
+    ) -> ToolResult: ...
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    """A provider that can be closed."""
+
+    async def aclose(self) -> None: ...
+
+
 class PinnedToolProvider:
     """A `ToolProvider` that offers only the tools whose definitions match a lock.
 
@@ -562,7 +549,7 @@ class PinnedToolProvider:
 
     def __init__(
         self,
-        source: Any,
+        source: object,
         lock: ToolLock | ServerLock | str | os.PathLike[str],
         *,
         server: str | None = None,
@@ -597,8 +584,7 @@ class PinnedToolProvider:
     @property
     def generation(self) -> int:
         """The source's generation plus the number of approvals (both change what is offered)."""
-        value = getattr(self._source.provider, "generation", 0)
-        return (value if isinstance(value, int) else 0) + self._approvals
+        return provider_generation(self._source.provider) + self._approvals
 
     @property
     def instructions(self) -> str | None:
@@ -679,9 +665,10 @@ class PinnedToolProvider:
     @property
     def accepts_context(self) -> bool:
         """Whether `call_tool` takes a caller's context (`context=`): when the pinned provider does."""
-        return getattr(self._source.provider, "accepts_context", False) is True
+        provider = self._source.provider
+        return isinstance(provider, _TakesContext) and provider.accepts_context is True
 
-    async def call_tool(self, name: str, args: Mapping[str, Any], context: Any = None) -> ToolResult:
+    async def call_tool(self, name: str, args: Mapping[str, object], context: object = None) -> ToolResult:
         """Call a tool, after checking its current definition against the lock.
 
         `context` (a caller's context of the call, such as the gateway's) goes to the pinned
@@ -732,9 +719,9 @@ class PinnedToolProvider:
                 details={"tool": name, "reason": "unknown", "pinned": None, "current": None},
             )
         # A pinned tool the server no longer lists goes through: the server answers for it.
-        if context is not None and self.accepts_context:
-            provider: Any = self._source.provider
-            return await provider.call_tool(name, args, context=context)  # type: ignore[no-any-return]
+        provider = self._source.provider
+        if context is not None and isinstance(provider, _TakesContext) and provider.accepts_context is True:
+            return await provider.call_tool(name, args, context=context)
         return await self._source.provider.call_tool(name, args)
 
     def approve(self, name: str, digest: str | None = None) -> str:
@@ -779,9 +766,9 @@ class PinnedToolProvider:
 
     async def aclose(self) -> None:
         """Close the source (if it can be closed)."""
-        aclose = getattr(self._source.provider, "aclose", None)
-        if callable(aclose):
-            await aclose()
+        provider = self._source.provider
+        if isinstance(provider, _Closable):
+            await provider.aclose()
 
     async def __aenter__(self) -> PinnedToolProvider:
         return self

@@ -26,13 +26,27 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Literal
 
 from . import _telemetry_parts as _parts
-from ._telemetry_parts import CAPTURE_ENV, MAX_CONTENT_CHARS, capture_mode
+from ._telemetry_parts import (
+    CAPTURE_ENV,
+    MAX_CONTENT_CHARS,
+    ChatRequest,
+    ChatResponse,
+    TokenUsage,
+    capture_mode,
+)
 from ._telemetry_parts import Instruments as _Instruments
+
+if TYPE_CHECKING:  # opentelemetry is an optional extra: imported on first use only
+    from opentelemetry.context import Context
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import Span as OtelSpan
+    from opentelemetry.trace import Tracer, TracerProvider
+    from opentelemetry.util.types import AttributeValue
 
 __all__ = [
     "CAPTURE_ENV",
@@ -65,9 +79,9 @@ _OFF = frozenset({"0", "false", "off", "no", "disabled"})
 
 
 _enabled = os.environ.get("TOOLBRIDGE_TELEMETRY", "").strip().lower() not in _OFF
-_api: Any = None  # the loaded API modules (a namespace), False when opentelemetry is missing
-_tracer_cache: tuple[Any, Any] | None = None  # (provider, tracer or None)
-_meter_cache: tuple[Any, Any] | None = None  # (provider, _Instruments or None)
+_api: _parts.Api | Literal[False] | None = None  # the loaded API modules, False when opentelemetry is missing
+_tracer_cache: tuple[TracerProvider, Tracer | None] | None = None  # (provider, tracer or None)
+_meter_cache: tuple[MeterProvider, _Instruments | None] | None = None  # (provider, _Instruments or None)
 _current_tool: ContextVar[Span | None] = ContextVar("toolbridge_current_tool", default=None)
 
 
@@ -84,46 +98,25 @@ def is_enabled() -> bool:
     return _enabled
 
 
-class _Api:
-    def __init__(self) -> None:
-        from opentelemetry import context, metrics, propagate, trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        self.context = context
-        self.metrics = metrics
-        self.propagate = propagate
-        self.trace = trace
-        self.SpanKind = SpanKind
-        self.Status = Status
-        self.StatusCode = StatusCode
-        self.no_trace = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-        self.no_meter = (metrics.NoOpMeterProvider,)
-        # The fast "nothing configured" test reads the API's globals (private: read defensively,
-        # falling back to the public calls when they are not there).
-        self.metrics_internal: Any = None
-        try:
-            from opentelemetry.metrics import _internal as metrics_internal
-
-            self.metrics_internal = metrics_internal
-        except ImportError:  # pragma: no cover - a future API layout
-            pass
-        self.env_providers = any(
-            name in os.environ for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
-        )
+def _loaded() -> _parts.Api:
+    """The OpenTelemetry API, loaded by whoever made the span at hand."""
+    api = _api
+    assert api, "no span records before the API is loaded"
+    return api
 
 
-def _load() -> Any:
+def _load() -> _parts.Api | None:
     """The OpenTelemetry API, imported on first use (None when it is not installed)."""
     global _api
     if _api is None:
         try:
-            _api = _Api()
+            _api = _parts.Api()
         except ImportError:
             _api = False
     return _api or None
 
 
-def _tracer() -> Any:
+def _tracer() -> Tracer | None:
     """toolbridge's tracer, or None when nothing would record (off, no API, no SDK provider)."""
     global _tracer_cache
     if not _enabled:
@@ -135,7 +128,7 @@ def _tracer() -> Any:
     cached = _tracer_cache
     if cached is not None and cached[0] is provider:
         return cached[1]
-    tracer = None
+    tracer: Tracer | None = None
     if not isinstance(provider, api.no_trace):
         from ._version import __version__
 
@@ -157,8 +150,7 @@ def _instruments() -> _Instruments | None:
     provider = api.metrics.get_meter_provider()
     cached = _meter_cache
     if cached is not None and cached[0] is provider:
-        result: _Instruments | None = cached[1]
-        return result
+        return cached[1]
     instruments = None
     # The API's own stand-in before an SDK provider is set is a private proxy class.
     if not isinstance(provider, api.no_meter) and type(provider).__name__ != "_ProxyMeterProvider":
@@ -179,11 +171,11 @@ class _Attached:
 
     def __init__(self, span: Span) -> None:
         self._span = span
-        self._token: Any = None
-        self._tool_token: Any = None
+        self._token: Token[Context] | None = None
+        self._tool_token: Token[Span | None] | None = None
 
     def __enter__(self) -> Span:
-        api = _api
+        api = _loaded()
         self._token = api.context.attach(api.trace.set_span_in_context(self._span.otel))
         if self._span.call_id is not None:
             self._tool_token = _current_tool.set(self._span)
@@ -192,7 +184,7 @@ class _Attached:
     def __exit__(self, *exc: object) -> None:
         if self._tool_token is not None:
             _current_tool.reset(self._tool_token)
-        _api.context.detach(self._token)
+        _loaded().context.detach(self._token)
 
 
 class _NullAttach:
@@ -218,39 +210,43 @@ class Span:
 
     recording = True
 
-    def __init__(self, otel: Any, name: str, call_id: str | None = None) -> None:
+    otel: OtelSpan
+
+    def __init__(self, otel: OtelSpan, name: str, call_id: str | None = None) -> None:
         self.otel = otel
         self.name = name
         self.call_id = call_id
         self.started = time.monotonic()
         self._ended = False
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: AttributeValue | None) -> None:
         """Set one attribute (None is skipped)."""
         if value is not None and not self._ended:
             self.otel.set_attribute(key, value)
 
-    def update(self, attributes: Mapping[str, Any]) -> None:
+    def update(self, attributes: Mapping[str, AttributeValue | None]) -> None:
         """Set several attributes (None values are skipped)."""
         if not self._ended:
             self.otel.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
-    def attach(self) -> Any:
+    def attach(self) -> AbstractContextManager[Span]:
         """A context manager making this span the current one (children nest under it)."""
         return _Attached(self)
 
-    def context(self) -> Any:
+    def context(self) -> Context | None:
         """An OpenTelemetry `Context` with this span current (for an explicit parent)."""
-        return _api.trace.set_span_in_context(self.otel)
+        context: Context = _loaded().trace.set_span_in_context(self.otel)
+        return context
 
     def fail(self, code: str) -> None:
         """Mark the span failed: status ERROR and `error.type` = `code` (a toolbridge code)."""
         if self._ended:
             return
         self.otel.set_attribute("error.type", code)
-        self.otel.set_status(_api.Status(_api.StatusCode.ERROR, code))
+        api = _loaded()
+        self.otel.set_status(api.Status(api.StatusCode.ERROR, code))
 
-    def content(self, key: str, value: Any) -> None:
+    def content(self, key: str, value: object) -> None:
         """Record message content under `key` only when capture is on (redacted, bounded)."""
         mode = capture_mode()
         if mode == "off" or self._ended:
@@ -275,29 +271,28 @@ class _NoSpan(Span):
 
     recording = False
 
-    def __init__(self) -> None:
-        self.otel = None
+    def __init__(self) -> None:  # no `otel`: no method of this span reads it
         self.name = ""
         self.call_id = None
         self.started = 0.0
         self._ended = True
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: AttributeValue | None) -> None:
         return None
 
-    def update(self, attributes: Mapping[str, Any]) -> None:
+    def update(self, attributes: Mapping[str, AttributeValue | None]) -> None:
         return None
 
-    def attach(self) -> Any:
+    def attach(self) -> AbstractContextManager[Span]:
         return _NULL_ATTACH
 
-    def context(self) -> Any:
+    def context(self) -> Context | None:
         return None
 
     def fail(self, code: str) -> None:
         return None
 
-    def content(self, key: str, value: Any) -> None:
+    def content(self, key: str, value: object) -> None:
         return None
 
     def end(self) -> float:
@@ -309,12 +304,12 @@ NO_SPAN: Span = _NoSpan()
 
 
 def _start(
-    tracer: Any,
+    tracer: Tracer,
     name: str,
-    attributes: Mapping[str, Any],
+    attributes: Mapping[str, AttributeValue | None],
     *,
     parent: Span | None = None,
-    context: Any = None,
+    context: Context | None = None,
     kind: str = "INTERNAL",
     call_id: str | None = None,
 ) -> Span:
@@ -323,7 +318,7 @@ def _start(
     otel = tracer.start_span(
         name,
         context=context,
-        kind=getattr(_api.SpanKind, kind),
+        kind=_loaded().SpanKind[kind],
         attributes={k: v for k, v in attributes.items() if v is not None},
         record_exception=False,
         set_status_on_exception=False,
@@ -334,7 +329,7 @@ def _start(
 # -- agent runs and model calls ------------------------------------------------------------------
 
 
-def start_run(agent_name: str, model: Any) -> Span:
+def start_run(agent_name: str, model: object) -> Span:
     """Start the `invoke_agent {agent}` span of a run (not made current: see `Span.attach`)."""
     tracer = _tracer()
     if tracer is None:
@@ -352,22 +347,24 @@ def start_run(agent_name: str, model: Any) -> Span:
     )
 
 
-def end_run(span: Span, *, run_id: str | None, usage: Any = None, error: BaseException | None = None) -> None:
+def end_run(
+    span: Span, *, run_id: str | None, usage: TokenUsage | None = None, error: BaseException | None = None
+) -> None:
     """End a run's span with its id, total usage, and error (code and outcome) if it failed."""
     if not span.recording:
         return
     span.set("gen_ai.conversation.id", run_id)
     span.set("toolbridge.run.id", run_id)
     if usage is not None:
-        span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
-        span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
+        span.set("gen_ai.usage.input_tokens", int(usage.input_tokens or 0))
+        span.set("gen_ai.usage.output_tokens", int(usage.output_tokens or 0))
     code: str | None = None
     outcome = "succeeded"
     if error is not None:
         code = _parts.error_code(error)
         span.fail(code)
         span.set("toolbridge.error.code", code)
-        given = getattr(error, "outcome", None)
+        given = error.outcome if isinstance(error, _parts.WithOutcome) else None
         outcome = given if isinstance(given, str) else "cancelled" if code == "CANCELLED" else "failed"
     span.set("toolbridge.outcome", outcome)
     span.end()
@@ -379,7 +376,7 @@ def end_run(span: Span, *, run_id: str | None, usage: Any = None, error: BaseExc
         instruments.runs.add(1, attrs)
 
 
-def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
+def start_chat(model: object, parent: Span, request: ChatRequest | None = None) -> Span:
     """Start the `chat {model}` span of one model call, as a child of `parent` (the run)."""
     tracer = _tracer()
     if tracer is None:
@@ -396,7 +393,7 @@ def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
         parent=parent,
         kind="CLIENT",
     )
-    options = getattr(request, "options", None) or {}
+    options = (request.options if request is not None else None) or {}
     if isinstance(options, Mapping):
         for key, attr in (
             ("temperature", "gen_ai.request.temperature"),
@@ -407,23 +404,25 @@ def start_chat(model: Any, parent: Span, request: Any = None) -> Span:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 span.set(attr, value)
     if request is not None and capture_mode() != "off":
-        span.content("gen_ai.input.messages", _parts.messages_json(getattr(request, "messages", ())))
+        span.content("gen_ai.input.messages", _parts.messages_json(request.messages))
     return span
 
 
-def end_chat(span: Span, model: Any, response: Any = None, error: BaseException | None = None) -> None:
+def end_chat(
+    span: Span, model: object, response: ChatResponse | None = None, error: BaseException | None = None
+) -> None:
     """End a model call's span: usage and finish reason (or the error); token and duration metrics."""
     if not span.recording:
         return
     error_type = None
-    usage = getattr(response, "usage", None)
+    usage = response.usage if response is not None else None
     if response is not None:
-        reason = getattr(response, "finish_reason", None)
+        reason = response.finish_reason
         if isinstance(reason, str):
             span.set("gen_ai.response.finish_reasons", (reason,))
         if usage is not None:
-            span.set("gen_ai.usage.input_tokens", int(getattr(usage, "input_tokens", 0) or 0))
-            span.set("gen_ai.usage.output_tokens", int(getattr(usage, "output_tokens", 0) or 0))
+            span.set("gen_ai.usage.input_tokens", int(usage.input_tokens or 0))
+            span.set("gen_ai.usage.output_tokens", int(usage.output_tokens or 0))
         if capture_mode() != "off":
             span.content("gen_ai.output.messages", _parts.output_json(response))
     if error is not None:
@@ -434,7 +433,7 @@ def end_chat(span: Span, model: Any, response: Any = None, error: BaseException 
     if instruments is None:
         return
     provider, name = _parts.provider_of(model)
-    attrs: dict[str, Any] = {
+    attrs: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": name,
@@ -443,9 +442,8 @@ def end_chat(span: Span, model: Any, response: Any = None, error: BaseException 
         attrs["error.type"] = error_type
     instruments.duration.record(seconds, attrs)
     if usage is not None:
-        for kind in ("input", "output"):
-            tokens = int(getattr(usage, f"{kind}_tokens", 0) or 0)
-            instruments.tokens.record(tokens, {**attrs, "gen_ai.token.type": kind})
+        for kind, tokens in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            instruments.tokens.record(int(tokens or 0), {**attrs, "gen_ai.token.type": kind})
 
 
 # -- tool calls ----------------------------------------------------------------------------------
@@ -456,7 +454,7 @@ def start_tool(
     call_id: str,
     *,
     tool_type: str = "extension",
-    arguments: Any = None,
+    arguments: object = None,
     parent: Span | None = None,
 ) -> Span:
     """Start the `execute_tool {tool}` span of one call; `attach()` it around the call so the
@@ -481,7 +479,7 @@ def start_tool(
     return span
 
 
-def end_tool(span: Span, result: Any = None, error: BaseException | None = None) -> None:
+def end_tool(span: Span, result: object = None, error: BaseException | None = None) -> None:
     """End a tool call's span with its result (content only when captured) or its error code."""
     if not span.recording:
         return
@@ -489,12 +487,12 @@ def end_tool(span: Span, result: Any = None, error: BaseException | None = None)
     if error is not None:
         error_type = _parts.error_code(error)
         span.fail(error_type)
-        if getattr(error, "outcome", None) is None:
+        if not isinstance(error, _parts.WithOutcome) or error.outcome is None:
             span.set("toolbridge.outcome", "failed")
-    elif result is not None:
-        to_text = getattr(result, "to_text", None)
-        if capture_mode() != "off":
-            span.content("gen_ai.tool.call.result", to_text() if callable(to_text) else result)
+    elif result is not None and capture_mode() != "off":
+        span.content(
+            "gen_ai.tool.call.result", result.to_text() if isinstance(result, _parts.Texted) else result
+        )
     seconds = span.end()
     instruments = _instruments()
     if instruments is not None:
@@ -586,10 +584,10 @@ def refused_tool(
     span.end()
 
 
-def annotate(attributes: Mapping[str, Any]) -> None:
+def annotate(attributes: Mapping[str, AttributeValue | None]) -> None:
     """Set attributes (None skipped) on the current span, when one records."""
     if _tracer() is not None:
-        span = _api.trace.get_current_span()
+        span = _loaded().trace.get_current_span()
         if span.is_recording():
             span.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
@@ -616,7 +614,7 @@ def record_mcp_operation(
     if instruments is None:
         return
     seconds = time.monotonic() - started
-    attrs: dict[str, Any] = {"mcp.method.name": method, "network.transport": transport}
+    attrs: dict[str, AttributeValue] = {"mcp.method.name": method, "network.transport": transport}
     if tool is not None:
         attrs["gen_ai.tool.name"] = tool
         attrs["gen_ai.operation.name"] = "execute_tool"
@@ -637,32 +635,33 @@ def clear_current() -> None:
         api.context.attach(api.context.Context())
 
 
-def inject_context(meta: dict[str, Any]) -> None:
+def inject_context(meta: dict[str, object]) -> None:
     """Put the current trace context (`traceparent`, `tracestate`, `baggage`) into a `_meta` dict."""
     api = _api or _load()
     if api is not None and _enabled:
         api.propagate.inject(meta)
 
 
-def with_context(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+def with_context(params: Mapping[str, object] | None) -> Mapping[str, object] | None:
     """`params` with the current trace context added to its `_meta` (keys already there are
     kept), for a transport on which the SDK does not inject it (in-process direct dispatch)."""
     api = _api or _load()
     if api is None or not _enabled:
         return params
-    carrier: dict[str, Any] = {}
+    carrier: dict[str, str] = {}
     api.propagate.inject(carrier)
     if not carrier:
         return params
     out = dict(params or {})
-    meta = dict(out.get("_meta") or {})
+    given = out.get("_meta") or {}
+    meta: dict[str, object] = dict(given) if isinstance(given, Mapping) else {}
     for key, value in carrier.items():
         meta.setdefault(key, value)
     out["_meta"] = meta
     return out
 
 
-def extract_context(meta: Mapping[str, Any] | None) -> Any:
+def extract_context(meta: Mapping[str, object] | None) -> Context | None:
     """The OpenTelemetry `Context` carried by a request's `_meta`, or None (absent or invalid)."""
     api = _api or _load()
     if api is None or not meta or not isinstance(meta, Mapping):
@@ -680,7 +679,7 @@ def extract_context(meta: Mapping[str, Any] | None) -> Any:
     if "traceparent" not in carrier:
         return None
     try:
-        ctx = api.propagate.extract(carrier)
+        ctx: Context = api.propagate.extract(carrier)
     except (ValueError, TypeError):
         return None
     if not api.trace.get_current_span(ctx).get_span_context().is_valid:
@@ -703,7 +702,10 @@ def _current(span: Span) -> Iterator[Span]:
 
 @contextmanager
 def server_span(
-    method: str, target: str | None = None, meta: Mapping[str, Any] | None = None, **attributes: Any
+    method: str,
+    target: str | None = None,
+    meta: Mapping[str, object] | None = None,
+    **attributes: AttributeValue | None,
 ) -> Iterator[Span]:
     """A SERVER span for one request a toolbridge server received, current while it is handled.
 
@@ -722,7 +724,7 @@ def server_span(
     if tracer is None:
         yield NO_SPAN
         return
-    attrs: dict[str, Any] = {"mcp.method.name": method, **attributes}
+    attrs: dict[str, AttributeValue | None] = {"mcp.method.name": method, **attributes}
     if method == "tools/call" and target:
         attrs["gen_ai.tool.name"] = target
         attrs["gen_ai.operation.name"] = "execute_tool"
@@ -738,7 +740,7 @@ def server_span(
 
 
 @contextmanager
-def task_span(tool: str, arguments: Any = None) -> Iterator[Span]:
+def task_span(tool: str, arguments: object = None) -> Iterator[Span]:
     """The `execute_task {tool}` span of one task run by `serve-tasks` (current while it runs)."""
     tracer = _tracer()
     if tracer is None:

@@ -19,6 +19,7 @@ HTTP, a placeholder for the token (never a secret's value).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import sys
@@ -81,6 +82,7 @@ def _gateway(args: argparse.Namespace) -> int:
             secrets_file=secrets_file,
             transport=args.transport,
         ) as gateway:
+            _tune_gc()
             if args.transport == "stdio":
                 # SIGTERM ends serving like a closed stdin: the upstreams are stopped on the way out
                 async with anyio.create_task_group() as tg:
@@ -104,6 +106,24 @@ def _gateway(args: argparse.Namespace) -> int:
 
     anyio.run(main)
     return 0
+
+
+def _tune_gc() -> None:
+    """The garbage collector of a serving gateway: its start-up heap frozen, young collections rarer.
+
+    - What the gateway built at start-up (modules, its catalog, schemas: about 68,000 objects)
+      is left out of every later collection (`gc.freeze`): each full collection walked all of
+      them, about 56 ms of CPU, a pause every call in flight waits for. Frozen objects are still
+      freed by reference counting; only cycles among them would be kept.
+    - The youngest generation is collected after 10,000 new objects instead of 700: with 32 HTTP
+      clients, the objects of the calls in flight were traversed at every young collection and
+      promoted, then traversed again by the middle generation's. The collector's CPU per call went
+      from about 0.98 ms to 0.42 ms (bench/README.md); cyclic garbage waits a little longer (a few
+      MiB at most).
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def _print_config(args: argparse.Namespace) -> int:

@@ -53,6 +53,7 @@ import anyio.lowlevel
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import MessageHandlerFnT
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import (
@@ -65,7 +66,7 @@ from ..errors import (
 from ..sanitize import visible_text
 from ..telemetry import clear_current, record_mcp_operation
 from ._call_requests import CallRequests, InFlightCalls, PerCallRequests, call_with_requests
-from ._call_support import RollingDeadline, settle_protocol
+from ._call_support import RollingDeadline, finish_rounds, resend_after, settle_protocol
 from ._changes import (
     DEFAULT_TOOLS_TTL,
     TOOLS_LIST_PAGE_CAP,
@@ -80,7 +81,7 @@ from ._content_guard import PreservingDispatcher, guard_dispatcher_of
 from ._contract import McpClient, ProgressHandler, call_result_to_dict
 from ._errors import map_exception, unwrap_group
 from ._handlers import ElicitationHandler, RootsSpec, SamplingHandler, roots_callback
-from ._outbound import check_arguments, check_text
+from ._outbound import _plain, check_arguments, check_text
 from ._stdio_transport import DEFAULT_MAX_MESSAGE_BYTES, make_logging_callback
 
 __all__ = [
@@ -458,8 +459,10 @@ class ConnectionClient(PerCallRequests):
         def what() -> str:  # the operation's name, built only for a message
             return self._call_what(name)
 
-        check_text(name, what, "the tool name")
-        check_arguments(args, what)
+        if type(name) is not str or not name.isascii():  # an ASCII name holds no lone surrogate
+            check_text(name, what, "the tool name")
+        if not _plain(args):  # the common case, proven without the full walk
+            check_arguments(args, what)
         per_call = (name, args, requests, input_responses, request_state, allow_input_required)
         offered = self._call_requests or input_responses is not None or request_state is not None
         started = time.monotonic()
@@ -481,7 +484,16 @@ class ConnectionClient(PerCallRequests):
                             if not conn.listed:
                                 await self._list_for_param_headers(conn, sdk)
                             if not offered:
-                                timed = await sdk.call_tool(name, args, progress_callback=rolling.callback)
+                                # The SDK session's call, not `sdk.call_tool`: see `resend_after`.
+                                report = rolling.callback
+                                try:
+                                    timed = await sdk.session.call_tool(
+                                        name, args, progress_callback=report, allow_input_required=True
+                                    )
+                                except MCPError as refused:
+                                    timed = await resend_after(refused, sdk, name, args, report)
+                                if type(timed) is not types.CallToolResult:
+                                    timed = await finish_rounds(timed, sdk, name, args, report)
                             else:
                                 timed = await call_with_requests(
                                     conn.calls, sdk.session, rolling.callback, *per_call

@@ -7,16 +7,82 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Awaitable
 from typing import Any, cast
 
 import anyio
 import mcp_types as types
+from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types import HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from .._deadlines import DeadlineWatch, deadline_watch
 
-__all__ = ["RollingDeadline", "note_fallback", "settle_protocol"]
+__all__ = ["RollingDeadline", "finish_rounds", "note_fallback", "resend_after", "settle_protocol"]
+
+
+def _round(sdk: Client, name: str, arguments: dict[str, Any], progress: ProgressFnT | None) -> Any:
+    """One round of a call, as `mcp.Client.call_tool` sends it: `round(responses, state)`
+    returns the session's call (no coroutine layer of its own)."""
+    session = sdk.session
+
+    def send(responses: Any, state: str | None) -> Awaitable[Any]:
+        return session.call_tool(
+            name, arguments, progress_callback=progress, input_responses=responses, request_state=state,
+            allow_input_required=True,
+        )  # fmt: skip
+
+    return send
+
+
+async def resend_after(
+    error: MCPError, sdk: Client, name: str, arguments: dict[str, Any], progress: ProgressFnT | None
+) -> Any:
+    """A call the server refused with `error`, sent again after relisting the tools when `error`
+    is a 2026-07-28 `HEADER_MISMATCH` (the spec's recovery, as `mcp.Client.call_tool` makes
+    it); `error` itself is raised otherwise, and when relisting fails.
+
+    The common path of a call (toolbridge's `call_tool`) sends to the SDK's session directly,
+    not through `mcp.Client.call_tool`'s three coroutine layers (each paid again at every
+    suspension of the call: 12 Python calls); this and `finish_rounds` are what those layers
+    did in the rare cases.
+    """
+    await _relist_after(sdk, name, error)
+    return await _round(sdk, name, arguments, progress)(None, None)
+
+
+async def finish_rounds(
+    first: Any, sdk: Client, name: str, arguments: dict[str, Any], progress: ProgressFnT | None
+) -> types.CallToolResult:
+    """A call whose first answer is not a `CallToolResult` (a 2026-07-28 `InputRequiredResult`),
+    driven by the SDK client's handlers to its end, as `mcp.Client.call_tool` drives it (each
+    round relists and resends once after a `HEADER_MISMATCH`)."""
+    send = _round(sdk, name, arguments, progress)
+
+    async def again(responses: Any, state: str | None) -> Any:
+        try:
+            return await send(responses, state)
+        except MCPError as mismatch:
+            await _relist_after(sdk, name, mismatch)
+            return await send(responses, state)
+
+    return cast(types.CallToolResult, await sdk._drive_input_required(first, again))
+
+
+async def _relist_after(sdk: Client, name: str, error: MCPError) -> None:
+    """After a call's `error`: relist the tools when it is a 2026-07-28 `HEADER_MISMATCH` (the
+    spec's recovery, as `mcp.Client.call_tool` makes it); else, or when relisting fails, raise
+    `error`."""
+    if error.code != HEADER_MISMATCH or sdk.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        raise error
+    try:
+        with anyio.fail_after(sdk.read_timeout_seconds):
+            await sdk._relist_tool(name)  # the SDK client's own relisting
+    except (MCPError, TimeoutError, ValidationError) as relist_error:
+        raise error from relist_error
 
 
 class RollingDeadline:

@@ -220,6 +220,16 @@ class PreservingDispatcher:
         if "resultType" not in raw and self._version() in MODERN_PROTOCOL_VERSIONS:
             raw = {**raw, "resultType": "complete"}  # a finished answer that did not say so
         if method == "tools/call":
+            content = raw.get("content")
+            if type(content) is list:  # the common case, checked here: only plain text blocks
+                for block in content:
+                    if (
+                        type(block) is not dict
+                        or block.get("type") != "text"
+                        or type(block.get("text")) is not str
+                    ):
+                        return preserve_unknown_content(raw)
+                return raw
             return preserve_unknown_content(raw)
         if method == "tools/list":
             return repair_tool_listing(raw, self._tool_skipped, self._version())

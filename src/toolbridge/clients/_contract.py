@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import mcp_types as types
 
-from ._content_guard import restore_raw_content
+from ._content_guard import RAW_CONTENT_META, restore_raw_content
 
 __all__ = ["McpClient", "ProgressHandler", "call_result_to_dict"]
 
@@ -63,14 +63,7 @@ class McpClient(Protocol):
 
 
 def _block_to_dict(block: Any) -> dict[str, Any]:
-    """One content block in wire form; a plain text block (the common case) skips the dump."""
-    if (
-        type(block) is types.TextContent
-        and block.annotations is None
-        and block.meta is None
-        and not block.model_extra
-    ):
-        return {"type": "text", "text": block.text}
+    """One content block in wire form (unknown fields kept)."""
     dumped: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
     return dumped
 
@@ -83,11 +76,26 @@ def call_result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
         when the tool failed, and `"_meta"` when present. Content blocks are camelCase JSON dicts,
         exactly as on the wire (unknown fields of a block are kept).
     """
-    out: dict[str, Any] = {"content": [_block_to_dict(block) for block in result.content]}
+    # A plain text block (the common case) is built here, without a dump or a call per block.
+    content: list[dict[str, Any]] = []
+    for block in result.content:
+        if (
+            type(block) is types.TextContent
+            and block.annotations is None
+            and block.meta is None
+            and not block.__pydantic_extra__
+        ):
+            content.append({"type": "text", "text": block.text})
+        else:
+            content.append(_block_to_dict(block))
+    out: dict[str, Any] = {"content": content}
     if result.structured_content is not None:
         out["structuredContent"] = result.structured_content
     if result.is_error:
         out["isError"] = True
-    if result.meta:
-        out["_meta"] = dict(result.meta)
-    return restore_raw_content(out)
+    meta = result.meta
+    if meta:
+        out["_meta"] = dict(meta)
+        if RAW_CONTENT_META in meta:
+            restore_raw_content(out)
+    return out

@@ -287,7 +287,7 @@ async def _status_of(app: ASGIApp, scope: MutableMapping[str, Any]) -> int:
 def header(holder: MutableMapping[str, Any], name: bytes) -> str | None:
     """The value of header `name` (lower-case bytes) of an ASGI scope or response start message."""
     for key, value in holder.get("headers") or []:
-        if bytes(key).lower() == name:
+        if len(key) == len(name) and bytes(key).lower() == name:  # no lower() of every other name
             try:
                 return bytes(value).decode("latin-1")
             except (TypeError, ValueError):

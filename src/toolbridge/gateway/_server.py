@@ -15,6 +15,7 @@ before any MCP message is read). Without any token in the manifest, HTTP clients
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -204,10 +205,16 @@ class _Traced:
 
 
 def _tracing() -> bool:
+    configured = getattr(_otel_trace(), "_TRACER_PROVIDER", True) is not None  # private: read defensively
+    return configured or "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+
+
+@functools.cache
+def _otel_trace() -> Any:
+    """OpenTelemetry's `trace` module, imported once (not by an import statement per request)."""
     from opentelemetry import trace
 
-    configured = getattr(trace, "_TRACER_PROVIDER", True) is not None  # private: read defensively
-    return configured or "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+    return trace
 
 
 def _upstream_of(core: GatewayCore, name: str) -> Watched | None:

@@ -28,17 +28,19 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
 from ..errors import ConfigError, PolicyError
+from ..tools import ToolResult
+from ._host import RuntimeHost
+from ._journal import JournalBackend, QuotaUsage
+from ._outcomes import RuntimeResult
+from ._sql_dialect import Dialect
 
 if TYPE_CHECKING:
     from ..catalog import ToolCatalog
-    from ._journal import JournalBackend
-    from ._journal_sql import Dialect
-    from ._session import GovernedSession
 
 __all__ = ["PERIODS", "MemoryQuotas", "Quota", "QuotaStatements", "QuotaUsage", "period_key"]
 
@@ -48,6 +50,42 @@ Period = Literal["hour", "day", "month", "total"]
 PERIODS: tuple[str, ...] = ("hour", "day", "month", "total")
 UNLIMITED = 2**62
 """What an unset maximum is compared with (no counter reaches it)."""
+
+
+class QuotaSession(Protocol):
+    """What `Quota.call` uses of a session (a `GovernedSession`): its runtime's journal, its
+    principal and tools, its calls and its outcome."""
+
+    @property
+    def rt(self) -> RuntimeHost: ...
+
+    @property
+    def principal(self) -> str | None: ...
+
+    @property
+    def catalog(self) -> ToolCatalog: ...
+
+    def result(self) -> RuntimeResult: ...
+
+    async def call_tool(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        call_id: str | None = None,
+        context: object = None,
+    ) -> ToolResult: ...
+
+    async def refuse(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        code: str = "PERMISSION_DENIED",
+        detail: str | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> PolicyError: ...
+
 
 QUOTAS_TABLE = """
 CREATE TABLE IF NOT EXISTS {quotas} (
@@ -75,15 +113,6 @@ def period_key(period: str, now: float | None = None) -> str:
     if period == "month":
         return time.strftime("%Y-%m", t)
     raise ConfigError(f"quota period must be one of {', '.join(PERIODS)}, got {period!r}")
-
-
-@dataclass(frozen=True)
-class QuotaUsage:
-    """A principal's counters in one window."""
-
-    calls: int
-    spent_micros: int
-    reserved_micros: int
 
 
 @dataclass(frozen=True)
@@ -215,7 +244,7 @@ class Quota:
 
     async def call(
         self,
-        session: GovernedSession,
+        session: QuotaSession,
         name: str,
         args: Mapping[str, Any],
         *,

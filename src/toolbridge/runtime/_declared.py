@@ -36,17 +36,19 @@ import functools
 import inspect
 import re
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Final, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 import anyio
 import anyio.to_thread
 import jsonschema  # type: ignore[import-untyped]
 import pydantic
+from typing_extensions import Unpack
 
 from .._canonical import canonical_json
 from .._deadlines import takes_deadline
+from .._json import JsonObject
 from .._schema_loops import schema_hazard
 from ..errors import ConfigError, PolicyError, ToolError
 from ..tools import ToolResult, ToolSpec
@@ -91,7 +93,33 @@ GUARD_TIMEOUT_S: Final = 5.0
 class McpClientLike(Protocol):
     """Anything with an async `call_tool(name, arguments, ...)`: a toolbridge client or `mcp.Client`."""
 
-    def call_tool(self, name: str, arguments: dict[str, Any], /) -> Awaitable[Any]: ...
+    def call_tool(self, name: str, arguments: JsonObject, /) -> Awaitable[object]: ...
+
+
+SchemaSource: TypeAlias = type[pydantic.BaseModel] | Mapping[str, object]
+"""What a tool's `input` or `output` is declared with: a pydantic model class or a JSON Schema dict."""
+
+
+@runtime_checkable
+class _HasRunId(Protocol):
+    """An agent's context that names its run (`call` reads `run_id` from it when it has one)."""
+
+    run_id: object
+
+
+class _ToolOptions(TypedDict, total=False):
+    """The options every declared tool takes (`DeclaredTool.__init__`'s keywords)."""
+
+    id: str
+    version: str
+    description: str
+    input: SchemaSource
+    output: SchemaSource
+    effects: str
+    capabilities: Sequence[str]
+    cost_micros: int
+    timeout_ms: int
+    guards: Sequence[Guard] | Guard
 
 
 @dataclass
@@ -126,15 +154,15 @@ class ToolContext:
 class _Schema:
     """A declared schema: a pydantic model class or a JSON Schema dict."""
 
-    def __init__(self, schema: Any, where: str, *, require_object: bool) -> None:
+    def __init__(self, schema: object, where: str, *, require_object: bool) -> None:
         self.model: type[pydantic.BaseModel] | None = None
         self.validator: jsonschema.protocols.Validator | None = None
         self._prove: Prover | None = None
         if isinstance(schema, type) and issubclass(schema, pydantic.BaseModel):
             self.model = schema
-            self.json_schema: dict[str, Any] = schema.model_json_schema()
+            self.json_schema: JsonObject = schema.model_json_schema()
         elif isinstance(schema, Mapping):
-            self.json_schema = dict(schema)
+            self.json_schema = {str(key): value for key, value in schema.items()}
             hazard = schema_hazard(self.json_schema)
             if hazard is not None:
                 raise ConfigError(f"{where} is not a usable JSON Schema: it {hazard}")
@@ -153,7 +181,7 @@ class _Schema:
         if require_object and self.json_schema.get("type", "object") != "object":
             raise ConfigError(f"{where} must describe an object (type 'object')")
 
-    def validate(self, value: Any) -> Any:
+    def validate(self, value: object) -> object:
         """The validated value (a model instance, or the value itself); raises ValueError."""
         if self.model is not None:
             try:
@@ -174,7 +202,7 @@ class _Schema:
             raise ValueError(f"at {where}: {error.message}")
         return value
 
-    def dump(self, value: Any) -> Any:
+    def dump(self, value: object) -> object:
         """JSON data for a validated value."""
         if isinstance(value, pydantic.BaseModel):
             return value.model_dump(mode="json", by_alias=True)
@@ -213,8 +241,8 @@ class DeclaredTool:
         id: str,
         version: str,
         description: str,
-        input: Any,
-        output: Any,
+        input: SchemaSource,
+        output: SchemaSource,
         effects: str,
         capabilities: Sequence[str],
         cost_micros: int = 0,
@@ -294,12 +322,12 @@ class DeclaredTool:
         return self._spec
 
     @property
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> JsonObject:
         """The input JSON Schema."""
         return self._input.json_schema
 
     @property
-    def output_schema(self) -> dict[str, Any]:
+    def output_schema(self) -> JsonObject:
         """The output JSON Schema."""
         return self._output.json_schema
 
@@ -308,7 +336,7 @@ class DeclaredTool:
 
     # -- the steps a runtime drives ------------------------------------------------------------
 
-    def validate_input(self, args: Any) -> Any:
+    def validate_input(self, args: object) -> object:
         """Validate the arguments; returns what `execute` receives.
 
         Raises:
@@ -321,12 +349,13 @@ class DeclaredTool:
                 "ERR_TOOL_INVALID_INPUT", f"arguments of tool {self.id!r} are invalid {exc}"
             ) from None
 
-    def input_json(self, validated: Any) -> dict[str, Any]:
+    def input_json(self, validated: object) -> JsonObject:
         """The JSON arguments for a validated input."""
         data = validated if type(validated) is dict else self._input.dump(validated)  # a dict is JSON data
+        # (validated against the input schema: JSON data whose keys are strings)
         return dict(data) if type(data) is dict or isinstance(data, Mapping) else {}
 
-    def validate_output(self, value: Any) -> Any:
+    def validate_output(self, value: object) -> object:
         """Validate a value against the output schema; returns its JSON data.
 
         Raises:
@@ -347,17 +376,17 @@ class DeclaredTool:
                 "ERR_TOOL_INVALID_OUTPUT", f"tool {self.id!r} returned a value that is not JSON data"
             ) from None
 
-    async def send(self, validated: Any, ctx: ToolContext) -> Any:
+    def send(self, validated: object, ctx: ToolContext) -> Awaitable[object]:
         """Run the tool (or send the request); returns its raw response."""
         raise NotImplementedError
 
-    def send_until(self, validated: Any, deadline: float) -> Coroutine[Any, Any, Any] | None:
+    def send_until(self, validated: object, deadline: float) -> Awaitable[object] | None:
         """`send`, with `deadline` (event-loop time) enforced by the tool's own transport, which
         raises `TimeoutError` when it passes; None (the default) when the tool has no such
         transport and the runtime must bound the call with a cancel scope of its own."""
         return None
 
-    def accept(self, raw: Any) -> Any:
+    def accept(self, raw: object) -> object:
         """Check a raw response and return the validated output as JSON data.
 
         Raises:
@@ -367,7 +396,7 @@ class DeclaredTool:
 
     # -- the ungoverned path ---------------------------------------------------------------------
 
-    async def call(self, args: Mapping[str, Any], ctx: Any, call_id: str) -> ToolResult:
+    async def call(self, args: Mapping[str, object], ctx: object, call_id: str) -> ToolResult:
         """Run the tool for an agent that has no runtime.
 
         Only tools with effects `none` may run this way; the input is validated, the call is
@@ -386,7 +415,7 @@ class DeclaredTool:
                 code="PERMISSION_DENIED",
                 outcome="blocked",
             )
-        run_id = str(getattr(ctx, "run_id", "") or "")
+        run_id = str(ctx.run_id or "") if isinstance(ctx, _HasRunId) else ""
         validated = self.validate_input(args)
         tctx = ToolContext(run_id=run_id, call_id=call_id, tool_id=self.id)
         try:
@@ -424,17 +453,19 @@ class PythonTool(DeclaredTool):
 
     kind = "declared"
 
-    def __init__(self, *, execute: Callable[..., Any], **options: Any) -> None:
+    def __init__(self, *, execute: Callable[..., object], **options: Unpack[_ToolOptions]) -> None:
         super().__init__(**options)
         if not callable(execute):
             raise ConfigError(f"tool {self.id!r}: execute must be callable")
         self.execute = execute
 
-    async def send(self, validated: Any, ctx: ToolContext) -> Any:
+    async def send(self, validated: object, ctx: ToolContext) -> object:
         fn = self.execute
         if _is_async(fn):
             try:
-                return await fn(validated, ctx)
+                running = fn(validated, ctx)
+                assert inspect.isawaitable(running)  # an async function's call is its coroutine
+                return await running
             except BaseException:
                 ctx.signal.set()
                 raise
@@ -450,11 +481,11 @@ class PythonTool(DeclaredTool):
             return await result
         return result
 
-    def accept(self, raw: Any) -> Any:
+    def accept(self, raw: object) -> object:
         return self.validate_output(raw)
 
 
-def _envelope(raw: Any, tool_id: str) -> dict[str, Any]:
+def _envelope(raw: object, tool_id: str) -> dict[str, object]:
     if type(raw) is dict:  # a toolbridge client's wire form: no ABC checks
         return dict(raw)
     if isinstance(raw, pydantic.BaseModel):
@@ -474,7 +505,7 @@ class McpTool(DeclaredTool):
 
     kind = "mcp"
 
-    def __init__(self, *, remote_name: str, client: Any, **options: Any) -> None:
+    def __init__(self, *, remote_name: str, client: McpClientLike, **options: Unpack[_ToolOptions]) -> None:
         super().__init__(**options)
         if not isinstance(remote_name, str) or not _REMOTE_RE.match(remote_name):
             raise ConfigError(
@@ -489,24 +520,23 @@ class McpTool(DeclaredTool):
         self.remote_name = remote_name
         self.client = client
 
-    def send(self, validated: Any, ctx: ToolContext) -> Coroutine[Any, Any, Any]:
+    def send(self, validated: object, ctx: ToolContext) -> Awaitable[object]:
         """The client's `call_tool` coroutine itself, with no layer around it (a layer is paid
         again at every suspension of the call). The runtime sets `ctx.signal` when it fails or is
         cancelled, as it does for every declared tool."""
-        return self.client.call_tool(self.remote_name, self.input_json(validated))  # type: ignore[no-any-return]
+        return self.client.call_tool(self.remote_name, self.input_json(validated))
 
-    def send_until(self, validated: Any, deadline: float) -> Coroutine[Any, Any, Any] | None:
+    def send_until(self, validated: object, deadline: float) -> Awaitable[object] | None:
         """The call with the runtime's deadline given to a toolbridge client, which enforces it
         in the call's one cancel scope together with its own (a governed call then enters one
         scope, not two); None for another client (`mcp.Client`, a user's own, a subclass or an
         instance that replaces `call_tool`)."""
         if not takes_deadline(self.client):
             return None
-        return self.client.call_tool(  # type: ignore[no-any-return]
-            self.remote_name, self.input_json(validated), deadline=deadline
-        )
+        call_tool: Callable[..., Awaitable[object]] = self.client.call_tool  # a toolbridge client's
+        return call_tool(self.remote_name, self.input_json(validated), deadline=deadline)
 
-    def accept(self, raw: Any) -> Any:
+    def accept(self, raw: object) -> object:
         envelope = dict(raw) if type(raw) is dict else _envelope(raw, self.id)  # a client's wire dict
         extra = sorted(set(envelope) - _ALLOWED_KEYS)
         if extra or envelope.get("resultType", "complete") != "complete":
@@ -539,15 +569,15 @@ def define_tool(
     id: str,
     version: str,
     description: str,
-    input: Any,
-    output: Any,
+    input: SchemaSource,
+    output: SchemaSource,
     effects: str,
     capabilities: Sequence[str],
     cost_micros: int = 0,
     timeout_ms: int = 30_000,
     guards: Sequence[Guard] | Guard = (),
     *,
-    execute: Callable[..., Any],
+    execute: Callable[..., object],
 ) -> DeclaredTool:
     """Declare a tool run by a Python function.
 
@@ -594,8 +624,8 @@ def define_mcp_tool(
     id: str,
     version: str,
     description: str,
-    input: Any,
-    output: Any,
+    input: SchemaSource,
+    output: SchemaSource,
     effects: str,
     capabilities: Sequence[str],
     cost_micros: int = 0,
@@ -603,7 +633,7 @@ def define_mcp_tool(
     guards: Sequence[Guard] | Guard = (),
     *,
     remote_name: str,
-    client: Any,
+    client: McpClientLike,
 ) -> DeclaredTool:
     """Declare one tool of an MCP server, reached through `client`.
 

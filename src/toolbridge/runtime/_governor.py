@@ -74,10 +74,11 @@ class Governor(AgentHooks):
             raise self.core.fail("LIMIT_EXCEEDED", "max_steps")
         # The agent hands a `ModelRequest` (the hooks' floor, `toolbridge.calls`, cannot name it).
         options = request.options if isinstance(request, ModelRequest) else {}
+        cap = options.get("max_tokens") or options.get("max_completion_tokens")
         self.run.rules.model_started(
             str(getattr(model, "id", "") or ""),
             context_bytes=self._context.measure(request),
-            max_output_tokens=options.get("max_tokens") or options.get("max_completion_tokens"),
+            max_output_tokens=cap if isinstance(cap, int) else None,  # anything else: the default
             prices=_prices(model),
         )
 

@@ -73,12 +73,9 @@ import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..errors import PolicyError
-
-if TYPE_CHECKING:
-    from ._budgets import QuotaUsage
 
 __all__ = [
     "CallEnd",
@@ -86,6 +83,7 @@ __all__ = [
     "CallRecord",
     "JournalBackend",
     "JournalWriteError",
+    "QuotaUsage",
     "RunRecord",
     "Writer",
     "dumps_record",
@@ -232,6 +230,15 @@ def _proc_start(pid: int) -> str | None:
         return stat.rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    """A principal's counters in one window."""
+
+    calls: int
+    spent_micros: int
+    reserved_micros: int
 
 
 @dataclass(frozen=True)

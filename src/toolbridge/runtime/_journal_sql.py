@@ -18,7 +18,7 @@ the one place that reads or writes the new column for both databases.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from ..redact import redact_value
 from ._budgets import QUOTAS_TABLE
 from ._journal import CallEnd, CallPlan, CallRecord, RunRecord, Writer, process_alive, read_back
 from ._leases import LEASES_TABLE
+from ._sql_dialect import POSTGRES, SQLITE, Dialect
 
 __all__ = [
     "MIGRATIONS",
@@ -38,54 +39,6 @@ __all__ = [
     "start_run_params",
 ]
 
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one database spells the journal's tables, types and parameters."""
-
-    name: str
-    placeholder: str
-    prefix: str
-    types: Mapping[str, str]
-
-    def sql(self, template: str) -> str:
-        """`template` with this dialect's names, types and placeholders filled in."""
-        names = {
-            t: self.prefix + t
-            for t in ("runs", "calls", "budgets", "batch_items", "batches", "quotas", "leases")
-        }
-        text = template.format_map({**names, **self.types})
-        return text.replace("?", self.placeholder) if self.placeholder != "?" else text
-
-
-SQLITE = Dialect(
-    "sqlite",
-    "?",
-    "",
-    {
-        "REAL": "REAL",
-        "BIGINT": "INTEGER",
-        "BOOL": "INTEGER",
-        "ID": "INTEGER PRIMARY KEY AUTOINCREMENT",
-        "TRUE": "1",
-        "FALSE": "0",
-        "RETURNING_ID": "",  # the row id is the cursor's lastrowid
-    },
-)
-POSTGRES = Dialect(
-    "postgres",
-    "%s",
-    "toolbridge_",
-    {
-        "REAL": "DOUBLE PRECISION",
-        "BIGINT": "BIGINT",
-        "BOOL": "BOOLEAN",
-        "ID": "BIGSERIAL PRIMARY KEY",
-        "TRUE": "TRUE",
-        "FALSE": "FALSE",
-        "RETURNING_ID": " RETURNING id",
-    },
-)
 
 # -- tables ----------------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -36,8 +36,7 @@ from ..errors import ToolbridgeError
 
 if TYPE_CHECKING:
     from ._journal import JournalBackend, Writer
-    from ._journal_sql import Dialect
-    from ._runtime import Runtime
+    from ._sql_dialect import Dialect
 
 __all__ = [
     "LEASES_TABLE",
@@ -148,7 +147,14 @@ def settle_params(run_id: str, now: float) -> tuple[tuple[Any, ...], tuple[Any, 
     return (now, run_id, run_id, now), (run_id, run_id, now, run_id, run_id, now)
 
 
-async def keep_leases(runtime: Runtime, *, stop: anyio.Event | None = None) -> None:
+class JournalHolder(Protocol):
+    """What `keep_leases` needs of a runtime: its journal."""
+
+    @property
+    def journal(self) -> JournalBackend: ...
+
+
+async def keep_leases(runtime: JournalHolder, *, stop: anyio.Event | None = None) -> None:
     """`keep_lease` on `runtime`'s journal (every gateway runs it)."""
     await keep_lease(runtime.journal, stop=stop)
 

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Final, TypeVar
 
 import pydantic
 
 from .._canonical import canonical_json
-from ..agent.models import Message
+from ..agent.models import Message, ModelPrices, ModelRequest, Usage
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError
 from ..tools import ToolSpec
@@ -75,7 +75,7 @@ class Limits:
     tool_timeout_ms: int = 30_000
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | Limits | None) -> Limits:
+    def from_config(cls, config: Mapping[str, object] | Limits | None) -> Limits:
         """Build limits from a mapping of overrides (snake_case or camelCase keys).
 
         Raises:
@@ -107,7 +107,7 @@ class Limits:
 
     def to_dict(self) -> dict[str, int]:
         """The limits as a plain mapping (snake_case keys)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -178,7 +178,7 @@ _CACHEABLE: Final = (Message, ToolSpec)
 _CACHEABLE_SET: Final = frozenset(_CACHEABLE)
 
 
-def parts_bytes(parts: Any) -> int:
+def parts_bytes(parts: Iterable[object]) -> int:
     """Size of content parts: UTF-8 bytes of text, base64 length of images and audio."""
     total = 0
     for part in parts:
@@ -189,17 +189,20 @@ def parts_bytes(parts: Any) -> int:
     return total
 
 
-def message_bytes(message: Any) -> int:
+def message_bytes(message: object) -> int:
     """Approximate size of one message: its text and media, its tool calls' arguments, and the
-    provider's own blocks it carries (`Message.native`: thinking, tool search)."""
-    content = getattr(message, "content", "")
+    provider's own blocks it carries (`Message.native`: thinking, tool search); 0 for anything
+    but a `Message`."""
+    if not isinstance(message, Message):
+        return 0
+    content = message.content
     total = len(content.encode("utf-8")) if isinstance(content, str) else parts_bytes(content)
-    for tool_call in getattr(message, "tool_calls", ()) or ():
+    for tool_call in message.tool_calls or ():
         try:
             total += len(canonical_json(dict(tool_call.arguments))) + len(tool_call.name)
         except (TypeError, ValueError):
             continue  # arguments that are not JSON data are not counted (nor is that call's name)
-    native = getattr(message, "native", None)
+    native = message.native
     for block in native.blocks if native is not None else ():  # a provider's own blocks (thinking, search)
         if block.get("type") not in ("text", "tool_use"):  # those two are the content and calls above
             try:
@@ -209,7 +212,7 @@ def message_bytes(message: Any) -> int:
     return total
 
 
-def spec_bytes(spec: Any) -> int:
+def spec_bytes(spec: ToolSpec) -> int:
     """Approximate size of one tool spec: its parameters schema and description."""
     try:
         return len(canonical_json(dict(spec.parameters))) + len(spec.description.encode("utf-8"))
@@ -217,11 +220,14 @@ def spec_bytes(spec: Any) -> int:
         return 0
 
 
-SizeCache = dict[int, tuple[Any, int]]
+SizeCache = dict[int, tuple[object, int]]
 """Sizes already computed, by `id()` of the object, with the object kept so the id stays its own."""
 
 
-def _sized(item: Any, measure: Callable[[Any], int], cache: SizeCache | None) -> int:
+_Item = TypeVar("_Item")
+
+
+def _sized(item: _Item, measure: Callable[[_Item], int], cache: SizeCache | None) -> int:
     """`measure(item)`, remembered in `cache` for the frozen `Message`s and `ToolSpec`s."""
     if cache is None or type(item) not in _CACHEABLE:
         return measure(item)
@@ -233,19 +239,22 @@ def _sized(item: Any, measure: Callable[[Any], int], cache: SizeCache | None) ->
     return size
 
 
-def context_bytes(request: Any, cache: SizeCache | None = None) -> int:
+def context_bytes(request: object, cache: SizeCache | None = None) -> int:
     """Approximate size of what one model call sends: message contents, tool calls and tool specs.
 
     Args:
-        request: the model request (its `messages` and `tools` are read).
+        request: the model request (its `messages` and `tools` are read; 0 for anything but a
+            `ModelRequest`).
         cache: sizes remembered between the model calls of one run. A run re-sends its whole
             conversation at every step; messages and specs are frozen, so each one is measured
             once (the argument and schema mappings they hold are not changed once sent).
     """
+    if not isinstance(request, ModelRequest):
+        return 0
     total = 0
-    for message in getattr(request, "messages", ()) or ():
+    for message in request.messages or ():
         total += _sized(message, message_bytes, cache)
-    for spec in getattr(request, "tools", ()) or ():
+    for spec in request.tools or ():
         total += _sized(spec, spec_bytes, cache)
     return total
 
@@ -262,14 +271,16 @@ class ContextMeter:
 
     def __init__(self) -> None:
         self.sizes: SizeCache = {}
-        self._messages: tuple[Any, ...] = ()
+        self._messages: tuple[Message, ...] = ()
         self._messages_bytes = 0
-        self._tools: Any = None
+        self._tools: tuple[ToolSpec, ...] | None = None
         self._tools_bytes = 0
 
-    def measure(self, request: Any) -> int:
+    def measure(self, request: object) -> int:
         """The context size of `request` (see `context_bytes`)."""
-        messages = getattr(request, "messages", ()) or ()
+        if not isinstance(request, ModelRequest):
+            return 0
+        messages = request.messages or ()
         seen = self._messages
         if (
             type(messages) is tuple
@@ -287,7 +298,7 @@ class ContextMeter:
             self._messages, self._messages_bytes = messages, total
         else:
             self._messages, self._messages_bytes = (), 0
-        tools = getattr(request, "tools", ()) or ()
+        tools = request.tools or ()
         if tools is not self._tools or type(tools) is not tuple:
             tools_bytes = 0
             for spec in tools:
@@ -300,7 +311,7 @@ class ContextMeter:
         return total + self._tools_bytes
 
 
-def model_ceiling(prices: Any, context_bytes: int, max_output_tokens: Any) -> int:
+def model_ceiling(prices: ModelPrices | None, context_bytes: int, max_output_tokens: object) -> int:
     """The most a model call may cost: every context byte a token, plus the output token cap.
 
     `prices` is a `ModelPrices` (or `None`: the model costs nothing); `max_output_tokens` the
@@ -315,7 +326,7 @@ def model_ceiling(prices: Any, context_bytes: int, max_output_tokens: Any) -> in
     return -(-exact // 1_000_000)
 
 
-def model_cost(prices: Any, usage: Any) -> int:
+def model_cost(prices: ModelPrices | None, usage: Usage | None) -> int:
     """What `usage` cost at `prices` (0 without prices or usage)."""
     if prices is None or usage is None or not hasattr(prices, "cost_micros"):
         return 0
@@ -325,7 +336,7 @@ def model_cost(prices: Any, usage: Any) -> int:
         return 0
 
 
-def value_bytes(value: Any) -> int:
+def value_bytes(value: object) -> int:
     if isinstance(value, pydantic.BaseModel):
         return len(value.model_dump_json().encode("utf-8"))
     if isinstance(value, str):
@@ -336,6 +347,6 @@ def value_bytes(value: Any) -> int:
         total = 0
         if isinstance(value, Sequence):
             for item in value:
-                content = getattr(item, "content", item)
+                content = item.content if isinstance(item, Message) else item
                 total += value_bytes(content) if isinstance(content, str | Mapping) else len(repr(content))
         return total

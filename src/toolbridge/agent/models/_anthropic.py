@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import anyio
 
@@ -62,6 +63,12 @@ from ._base import (
     Usage,
 )
 from ._remote import RemoteModel, _LruMemory, snake_case, tool_arguments
+
+if TYPE_CHECKING:  # the SDK is the optional `anthropic` extra: imported when the first request is made
+    from anthropic import AsyncAnthropic, AsyncStream
+    from anthropic.types import ContentBlock as ApiContentBlock
+    from anthropic.types import Message as ApiMessage
+    from anthropic.types import RawMessageStreamEvent
 
 __all__ = ["AnthropicModel", "to_anthropic_messages"]
 
@@ -95,7 +102,14 @@ _MAX_QUERY = 500
 _MAX_LOADED = 50
 
 
-def _block(part: Part, images: bool) -> dict[str, Any] | None:
+class AnthropicTurn(TypedDict):
+    """One turn of the Messages API's `messages`: a role and its content blocks."""
+
+    role: str
+    content: list[dict[str, object]]
+
+
+def _block(part: Part, images: bool) -> dict[str, object] | None:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text} if part.text else None
     if isinstance(part, ImagePart) and images and part.media_type.lower() in IMAGE_TYPES:
@@ -106,37 +120,37 @@ def _block(part: Part, images: bool) -> dict[str, Any] | None:
     return {"type": "text", "text": media_placeholder(part)}
 
 
-def _blocks(content: str | tuple[Part, ...], images: bool) -> list[dict[str, Any]]:
+def _blocks(content: str | tuple[Part, ...], images: bool) -> list[dict[str, object]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     return [b for b in (_block(p, images) for p in content) if b is not None]
 
 
 def _text(content: str | tuple[Part, ...]) -> str:
-    return "\n".join(b["text"] for b in _blocks(content, False))
+    return "\n".join(str(b["text"]) for b in _blocks(content, False))
 
 
 def to_anthropic_messages(
     messages: Sequence[Message],
     *,
     images: bool,
-    thinking: Callable[[str], list[dict[str, Any]] | None] | None = None,
-) -> tuple[str, list[dict[str, Any]]]:
+    thinking: Callable[[str], list[dict[str, object]] | None] | None = None,
+) -> tuple[str, list[AnthropicTurn]]:
     """The `system` text and the Messages API turns for neutral messages.
 
     `thinking` gives, for the first tool-use id of an assistant turn, the blocks to send back
     before its tool calls (thinking, and the API's own tool search with its results).
     """
     system: list[str] = []
-    wire: list[dict[str, Any]] = []
+    wire: list[AnthropicTurn] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[dict[str, object]]) -> None:
         if not blocks:
             return
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:
-            wire.append({"role": role, "content": blocks})
+            wire.append(AnthropicTurn(role=role, content=blocks))
 
     for message in messages:
         if message.role == "system":
@@ -150,7 +164,7 @@ def to_anthropic_messages(
             if native is not None:  # as the API sent it: thinking, searches, a paused turn
                 add("assistant", native)
                 continue
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, object]] = []
             if message.tool_calls and thinking is not None:
                 blocks.extend(thinking(message.tool_calls[0].id) or [])
             blocks.extend(_blocks(message.content, False))
@@ -160,7 +174,7 @@ def to_anthropic_messages(
             )
             add("assistant", blocks)
         else:
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+            result: dict[str, object] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
             content = _blocks(message.content, images)
             if content:
                 result["content"] = content
@@ -170,7 +184,7 @@ def to_anthropic_messages(
     return "\n\n".join(system), wire
 
 
-def _native_blocks(message: Message) -> list[dict[str, Any]] | None:
+def _native_blocks(message: Message) -> list[dict[str, object]] | None:
     """A message's own API blocks, when it has them and its tool calls are their `tool_use`s."""
     native = message.native
     if native is None or native.provider != _PROVIDER or not native.blocks:
@@ -181,12 +195,12 @@ def _native_blocks(message: Message) -> list[dict[str, Any]] | None:
     return [dict(b) for b in native.blocks]
 
 
-def _searches(blocks: Sequence[Mapping[str, Any]], before: Sequence[Message]) -> tuple[NativeSearch, ...]:
+def _searches(blocks: Sequence[Mapping[str, object]], before: Sequence[Message]) -> tuple[NativeSearch, ...]:
     """What the turn's tool searches looked for and loaded (bounded: see `NativeSearch`).
 
     A search is reported in the turn its result came in; its query may be in a turn paused
     before it (the trailing assistant messages of the request, sent back as they came)."""
-    asked: dict[Any, Any] = {}
+    asked: dict[object, object] = {}
     for message in before:
         for block in message.native.blocks if message.native is not None else ():
             if block.get("type") == "server_tool_use":
@@ -205,7 +219,8 @@ def _searches(blocks: Sequence[Mapping[str, Any]], before: Sequence[Message]) ->
         if isinstance(content, Mapping):
             if str(content.get("type", "")).endswith("_error"):
                 error = str(content.get("error_code") or "error")[:64]
-            for ref in content.get("tool_references") or ():
+            references = content.get("tool_references")
+            for ref in references if isinstance(references, list | tuple) else ():
                 name = ref.get("tool_name") if isinstance(ref, Mapping) else None
                 if isinstance(name, str) and len(loaded) < _MAX_LOADED:
                     loaded.append(name[:256])
@@ -228,7 +243,7 @@ def _turn(
     calls: list[ToolCall],
     usage: Usage,
     finish: str,
-    blocks: list[dict[str, Any]] | None,
+    blocks: list[dict[str, object]] | None,
     request: ModelRequest,
 ) -> ModelResponse:
     if blocks is None:
@@ -245,8 +260,8 @@ def _turn(
 
 def _tools(
     tools: Sequence[ToolSpec], cache: bool, search: NativeToolSearch | None = None
-) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = []
+) -> list[dict[str, object]]:
+    wire: list[dict[str, object]] = []
     deferred = search.deferred if search is not None else frozenset()
     if search is not None:
         name = f"tool_search_tool_{search.variant}"
@@ -255,7 +270,7 @@ def _tools(
         schema = dict(spec.parameters)
         if "type" not in schema:
             schema["type"] = "object"
-        item: dict[str, Any] = {"name": spec.name, "input_schema": schema}
+        item: dict[str, object] = {"name": spec.name, "input_schema": schema}
         if spec.description:
             item["description"] = spec.description
         if spec.name in deferred:
@@ -268,23 +283,47 @@ def _tools(
     return wire
 
 
-def _usage(raw: Any, previous: Usage | None = None) -> Usage:
-    """Usage from an API usage object; fields it lacks keep `previous`'s values (streaming)."""
-    before = previous or Usage(requests=1)
+def _usage(raw: object, previous: Usage | None = None) -> Usage:
+    """Usage from an API usage object; fields it lacks keep `previous`'s values (streaming).
 
-    def field(name: str, old: int) -> int:
-        value = getattr(raw, name, None) if raw is not None else None
+    `raw` is what the reply held: a usage object, or (from a hostile server) anything else."""
+    from anthropic.types import MessageDeltaUsage
+    from anthropic.types import Usage as ApiUsage
+
+    before = previous or Usage(requests=1)
+    usage = raw if isinstance(raw, ApiUsage | MessageDeltaUsage) else None
+
+    def field(value: object, old: int) -> int:
         return int(value) if isinstance(value, int) else old
 
-    read = field("cache_read_input_tokens", before.cache_read_tokens)
-    write = field("cache_creation_input_tokens", before.cache_write_tokens)
-    plain = field("input_tokens", before.input_tokens - before.cache_read_tokens - before.cache_write_tokens)
-    out = field("output_tokens", before.output_tokens)
+    read = field(usage and usage.cache_read_input_tokens, before.cache_read_tokens)
+    write = field(usage and usage.cache_creation_input_tokens, before.cache_write_tokens)
+    plain = field(
+        usage and usage.input_tokens,
+        before.input_tokens - before.cache_read_tokens - before.cache_write_tokens,
+    )
+    out = field(usage and usage.output_tokens, before.output_tokens)
     total_in = plain + read + write
     return Usage(total_in, out, total_in + out, 1, cache_read_tokens=read, cache_write_tokens=write)
 
 
-class AnthropicModel(RemoteModel):
+@dataclass
+class _StreamedBlock:
+    """One content block of a streamed turn, as its start and delta events built it."""
+
+    type: object = None
+    id: object = ""
+    name: object = ""
+    json: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    signature: str = ""
+    data: object = None
+    text: list[str] = field(default_factory=list)
+    raw: dict[str, object] | None = None
+    """The start event's block as the API sent it (for the kinds sent back: `_KEPT`)."""
+
+
+class AnthropicModel(RemoteModel["AsyncAnthropic"]):
     """Claude over the Anthropic Messages API.
 
     Args:
@@ -316,7 +355,7 @@ class AnthropicModel(RemoteModel):
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         prices: ModelPrices | None = None,
         max_retries: int = 3,
         *,
@@ -337,19 +376,19 @@ class AnthropicModel(RemoteModel):
             retry_backoff_s=retry_backoff_s,
         )
         self.prompt_caching = prompt_caching
-        self._thinking: _LruMemory[list[dict[str, Any]]] = _LruMemory(512)
+        self._thinking: _LruMemory[list[dict[str, object]]] = _LruMemory(512)
         self._known: frozenset[str] | None = None
 
     # -- client and errors -------------------------------------------------------------------
 
-    def _new_client(self, key: str) -> Any:
+    def _new_client(self, key: str) -> AsyncAnthropic:
         try:
             from anthropic import AsyncAnthropic
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise self._missing_package(exc) from exc
         return AsyncAnthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
-    async def _close_client(self, client: Any) -> None:
+    async def _close_client(self, client: AsyncAnthropic) -> None:
         await client.close()
 
     def _translate(self, exc: Exception) -> tuple[ModelError, bool]:
@@ -358,13 +397,13 @@ class AnthropicModel(RemoteModel):
         where = f"model {self.model!r}"
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
-            body = getattr(exc, "body", None)
+            body = exc.body
             error = body.get("error") if isinstance(body, dict) else None
             kind = error.get("type") if isinstance(error, dict) else None
             message = error.get("message") if isinstance(error, dict) else None
             if status < 400:  # an error event inside a 200 stream: its type says what it was
                 status = _ERROR_TYPES.get(str(kind), 500)
-            detail = self._scrub(str(message or getattr(exc, "message", "") or exc))
+            detail = self._scrub(str(message or exc.message or exc))
             if status == 529:
                 return ModelError(f"{where}: overloaded (529): {detail}", code="ERR_MODEL_UNAVAILABLE"), True
             return self._status_error(status, detail)
@@ -378,7 +417,7 @@ class AnthropicModel(RemoteModel):
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _known_options(self, client: Any) -> frozenset[str]:
+    def _known_options(self, client: AsyncAnthropic) -> frozenset[str]:
         if self._known is None:
             try:
                 names = set(inspect.signature(client.messages.create).parameters)
@@ -387,7 +426,11 @@ class AnthropicModel(RemoteModel):
             self._known = frozenset(names - {"messages", "model", "system", "tools", "stream", "extra_body"})
         return self._known
 
-    def _kwargs(self, client: Any, request: ModelRequest, stream: bool) -> dict[str, Any]:
+    def _kwargs(self, client: AsyncAnthropic, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of `client.messages.create`.
+
+        Typed `Any`: which of the caller's options are the SDK's own keywords is decided at run
+        time from the SDK's signature (`_known_options`), so no static type can check the call."""
         merged = {**self.options, **{snake_case(k): v for k, v in request.options.items()}}
         if "max_completion_tokens" in merged and "max_tokens" not in merged:
             merged["max_tokens"] = merged.pop("max_completion_tokens")
@@ -395,9 +438,9 @@ class AnthropicModel(RemoteModel):
         system, messages = to_anthropic_messages(
             request.messages, images=self.supports_images, thinking=self._thinking.get
         )
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        kwargs: dict[str, object] = {"model": self.model, "messages": messages}
         if system:
-            block: dict[str, Any] = {"type": "text", "text": system}
+            block: dict[str, object] = {"type": "text", "text": system}
             if self.prompt_caching:
                 block["cache_control"] = dict(_EPHEMERAL)
             kwargs["system"] = [block]
@@ -405,7 +448,7 @@ class AnthropicModel(RemoteModel):
         if tools:
             kwargs["tools"] = tools
         known = self._known_options(client)
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         for key, value in merged.items():
             (kwargs if key in known else extra)[key] = value
         if extra:
@@ -414,11 +457,11 @@ class AnthropicModel(RemoteModel):
             kwargs["stream"] = True
         return kwargs
 
-    def _remember(self, thinking: list[dict[str, Any]], calls: Sequence[ToolCall]) -> None:
+    def _remember(self, thinking: list[dict[str, object]], calls: Sequence[ToolCall]) -> None:
         if thinking and calls and calls[0].id:
             self._thinking.put(calls[0].id, thinking)
 
-    def _finish(self, stop_reason: Any, calls: Sequence[ToolCall]) -> str:
+    def _finish(self, stop_reason: object, calls: Sequence[ToolCall]) -> str:
         if calls:
             return "tool-calls"
         return _STOP.get(str(stop_reason), "stop" if stop_reason in (None, "") else "other")
@@ -431,43 +474,49 @@ class AnthropicModel(RemoteModel):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
+        from anthropic import BaseModel
+        from anthropic import types as api
+
         client = self._get_client()
         kwargs = self._kwargs(client, request, stream=False)
-        message = await self._retrying(lambda: client.messages.create(**kwargs))
-        content = getattr(message, "content", None)
+
+        async def create() -> ApiMessage:
+            message: ApiMessage = await client.messages.create(**kwargs)
+            return message
+
+        message = await self._retrying(create)
+        content: object = message.content if isinstance(message, api.Message) else None
         if not isinstance(content, list):
             raise ModelError(
                 f"model {self.model!r}: the response has no content", code="ERR_MODEL_BAD_RESPONSE"
             )
+        # a hostile server's content may hold anything: only the SDK's blocks are read
+        received = [b for b in message.content if isinstance(b, BaseModel)]
         text: list[str] = []
         calls: list[ToolCall] = []
-        thinking: list[dict[str, Any]] = []
-        stop_reason = getattr(message, "stop_reason", None)
-        whole = stop_reason == "pause_turn" or any(getattr(b, "type", None) in _KEPT for b in content)
-        for block in content:
-            kind = getattr(block, "type", None)
-            if kind == "text":
-                text.append(str(getattr(block, "text", "") or ""))
-            elif kind == "tool_use":
-                name = str(getattr(block, "name", "") or "")
+        thinking: list[dict[str, object]] = []
+        stop_reason = message.stop_reason
+        whole = stop_reason == "pause_turn" or any(b.type in _KEPT for b in received)
+        for block in received:
+            if isinstance(block, api.TextBlock) and block.type == "text":
+                text.append(str(block.text or ""))
+            elif isinstance(block, api.ToolUseBlock) and block.type == "tool_use":
+                name = str(block.name or "")
                 calls.append(
                     ToolCall(
-                        id=str(getattr(block, "id", "") or ""),
+                        id=str(block.id or ""),
                         name=name,
-                        arguments=tool_arguments(self.model, name, getattr(block, "input", None)),
+                        arguments=tool_arguments(self.model, name, block.input),
                     )
                 )
-            elif kind in _KEPT:
+            elif block.type in _KEPT:
                 thinking.append(block.model_dump(mode="json", exclude_none=True))
         self._remember(thinking, calls)
-        blocks = [b.model_dump(mode="json", exclude_none=True) for b in content] if whole else None
+        blocks: list[dict[str, object]] | None = None
+        if whole:
+            blocks = [b.model_dump(mode="json", exclude_none=True) for b in received]
         return _turn(
-            "".join(text),
-            calls,
-            _usage(getattr(message, "usage", None)),
-            self._finish(stop_reason, calls),
-            blocks,
-            request,
+            "".join(text), calls, _usage(message.usage), self._finish(stop_reason, calls), blocks, request
         )
 
     async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
@@ -476,14 +525,21 @@ class AnthropicModel(RemoteModel):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
+        from anthropic import types as api
+        from anthropic.types.raw_message_delta_event import Delta as MessageDelta
+
         client = self._get_client()
         kwargs = self._kwargs(client, request, stream=True)
 
-        async def open_stream() -> tuple[Any, Any, Any]:
-            stream = await client.messages.create(**kwargs)
+        async def open_stream() -> tuple[
+            AsyncStream[RawMessageStreamEvent],
+            AsyncIterator[RawMessageStreamEvent],
+            RawMessageStreamEvent | None,
+        ]:
+            stream: AsyncStream[RawMessageStreamEvent] = await client.messages.create(**kwargs)
             iterator = stream.__aiter__()
             try:
-                first = await iterator.__anext__()
+                first: RawMessageStreamEvent | None = await iterator.__anext__()
             except StopAsyncIteration:
                 first = None
             except BaseException:
@@ -494,49 +550,39 @@ class AnthropicModel(RemoteModel):
 
         stream, iterator, first = await self._retrying(open_stream)
         text: list[str] = []
-        blocks: dict[int, dict[str, Any]] = {}
+        blocks: dict[int, _StreamedBlock] = {}
         usage = Usage(requests=1)
-        stop_reason: Any = None
+        stop_reason: object = None
         try:
             event = first
             while event is not None:
-                kind = getattr(event, "type", None)
-                if kind == "message_start":
-                    usage = _usage(getattr(event.message, "usage", None), usage)
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    blocks[int(event.index)] = {
-                        "type": getattr(block, "type", None),
-                        "id": getattr(block, "id", ""),
-                        "name": getattr(block, "name", ""),
-                        "json": [],
-                        "thinking": [],
-                        "signature": "",
-                        "data": getattr(block, "data", None),
-                        "text": [str(getattr(block, "text", "") or "")],
-                        "raw": block.model_dump(mode="json", exclude_none=True)
-                        if getattr(block, "type", None) in _KEPT
-                        else None,
-                    }
-                elif kind == "content_block_delta":
-                    slot = blocks.setdefault(
-                        int(event.index), {"type": None, "json": [], "thinking": [], "signature": ""}
-                    )
+                # each event is checked to be the SDK's class it says it is: a hostile stream
+                # may send anything (a block of None, a delta of another kind)
+                if isinstance(event, api.RawMessageStartEvent) and event.type == "message_start":
+                    started = event.message
+                    usage = _usage(started.usage if isinstance(started, api.Message) else None, usage)
+                elif isinstance(event, api.RawContentBlockStartEvent) and event.type == "content_block_start":
+                    blocks[int(event.index)] = _started(event.content_block)
+                elif isinstance(event, api.RawContentBlockDeltaEvent) and event.type == "content_block_delta":
+                    slot = blocks.setdefault(int(event.index), _StreamedBlock())
                     delta = event.delta
-                    dtype = getattr(delta, "type", None)
-                    if dtype == "text_delta" and delta.text:
-                        text.append(delta.text)
-                        slot.setdefault("text", []).append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif dtype == "input_json_delta":
-                        slot["json"].append(delta.partial_json or "")
-                    elif dtype == "thinking_delta":
-                        slot["thinking"].append(delta.thinking or "")
-                    elif dtype == "signature_delta":
-                        slot["signature"] += delta.signature or ""
-                elif kind == "message_delta":
-                    stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
-                    usage = _usage(getattr(event, "usage", None), usage)
+                    if isinstance(delta, api.TextDelta) and delta.type == "text_delta":
+                        if delta.text:
+                            text.append(delta.text)
+                            slot.text.append(delta.text)
+                            yield TextDelta(delta.text)
+                    elif isinstance(delta, api.InputJSONDelta) and delta.type == "input_json_delta":
+                        slot.json.append(delta.partial_json or "")
+                    elif isinstance(delta, api.ThinkingDelta) and delta.type == "thinking_delta":
+                        slot.thinking.append(delta.thinking or "")
+                    elif isinstance(delta, api.SignatureDelta) and delta.type == "signature_delta":
+                        slot.signature += delta.signature or ""
+                elif isinstance(event, api.RawMessageDeltaEvent) and event.type == "message_delta":
+                    ended = event.delta
+                    stop_reason = (
+                        ended.stop_reason if isinstance(ended, MessageDelta) else None
+                    ) or stop_reason
+                    usage = _usage(event.usage, usage)
                 try:
                     event = await iterator.__anext__()
                 except StopAsyncIteration:
@@ -555,48 +601,63 @@ class AnthropicModel(RemoteModel):
             with anyio.CancelScope(shield=True):
                 await stream.close()
         calls: list[ToolCall] = []
-        thinking: list[dict[str, Any]] = []
-        whole: list[dict[str, Any]] = []  # the turn's blocks as the API sent them
+        thinking: list[dict[str, object]] = []
+        whole: list[dict[str, object]] = []  # the turn's blocks as the API sent them
         for _, slot in sorted(blocks.items()):
-            if slot["type"] == "text":
-                whole.append({"type": "text", "text": "".join(slot.get("text", ()))})
-            elif slot["type"] == "tool_use":
-                name = str(slot["name"] or "")
+            if slot.type == "text":
+                whole.append({"type": "text", "text": "".join(slot.text)})
+            elif slot.type == "tool_use":
+                name = str(slot.name or "")
                 if not name:
                     raise ModelError(
                         f"model {self.model!r}: a streamed tool call has no name",
                         code="ERR_MODEL_BAD_RESPONSE",
                     )
                 call = ToolCall(
-                    id=str(slot["id"] or ""),
+                    id=str(slot.id or ""),
                     name=name,
-                    arguments=tool_arguments(self.model, name, "".join(slot["json"])),
+                    arguments=tool_arguments(self.model, name, "".join(slot.json)),
                 )
                 calls.append(call)
                 whole.append({"type": "tool_use", "id": call.id, "name": name, "input": dict(call.arguments)})
-            elif slot["type"] == "thinking":
+            elif slot.type == "thinking":
                 thinking.append(
-                    {
-                        "type": "thinking",
-                        "thinking": "".join(slot["thinking"]),
-                        "signature": slot["signature"],
-                    }
+                    {"type": "thinking", "thinking": "".join(slot.thinking), "signature": slot.signature}
                 )
                 whole.append(thinking[-1])
-            elif slot["type"] == "redacted_thinking":
-                thinking.append({"type": "redacted_thinking", "data": slot["data"]})
+            elif slot.type == "redacted_thinking":
+                thinking.append({"type": "redacted_thinking", "data": slot.data})
                 whole.append(thinking[-1])
-            elif slot["type"] == "server_tool_use":  # the API's own tool search: its input streamed
-                raw = dict(slot["raw"] or {})
-                if slot["json"]:
-                    raw["input"] = tool_arguments(self.model, str(raw.get("name", "")), "".join(slot["json"]))
+            elif slot.type == "server_tool_use":  # the API's own tool search: its input streamed
+                raw = dict(slot.raw or {})
+                if slot.json:
+                    raw["input"] = tool_arguments(self.model, str(raw.get("name", "")), "".join(slot.json))
                 thinking.append(raw)
                 whole.append(raw)
-            elif slot["type"] == "tool_search_tool_result":  # whole in its start event
-                thinking.append(dict(slot["raw"] or {}))
+            elif slot.type == "tool_search_tool_result":  # whole in its start event
+                thinking.append(dict(slot.raw or {}))
                 whole.append(thinking[-1])
         self._remember(thinking, calls)
         keep = stop_reason == "pause_turn" or any(b["type"] in _KEPT for b in whole)
         yield _turn(
             "".join(text), calls, usage, self._finish(stop_reason, calls), whole if keep else None, request
         )
+
+
+def _started(block: ApiContentBlock) -> _StreamedBlock:
+    """The slot a `content_block_start` event opens (`block` may be anything from a hostile server)."""
+    from anthropic import BaseModel
+    from anthropic import types as api
+
+    if not isinstance(block, BaseModel):
+        return _StreamedBlock()
+    slot = _StreamedBlock(type=block.type)
+    if isinstance(block, api.ToolUseBlock | api.ServerToolUseBlock):
+        slot.id, slot.name = block.id, block.name
+    elif isinstance(block, api.RedactedThinkingBlock):
+        slot.data = block.data
+    elif isinstance(block, api.TextBlock):
+        slot.text.append(str(block.text or ""))
+    if block.type in _KEPT:
+        slot.raw = block.model_dump(mode="json", exclude_none=True)
+    return slot

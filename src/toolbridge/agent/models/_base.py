@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ...content import Part, TextPart
 from ...tools import ToolSpec
@@ -99,7 +99,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +118,7 @@ class NativeBlocks:
     """
 
     provider: str
-    blocks: tuple[Mapping[str, Any], ...]
+    blocks: tuple[Mapping[str, object], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +196,7 @@ class ModelRequest:
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
     tool_search: NativeToolSearch | None = None
 
 
@@ -325,9 +325,17 @@ class ModelBase:
         yield response
 
 
+@runtime_checkable
+class _Priced(Protocol):
+    """Anything with a `prices` attribute (a `Model`, or a user's object standing in for one)."""
+
+    @property
+    def prices(self) -> object: ...
+
+
 def estimate_cost_micros(model: object, usage: Usage) -> int:
     """Cost of `usage` on `model` in micro-USD: 0 when the model has no prices."""
-    prices = getattr(model, "prices", None)
+    prices = model.prices if isinstance(model, _Priced) else None
     if not isinstance(prices, ModelPrices):
         return 0
     return prices.cost_micros(usage)

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..._extras import missing
 from ...errors import ConfigError, bounded
+
+if TYPE_CHECKING:  # each provider's module imports its SDK only when it makes a request
+    from ._anthropic import AnthropicModel
+    from ._gemini import GeminiModel
+    from ._openai import OpenAIModel
 
 __all__ = ["PROVIDER_PREFIXES", "model_from_string"]
 
@@ -47,7 +52,7 @@ def _installed(module: str) -> bool:
         return False
 
 
-def model_from_string(spec: str) -> Any:
+def model_from_string(spec: str) -> OpenAIModel | AnthropicModel | GeminiModel:
     """The model named by `"provider:model"` (for example `"openai:gpt-4o-mini"`).
 
     Raises:
@@ -81,7 +86,7 @@ def model_from_string(spec: str) -> Any:
     from ._gemini import GeminiModel
     from ._openai import OpenAIModel
 
-    classes: dict[str, Any] = {
+    classes: dict[str, type[OpenAIModel] | type[AnthropicModel] | type[GeminiModel]] = {
         "OpenAIModel": OpenAIModel,
         "AnthropicModel": AnthropicModel,
         "GeminiModel": GeminiModel,

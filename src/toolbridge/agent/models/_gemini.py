@@ -29,8 +29,9 @@ import asyncio
 import base64
 import binascii
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import anyio
 
@@ -49,6 +50,17 @@ from ._base import (
 )
 from ._remote import RemoteModel, _LruMemory, snake_case, tool_arguments
 from ._schema import to_gemini_schema
+
+if TYPE_CHECKING:  # the SDK is the optional `google` extra: imported when the first request is made
+    from google.genai import Client
+    from google.genai.types import (
+        Candidate,
+        GenerateContentResponse,
+        GenerateContentResponseUsageMetadata,
+    )
+    from google.genai.types import (
+        Part as ApiPart,
+    )
 
 __all__ = ["GeminiModel", "to_gemini_contents"]
 
@@ -81,21 +93,28 @@ _FILTERED = frozenset(
 _GENERATED = "gcall_"
 
 
-def _inline(part: ImagePart | AudioPart, name: str | None = None) -> dict[str, Any] | None:
+class GeminiTurn(TypedDict):
+    """One item of the Gemini API's `contents` (the SDK's dict form): a role and its parts."""
+
+    role: str
+    parts: list[dict[str, object]]
+
+
+def _inline(part: ImagePart | AudioPart, name: str | None = None) -> dict[str, object] | None:
     try:
         data = base64.b64decode(part.data, validate=True)
     except (binascii.Error, ValueError):
         return None
-    blob: dict[str, Any] = {"mime_type": part.media_type.lower(), "data": data}
+    blob: dict[str, object] = {"mime_type": part.media_type.lower(), "data": data}
     if name:
         blob["display_name"] = name
     return {"inline_data": blob}
 
 
-def _user_parts(content: str | tuple[Part, ...], images: bool) -> list[dict[str, Any]]:
+def _user_parts(content: str | tuple[Part, ...], images: bool) -> list[dict[str, object]]:
     if isinstance(content, str):
         return [{"text": content}] if content else []
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for part in content:
         if isinstance(part, TextPart):
             if part.text:
@@ -110,9 +129,9 @@ def _user_parts(content: str | tuple[Part, ...], images: bool) -> list[dict[str,
     return out
 
 
-def _function_response(message: Message, name: str, call_id: str | None, images: bool) -> dict[str, Any]:
+def _function_response(message: Message, name: str, call_id: str | None, images: bool) -> dict[str, object]:
     lines: list[str] = []
-    media: list[dict[str, Any]] = []
+    media: list[dict[str, object]] = []
     content = message.content if not isinstance(message.content, str) else (TextPart(message.content),)
     for part in content:
         if isinstance(part, TextPart):
@@ -126,7 +145,7 @@ def _function_response(message: Message, name: str, call_id: str | None, images:
             lines.append(media_placeholder(part))
         else:
             media.append(wire)
-    response: dict[str, Any] = {
+    response: dict[str, object] = {
         "name": name,
         "response": {"error" if message.is_error else "output": "\n".join(lines)},
     }
@@ -143,23 +162,23 @@ def to_gemini_contents(
     images: bool,
     signature: Callable[[str], bytes | None] | None = None,
     generated: Callable[[str], bool] | None = None,
-) -> tuple[str, list[dict[str, Any]]]:
+) -> tuple[str, list[GeminiTurn]]:
     """The system instruction and the `contents` for neutral messages (SDK dict form).
 
     `signature` gives the thought signature remembered for a call id; `generated` says whether
     an id was made up by toolbridge (such ids are not sent to the API).
     """
     system: list[str] = []
-    contents: list[dict[str, Any]] = []
+    contents: list[GeminiTurn] = []
     names: dict[str, str] = {}
 
-    def add(role: str, parts: list[dict[str, Any]]) -> None:
+    def add(role: str, parts: list[dict[str, object]]) -> None:
         if not parts:
             return
         if contents and contents[-1]["role"] == role:
             contents[-1]["parts"].extend(parts)
         else:
-            contents.append({"role": role, "parts": parts})
+            contents.append(GeminiTurn(role=role, parts=parts))
 
     def wire_id(call_id: str | None) -> str | None:
         if not call_id or (generated is not None and generated(call_id)):
@@ -168,7 +187,7 @@ def to_gemini_contents(
 
     for message in messages:
         if message.role == "system":
-            text = "\n".join(p["text"] for p in _user_parts(message.content, False) if "text" in p)
+            text = "\n".join(str(p["text"]) for p in _user_parts(message.content, False) if "text" in p)
             if text:
                 system.append(text)
         elif message.role == "user":
@@ -177,10 +196,10 @@ def to_gemini_contents(
             parts = [p for p in _user_parts(message.content, False) if "text" in p]
             for call in message.tool_calls:
                 names[call.id] = call.name
-                function_call: dict[str, Any] = {"name": call.name, "args": dict(call.arguments)}
+                function_call: dict[str, object] = {"name": call.name, "args": dict(call.arguments)}
                 if wire_id(call.id):
                     function_call["id"] = call.id
-                item: dict[str, Any] = {"function_call": function_call}
+                item: dict[str, object] = {"function_call": function_call}
                 sig = signature(call.id) if signature is not None and call.id else None
                 if sig:
                     item["thought_signature"] = sig
@@ -193,10 +212,10 @@ def to_gemini_contents(
     return "\n\n".join(system), contents
 
 
-def _declarations(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _declarations(tools: Sequence[ToolSpec]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
     for spec in tools:
-        item: dict[str, Any] = {"name": spec.name}
+        item: dict[str, object] = {"name": spec.name}
         if spec.description:
             item["description"] = spec.description
         converted = to_gemini_schema(spec.parameters)
@@ -208,27 +227,27 @@ def _declarations(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return out
 
 
-def _enum_name(value: Any) -> str | None:
+def _enum_name(value: Enum | str | None) -> str | None:
+    """An SDK enum's wire name (the SDK passes values it does not know through as strings)."""
     if value is None:
         return None
-    return str(getattr(value, "value", value))
+    return str(value.value if isinstance(value, Enum) else value)
 
 
-def _usage(raw: Any) -> Usage:
+def _usage(raw: GenerateContentResponseUsageMetadata | None) -> Usage:
     if raw is None:
         return Usage(requests=1)
 
-    def count(name: str) -> int:
-        value = getattr(raw, name, None)
+    def count(value: int | None) -> int:
         return int(value) if isinstance(value, int) else 0
 
-    i_tok = count("prompt_token_count") + count("tool_use_prompt_token_count")
-    o_tok = count("candidates_token_count") + count("thoughts_token_count")
-    total = count("total_token_count") or i_tok + o_tok
-    return Usage(i_tok, o_tok, total, 1, cache_read_tokens=count("cached_content_token_count"))
+    i_tok = count(raw.prompt_token_count) + count(raw.tool_use_prompt_token_count)
+    o_tok = count(raw.candidates_token_count) + count(raw.thoughts_token_count)
+    total = count(raw.total_token_count) or i_tok + o_tok
+    return Usage(i_tok, o_tok, total, 1, cache_read_tokens=count(raw.cached_content_token_count))
 
 
-class GeminiModel(RemoteModel):
+class GeminiModel(RemoteModel["Client"]):
     """Gemini over the Gemini API.
 
     Args:
@@ -257,7 +276,7 @@ class GeminiModel(RemoteModel):
         self,
         model: str,
         api_key: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         prices: ModelPrices | None = None,
         max_retries: int = 3,
         *,
@@ -282,7 +301,7 @@ class GeminiModel(RemoteModel):
 
     # -- client and errors -------------------------------------------------------------------
 
-    def _new_client(self, key: str) -> Any:
+    def _new_client(self, key: str) -> Client:
         try:
             from google import genai
             from google.genai import types
@@ -291,7 +310,7 @@ class GeminiModel(RemoteModel):
         options = types.HttpOptions(base_url=self.base_url, timeout=max(1, int(self.timeout_s * 1000)))
         return genai.Client(vertexai=False, api_key=key, http_options=options)
 
-    async def _close_client(self, client: Any) -> None:
+    async def _close_client(self, client: Client) -> None:
         await client.aio.aclose()
 
     def _translate(self, exc: Exception) -> tuple[ModelError, bool]:
@@ -322,7 +341,7 @@ class GeminiModel(RemoteModel):
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _config(self, request: ModelRequest, system: str) -> dict[str, Any]:
+    def _config(self, request: ModelRequest, system: str) -> dict[str, object]:
         from google.genai import types
 
         fields = set(types.GenerateContentConfig.model_fields)
@@ -330,8 +349,8 @@ class GeminiModel(RemoteModel):
         for alias in ("max_tokens", "max_completion_tokens"):
             if alias in merged:
                 merged.setdefault("max_output_tokens", merged.pop(alias))
-        config: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
+        config: dict[str, object] = {}
+        extra: dict[str, object] = {}
         for key, value in merged.items():
             (config if key in fields and key not in ("http_options", "tools") else extra)[key] = value
         if system:
@@ -345,6 +364,10 @@ class GeminiModel(RemoteModel):
         return config
 
     def _prepare(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of `generate_content`: the contents and config in the SDK's dict form.
+
+        Typed `Any`: the config holds the caller's options as they are (any value, under the
+        SDK's field names), so no static type can check the call."""
         system, contents = to_gemini_contents(
             request.messages,
             images=self.supports_images,
@@ -353,40 +376,32 @@ class GeminiModel(RemoteModel):
         )
         return {"model": self.model, "contents": contents, "config": self._config(request, system)}
 
-    def _calls(self, parts: Sequence[Any]) -> list[ToolCall]:
+    def _calls(self, parts: Sequence[ApiPart]) -> list[ToolCall]:
         calls: list[ToolCall] = []
         for part in parts:
-            call = getattr(part, "function_call", None)
+            call = part.function_call
             if call is None:
                 continue
-            name = str(getattr(call, "name", "") or "")
+            name = str(call.name or "")
             if not name:
                 raise ModelError(
                     f"model {self.model!r}: a function call has no name", code="ERR_MODEL_BAD_RESPONSE"
                 )
-            call_id = str(getattr(call, "id", "") or "")
+            call_id = str(call.id or "")
             if not call_id:
                 call_id = f"{_GENERATED}{uuid.uuid4().hex[:16]}"
                 self._generated.put(call_id, True)
-            sig = getattr(part, "thought_signature", None)
+            sig = part.thought_signature
             if isinstance(sig, bytes) and sig:
                 self._signatures.put(call_id, sig)
-            calls.append(
-                ToolCall(call_id, name, tool_arguments(self.model, name, getattr(call, "args", None)))
-            )
+            calls.append(ToolCall(call_id, name, tool_arguments(self.model, name, call.args)))
         return calls
 
     @staticmethod
-    def _text(parts: Sequence[Any]) -> str:
-        return "".join(
-            str(p.text)
-            for p in parts
-            if getattr(p, "text", None)
-            and not getattr(p, "thought", False)
-            and not getattr(p, "function_call", None)
-        )
+    def _text(parts: Sequence[ApiPart]) -> str:
+        return "".join(str(p.text) for p in parts if p.text and not p.thought and not p.function_call)
 
-    def _finish(self, reason: str | None, message: Any, calls: Sequence[ToolCall]) -> str:
+    def _finish(self, reason: str | None, message: str | None, calls: Sequence[ToolCall]) -> str:
         if reason in ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"):
             detail = self._scrub(str(message)) if message else reason
             raise ModelError(
@@ -401,8 +416,8 @@ class GeminiModel(RemoteModel):
             return "length"
         return "content-filter" if reason in _FILTERED else "other"
 
-    def _candidate(self, response: Any) -> Any:
-        candidates = getattr(response, "candidates", None) or []
+    def _candidate(self, response: GenerateContentResponse) -> Candidate | None:
+        candidates = response.candidates or []
         return candidates[0] if candidates else None
 
     # -- the Model protocol ----------------------------------------------------------------
@@ -416,24 +431,23 @@ class GeminiModel(RemoteModel):
         client = self._get_client()
         kwargs = self._prepare(request)
         response = await self._retrying(lambda: client.aio.models.generate_content(**kwargs))
-        usage = _usage(getattr(response, "usage_metadata", None))
+        usage = _usage(response.usage_metadata)
         candidate = self._candidate(response)
         if candidate is None:
-            feedback = getattr(response, "prompt_feedback", None)
-            if _enum_name(getattr(feedback, "block_reason", None)):
+            feedback = response.prompt_feedback
+            if feedback is not None and _enum_name(feedback.block_reason):
                 return ModelResponse(usage=usage, finish_reason="content-filter")
             raise ModelError(
                 f"model {self.model!r}: the response has no candidates", code="ERR_MODEL_BAD_RESPONSE"
             )
-        content = getattr(candidate, "content", None)
-        parts = list(getattr(content, "parts", None) or [])
+        parts = _parts(candidate)
         calls = self._calls(parts)
-        reason = _enum_name(getattr(candidate, "finish_reason", None))
+        reason = _enum_name(candidate.finish_reason)
         return ModelResponse(
             text=self._text(parts),
             tool_calls=tuple(calls),
             usage=usage,
-            finish_reason=self._finish(reason, getattr(candidate, "finish_message", None), calls),
+            finish_reason=self._finish(reason, candidate.finish_message, calls),
         )
 
     async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
@@ -445,7 +459,9 @@ class GeminiModel(RemoteModel):
         client = self._get_client()
         kwargs = self._prepare(request)
 
-        async def open_stream() -> tuple[Any, Any]:
+        async def open_stream() -> tuple[
+            AsyncIterator[GenerateContentResponse], GenerateContentResponse | None
+        ]:
             stream = await client.aio.models.generate_content_stream(**kwargs)
             try:
                 first = await _next(stream)
@@ -460,26 +476,26 @@ class GeminiModel(RemoteModel):
         calls: list[ToolCall] = []
         usage = Usage(requests=1)
         reason: str | None = None
-        message: Any = None
+        message: str | None = None
         blocked = False
         try:
             chunk = first
             while chunk is not None:
-                if getattr(chunk, "usage_metadata", None) is not None:
+                if chunk.usage_metadata is not None:
                     usage = _usage(chunk.usage_metadata)
                 candidate = self._candidate(chunk)
                 if candidate is None:
-                    feedback = getattr(chunk, "prompt_feedback", None)
-                    blocked = blocked or bool(_enum_name(getattr(feedback, "block_reason", None)))
+                    feedback = chunk.prompt_feedback
+                    blocked = blocked or (feedback is not None and bool(_enum_name(feedback.block_reason)))
                 else:
-                    parts = list(getattr(getattr(candidate, "content", None), "parts", None) or [])
+                    parts = _parts(candidate)
                     piece = self._text(parts)
                     if piece:
                         text.append(piece)
                         yield TextDelta(piece)
                     calls.extend(self._calls(parts))
-                    reason = _enum_name(getattr(candidate, "finish_reason", None)) or reason
-                    message = getattr(candidate, "finish_message", None) or message
+                    reason = _enum_name(candidate.finish_reason) or reason
+                    message = candidate.finish_message or message
                 chunk = await _next(stream)
         except ModelError:
             raise
@@ -505,14 +521,18 @@ class GeminiModel(RemoteModel):
         )
 
 
-async def _pull(stream: Any) -> Any:
+def _parts(candidate: Candidate) -> list[ApiPart]:
+    return list(candidate.content.parts or []) if candidate.content is not None else []
+
+
+async def _pull(stream: AsyncIterator[GenerateContentResponse]) -> GenerateContentResponse | None:
     try:
         return await stream.__anext__()
     except StopAsyncIteration:
         return None
 
 
-async def _next(stream: Any) -> Any:
+async def _next(stream: AsyncIterator[GenerateContentResponse]) -> GenerateContentResponse | None:
     """The next chunk of an SDK stream (`None` at its end), read in an asyncio task of its own.
 
     The SDK's stream is a chain of async generators whose cleanup (closing the HTTP response)
@@ -534,7 +554,7 @@ async def _next(stream: Any) -> Any:
         raise
 
 
-async def _close(stream: Any) -> None:
+async def _close(stream: AsyncIterator[GenerateContentResponse]) -> None:
     """Close an SDK stream now, HTTP response included.
 
     Closing the SDK's outer generator would leave its inner generators (and the response they
@@ -552,6 +572,5 @@ async def _close(stream: Any) -> None:
             break
         if task.exception() is not None or task.result() is None:
             break
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        await close()
+    if isinstance(stream, AsyncGenerator):  # the SDK's stream is one; an iterator has nothing to close
+        await stream.aclose()

@@ -24,13 +24,16 @@ import base64
 import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...content import ImagePart
 from ...errors import ModelError
 from ._base import ModelPrices
 from ._openai import OpenAIModel
 from ._remote import snake_case
+
+if TYPE_CHECKING:  # the SDK is the optional `openai` extra
+    from openai.types import Image
 
 __all__ = ["MAX_IMAGE_BYTES", "GeneratedImages", "OpenAIImageModel", "sniff_image_type"]
 
@@ -74,7 +77,7 @@ class GeneratedImages:
     revised_prompts: tuple[str, ...] = field(default=())
 
 
-def _size(options: Mapping[str, Any]) -> tuple[int | None, int | None]:
+def _size(options: Mapping[str, object]) -> tuple[int | None, int | None]:
     size = options.get("size")
     if isinstance(size, str) and "x" in size:
         w, _, h = size.partition("x")
@@ -104,7 +107,7 @@ class OpenAIImageModel(OpenAIModel):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         prices: ModelPrices | None = None,
         max_retries: int = 3,
         timeout_s: float = 300.0,
@@ -124,7 +127,7 @@ class OpenAIImageModel(OpenAIModel):
         self.id = f"openai-images:{model}"
         self.max_image_bytes = max_image_bytes
 
-    async def generate(self, prompt: str, options: Mapping[str, Any] | None = None) -> GeneratedImages:
+    async def generate(self, prompt: str, options: Mapping[str, object] | None = None) -> GeneratedImages:
         """Generate images for `prompt`; `options` go over the model's.
 
         Raises:
@@ -133,7 +136,7 @@ class OpenAIImageModel(OpenAIModel):
         """
         merged = self._merged(options)
         client = self._get_client()
-        answer = await self._retrying(
+        answer: object = await self._retrying(
             lambda: client.images.generate(model=self.model, prompt=prompt, extra_body=merged)
         )
         return await self._answered(answer, merged)
@@ -143,7 +146,7 @@ class OpenAIImageModel(OpenAIModel):
         prompt: str,
         images: list[ImagePart],
         mask: ImagePart | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
     ) -> GeneratedImages:
         """Edit `images` (at least one) as `prompt` says, only where `mask` is transparent when
         given (inpainting); `options` go over the model's.
@@ -158,33 +161,35 @@ class OpenAIImageModel(OpenAIModel):
             return (f"image-{n}.{ext}", base64.b64decode(part.data), part.media_type)
 
         files = [upload(n, p) for n, p in enumerate(images, 1)]
-        extra: dict[str, Any] = {}
-        if mask is not None:
-            extra["mask"] = upload(0, mask)
+        from openai import omit
+
         client = self._get_client()
-        answer = await self._retrying(
+        answer: object = await self._retrying(
             lambda: client.images.edit(
                 model=self.model,
                 prompt=prompt,
                 image=files if len(files) > 1 else files[0],
+                mask=upload(0, mask) if mask is not None else omit,
                 extra_body=merged,
-                **extra,
             )
         )
         return await self._answered(answer, merged)
 
-    def _merged(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _merged(self, options: Mapping[str, object] | None) -> dict[str, object]:
         return {**self.options, **{snake_case(str(k)): v for k, v in (options or {}).items()}}
 
-    async def _answered(self, answer: Any, merged: Mapping[str, Any]) -> GeneratedImages:
-        items = getattr(answer, "data", None)
-        if items is None and not hasattr(answer, "created"):
+    async def _answered(self, answer: object, merged: Mapping[str, object]) -> GeneratedImages:
+        """`answer` is what the SDK made of the reply: an `ImagesResponse`, or (a page that is not
+        JSON, a stream) something else."""
+        from openai.types import Image, ImagesResponse
+
+        if not isinstance(answer, ImagesResponse):
             raise self._bad("the answer is not an images response")
         images: list[ImagePart] = []
         revised: list[str] = []
-        for item in items or []:
+        for item in answer.data or []:
             images.append(await self._image(item))
-            text = getattr(item, "revised_prompt", None)
+            text = item.revised_prompt if isinstance(item, Image) else None
             if isinstance(text, str):
                 revised.append(text)
         width, height = _size(merged)
@@ -199,9 +204,11 @@ class OpenAIImageModel(OpenAIModel):
     def _bad(self, why: str) -> ModelError:
         return ModelError(f"model {self.model!r}: {why}", code="ERR_MODEL_BAD_RESPONSE")
 
-    async def _image(self, item: Any) -> ImagePart:
-        encoded = getattr(item, "b64_json", None)
-        url = getattr(item, "url", None)
+    async def _image(self, item: Image) -> ImagePart:
+        from openai.types import Image
+
+        # a hostile reply's `data` may hold anything: only the SDK's `Image`s are read
+        encoded, url = (item.b64_json, item.url) if isinstance(item, Image) else (None, None)
         if isinstance(encoded, str) and encoded:
             if len(encoded) > (self.max_image_bytes * 4) // 3 + 4:
                 raise self._bad(f"an image is larger than {self.max_image_bytes} bytes")

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -52,6 +53,11 @@ from ._base import (
 )
 from ._remote import RemoteModel, snake_case, tool_arguments
 from ._schema import optional_top_level, to_strict_schema
+
+if TYPE_CHECKING:  # the SDK is the optional `openai` extra: imported when the first request is made
+    from openai import AsyncOpenAI, AsyncStream
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 __all__ = ["OpenAIModel"]
 
@@ -94,11 +100,11 @@ _AUDIO_FORMATS = {
 }
 
 
-def _image_url(part: ImagePart) -> dict[str, Any]:
+def _image_url(part: ImagePart) -> dict[str, object]:
     return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
 
 
-def _media(part: ImagePart | AudioPart, images: bool, audio: bool) -> dict[str, Any] | None:
+def _media(part: ImagePart | AudioPart, images: bool, audio: bool) -> dict[str, object] | None:
     """The wire part for an image or audio part the model can take, else `None`."""
     if isinstance(part, ImagePart):
         return _image_url(part) if images else None
@@ -110,10 +116,10 @@ def _media(part: ImagePart | AudioPart, images: bool, audio: bool) -> dict[str, 
 
 def _user_content(
     content: str | tuple[Part, ...], images: bool, audio: bool = False
-) -> str | list[dict[str, Any]]:
+) -> str | list[dict[str, object]]:
     if isinstance(content, str):
         return content
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for part in content:
         if isinstance(part, TextPart):
             out.append({"type": "text", "text": part.text})
@@ -139,20 +145,20 @@ def _text_of(content: str | tuple[Part, ...]) -> tuple[str, list[ImagePart | Aud
 
 def to_wire_messages(
     messages: Sequence[Message], *, images: bool, audio: bool = False
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Translate neutral messages to Chat Completions messages.
 
     Images (and, when `audio` is true, wav/mp3 audio) in tool results become a placeholder in
     the tool message and parts of one synthetic user message placed after the run of tool
     messages: Chat Completions accepts media only from users.
     """
-    wire: list[dict[str, Any]] = []
-    pending: list[tuple[str, dict[str, Any]]] = []
+    wire: list[dict[str, object]] = []
+    pending: list[tuple[str, dict[str, object]]] = []
 
     def flush() -> None:
         if not pending:
             return
-        content: list[dict[str, Any]] = []
+        content: list[dict[str, object]] = []
         for call_id, part in pending:
             what = "Image" if part["type"] == "image_url" else "Audio"
             content.append({"type": "text", "text": f"{what} from tool call {call_id}:"})
@@ -168,7 +174,7 @@ def to_wire_messages(
         elif message.role == "user":
             wire.append({"role": "user", "content": _user_content(message.content, images, audio)})
         elif message.role == "assistant":
-            item: dict[str, Any] = {"role": "assistant", "content": _text_of(message.content)[0] or None}
+            item: dict[str, object] = {"role": "assistant", "content": _text_of(message.content)[0] or None}
             if message.tool_calls:
                 item["tool_calls"] = [
                     {
@@ -190,15 +196,24 @@ def to_wire_messages(
     return wire
 
 
+@dataclass
+class _StreamedCall:
+    """One tool call of a streamed turn, as its deltas built it."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
 class _ToolPlan:
     """Wire tool definitions plus what is needed to read the model's arguments back."""
 
     def __init__(self, model: str, tools: Sequence[ToolSpec], strict: bool) -> None:
         self.model = model
-        self.wire: list[dict[str, Any]] = []
+        self.wire: list[dict[str, object]] = []
         self.nullable: dict[str, frozenset[str]] = {}
         for spec in tools:
-            function: dict[str, Any] = {"name": spec.name, "parameters": dict(spec.parameters)}
+            function: dict[str, object] = {"name": spec.name, "parameters": dict(spec.parameters)}
             if spec.description:
                 function["description"] = spec.description
             if strict:
@@ -209,7 +224,7 @@ class _ToolPlan:
                     self.nullable[spec.name] = optional_top_level(spec.parameters)
             self.wire.append({"type": "function", "function": function})
 
-    def arguments(self, name: str, raw: str | None) -> dict[str, Any]:
+    def arguments(self, name: str, raw: str | None) -> dict[str, object]:
         value = tool_arguments(self.model, name, raw)
         for key in self.nullable.get(name, frozenset()):
             if key in value and value[key] is None:
@@ -217,7 +232,7 @@ class _ToolPlan:
         return value
 
 
-class OpenAIModel(RemoteModel):
+class OpenAIModel(RemoteModel["AsyncOpenAI"]):
     """A model served over the OpenAI Chat Completions API.
 
     Args:
@@ -249,7 +264,7 @@ class OpenAIModel(RemoteModel):
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         prices: ModelPrices | None = None,
         max_retries: int = 3,
         strict_schemas: bool = False,
@@ -275,14 +290,14 @@ class OpenAIModel(RemoteModel):
 
     # -- client and errors -------------------------------------------------------------------
 
-    def _new_client(self, key: str) -> Any:
+    def _new_client(self, key: str) -> AsyncOpenAI:
         try:
             from openai import AsyncOpenAI
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise self._missing_package(exc) from exc
         return AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
 
-    async def _close_client(self, client: Any) -> None:
+    async def _close_client(self, client: AsyncOpenAI) -> None:
         await client.close()
 
     def _translate(self, exc: Exception) -> tuple[ModelError, bool]:
@@ -291,7 +306,7 @@ class OpenAIModel(RemoteModel):
 
         where = f"model {self.model!r}"
         if isinstance(exc, openai.APIStatusError):
-            return self._status_error(exc.status_code, self._scrub(str(getattr(exc, "message", "") or exc)))
+            return self._status_error(exc.status_code, self._scrub(str(exc.message or exc)))
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(f"{where}: request timed out", code="ERR_MODEL_UNAVAILABLE"), True
         if isinstance(exc, openai.APIConnectionError):
@@ -300,19 +315,19 @@ class OpenAIModel(RemoteModel):
             return ModelError(f"{where}: malformed response", code="ERR_MODEL_BAD_RESPONSE"), False
         return self._unknown_error(exc), False
 
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
-        client = self._get_client()
-        return await self._retrying(lambda: client.chat.completions.create(**kwargs))
-
     def _kwargs(self, request: ModelRequest, plan: _ToolPlan, stream: bool) -> dict[str, Any]:
+        """The keyword arguments of `client.chat.completions.create`.
+
+        Typed `Any`: the caller's options (any value, under the SDK's own keyword names) are
+        passed through as they are, so no static type can check the call."""
         merged = {**self.options, **{snake_case(k): v for k, v in request.options.items()}}
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "model": self.model,
             "messages": to_wire_messages(
                 request.messages, images=self.supports_images, audio=self.supports_audio
             ),
         }
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         for key, value in merged.items():
             (kwargs if key in _KNOWN_OPTIONS else extra)[key] = value
         if extra:
@@ -325,14 +340,17 @@ class OpenAIModel(RemoteModel):
         return kwargs
 
     @staticmethod
-    def _usage(raw: Any) -> Usage:
-        if raw is None:
+    def _usage(raw: CompletionUsage | None) -> Usage:
+        from openai.types import CompletionUsage
+        from openai.types.completion_usage import PromptTokensDetails
+
+        if not isinstance(raw, CompletionUsage):  # none, or not what the API says it sends
             return Usage(requests=1)
-        i_tok = int(getattr(raw, "prompt_tokens", 0) or 0)
-        o_tok = int(getattr(raw, "completion_tokens", 0) or 0)
-        total = int(getattr(raw, "total_tokens", 0) or (i_tok + o_tok))
-        details = getattr(raw, "prompt_tokens_details", None)
-        cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+        i_tok = int(raw.prompt_tokens or 0)
+        o_tok = int(raw.completion_tokens or 0)
+        total = int(raw.total_tokens or (i_tok + o_tok))
+        details = raw.prompt_tokens_details
+        cached = int(details.cached_tokens or 0) if isinstance(details, PromptTokensDetails) else 0
         return Usage(i_tok, o_tok, total, 1, cache_read_tokens=cached)
 
     # -- the Model protocol ------------------------------------------------------------------
@@ -343,9 +361,18 @@ class OpenAIModel(RemoteModel):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
+        from openai.types.chat import ChatCompletionMessageFunctionToolCall as FunctionCall
+
         plan = _ToolPlan(self.model, request.tools, self.strict_schemas)
-        completion = await self._call(self._kwargs(request, plan, stream=False))
-        choices = getattr(completion, "choices", None)
+        client = self._get_client()
+        kwargs = self._kwargs(request, plan, stream=False)
+
+        async def create() -> ChatCompletion:
+            completion: ChatCompletion = await client.chat.completions.create(**kwargs)
+            return completion
+
+        completion = await self._retrying(create)
+        choices = completion.choices
         if not choices:
             raise ModelError(
                 f"model {self.model!r}: the response has no choices", code="ERR_MODEL_BAD_RESPONSE"
@@ -359,7 +386,7 @@ class OpenAIModel(RemoteModel):
                 arguments=plan.arguments(call.function.name, call.function.arguments),
             )
             for call in (message.tool_calls or [])
-            if getattr(call, "function", None) is not None
+            if isinstance(call, FunctionCall) and call.function is not None  # not a custom tool's
         )
         return ModelResponse(
             text=message.content or "",
@@ -377,14 +404,21 @@ class OpenAIModel(RemoteModel):
         import openai
 
         plan = _ToolPlan(self.model, request.tools, self.strict_schemas)
-        stream = await self._call(self._kwargs(request, plan, stream=True))
+        client = self._get_client()
+        kwargs = self._kwargs(request, plan, stream=True)
+
+        async def create() -> AsyncStream[ChatCompletionChunk]:
+            chunks: AsyncStream[ChatCompletionChunk] = await client.chat.completions.create(**kwargs)
+            return chunks
+
+        stream = await self._retrying(create)
         text: list[str] = []
-        pending: dict[int, dict[str, Any]] = {}
+        pending: dict[int, _StreamedCall] = {}
         finish: str | None = None
         usage = Usage(requests=1)
         try:
             async for chunk in stream:
-                if getattr(chunk, "usage", None) is not None:
+                if chunk.usage is not None:
                     usage = self._usage(chunk.usage)
                 for choice in chunk.choices or []:
                     if choice.index not in (0, None):
@@ -394,14 +428,14 @@ class OpenAIModel(RemoteModel):
                         text.append(delta.content)
                         yield TextDelta(delta.content)
                     for call in (delta.tool_calls if delta is not None else None) or []:
-                        slot = pending.setdefault(call.index, {"id": "", "name": "", "arguments": []})
+                        slot = pending.setdefault(call.index, _StreamedCall())
                         if call.id:
-                            slot["id"] = call.id
+                            slot.id = call.id
                         if call.function is not None:
                             if call.function.name:
-                                slot["name"] += call.function.name
+                                slot.name += call.function.name
                             if call.function.arguments:
-                                slot["arguments"].append(call.function.arguments)
+                                slot.arguments.append(call.function.arguments)
                     if choice.finish_reason:
                         finish = choice.finish_reason
         except openai.OpenAIError as exc:
@@ -412,16 +446,10 @@ class OpenAIModel(RemoteModel):
                 code="ERR_MODEL_UNAVAILABLE",
             ) from None
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                with anyio.CancelScope(shield=True):
-                    await close()
+            with anyio.CancelScope(shield=True):
+                await stream.close()
         calls = tuple(
-            ToolCall(
-                id=slot["id"],
-                name=slot["name"],
-                arguments=plan.arguments(slot["name"], "".join(slot["arguments"])),
-            )
+            ToolCall(id=slot.id, name=slot.name, arguments=plan.arguments(slot.name, "".join(slot.arguments)))
             for _, slot in sorted(pending.items())
         )
         if any(not call.name for call in calls):

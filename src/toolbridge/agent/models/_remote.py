@@ -28,7 +28,7 @@ import random
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
@@ -41,6 +41,7 @@ __all__ = ["RemoteModel", "snake_case", "tool_arguments"]
 
 T = TypeVar("T")
 V = TypeVar("V")
+ClientT = TypeVar("ClientT")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _MAX_DELAY_S = 20.0
 
@@ -50,7 +51,7 @@ def snake_case(key: str) -> str:
     return _CAMEL.sub("_", key).lower()
 
 
-def tool_arguments(model: str, name: str, raw: Any) -> dict[str, Any]:
+def tool_arguments(model: str, name: str, raw: object) -> dict[str, object]:
     """The arguments object of a tool call: `raw` is JSON text, a mapping, or `None` (no arguments).
 
     Raises:
@@ -86,6 +87,22 @@ def tool_arguments(model: str, name: str, raw: Any) -> dict[str, Any]:
     return dict(raw)
 
 
+@runtime_checkable
+class _Answered(Protocol):
+    """An SDK's error carrying the HTTP answer it was made from (openai's, anthropic's, google-genai's)."""
+
+    @property
+    def response(self) -> object: ...
+
+
+@runtime_checkable
+class _WithHeaders(Protocol):
+    """An HTTP answer's headers (httpx's or aiohttp's response)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
 class _LruMemory(Generic[V]):
     """A small bounded map (least recently stored entries are dropped first)."""
 
@@ -106,11 +123,11 @@ class _LruMemory(Generic[V]):
         return len(self._items)
 
 
-class RemoteModel(ModelBase):
+class RemoteModel(ModelBase, Generic[ClientT]):
     """Settings and behaviour shared by the HTTP providers (see the module docstring).
 
     Subclasses set `provider`, `key_env` and `extra`, and implement `_new_client`,
-    `_close_client` and `_translate`.
+    `_close_client` and `_translate`; `ClientT` is their SDK's client class.
     """
 
     provider: ClassVar[str] = "remote"
@@ -124,7 +141,7 @@ class RemoteModel(ModelBase):
         model: str,
         api_key: str | None,
         base_url: str | None,
-        options: Mapping[str, Any] | None,
+        options: Mapping[str, object] | None,
         prices: ModelPrices | None,
         max_retries: int,
         *,
@@ -159,12 +176,12 @@ class RemoteModel(ModelBase):
         self.supports_images = supports_images
         self.prices = prices
         self.base_url = base_url
-        self.options: dict[str, Any] = {snake_case(str(k)): v for k, v in (options or {}).items()}
+        self.options: dict[str, object] = {snake_case(str(k)): v for k, v in (options or {}).items()}
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         self.retry_backoff_s = retry_backoff_s
         self.__api_key = api_key
-        self._client: Any = None
+        self._client: ClientT | None = None
 
     def __repr__(self) -> str:
         from ...redact import redact
@@ -204,13 +221,13 @@ class RemoteModel(ModelBase):
 
     # -- the client ---------------------------------------------------------------------------
 
-    def _new_client(self, key: str) -> Any:  # pragma: no cover - abstract
+    def _new_client(self, key: str) -> ClientT:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    async def _close_client(self, client: Any) -> None:  # pragma: no cover - abstract
+    async def _close_client(self, client: ClientT) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _get_client(self) -> Any:
+    def _get_client(self) -> ClientT:
         if self._client is None:
             key = self._secret()
             if not key:
@@ -229,7 +246,7 @@ class RemoteModel(ModelBase):
             with anyio.CancelScope(shield=True):
                 await self._close_client(client)
 
-    async def __aenter__(self) -> RemoteModel:
+    async def __aenter__(self) -> RemoteModel[ClientT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -267,9 +284,8 @@ class RemoteModel(ModelBase):
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         delay = self.retry_backoff_s * (2**attempt) * (0.5 + random.random() / 2)
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-        header = headers.get("retry-after") if headers is not None else None
+        response = exc.response if isinstance(exc, _Answered) else None
+        header = response.headers.get("retry-after") if isinstance(response, _WithHeaders) else None
         if header:
             with contextlib.suppress(ValueError, TypeError):
                 delay = max(delay, min(float(header), _MAX_DELAY_S))

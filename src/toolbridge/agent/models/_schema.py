@@ -18,8 +18,7 @@ strictness.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 __all__ = ["NotConvertible", "resolve_local_refs", "to_gemini_schema", "to_strict_schema"]
 
@@ -43,10 +42,10 @@ class NotConvertible(Exception):
     """Raised internally when a schema cannot be converted."""
 
 
-def _pointer(root: Mapping[str, Any], ref: str) -> Any:
+def _pointer(root: Mapping[str, object], ref: str) -> object:
     if not ref.startswith("#"):
         raise NotConvertible(f"non-local $ref {ref!r}")
-    node: Any = root
+    node: object = root
     for raw in ref[1:].split("/")[1:] if ref != "#" else []:
         key = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, Mapping) and key in node:
@@ -58,13 +57,13 @@ def _pointer(root: Mapping[str, Any], ref: str) -> Any:
     return node
 
 
-def _inline(node: Any, root: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
+def _inline(node: object, root: Mapping[str, object], stack: tuple[str, ...]) -> object:
     if isinstance(node, list):
         return [_inline(item, root, stack) for item in node]
     if not isinstance(node, Mapping):
         return node
-    if isinstance(node.get("$ref"), str):
-        ref = node["$ref"]
+    ref = node.get("$ref")
+    if isinstance(ref, str):
         if ref in stack:
             raise NotConvertible(f"recursive $ref {ref!r}")
         target = _pointer(root, ref)
@@ -75,7 +74,7 @@ def _inline(node: Any, root: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
     return {k: _inline(v, root, stack) for k, v in node.items() if k not in ("$defs", "definitions")}
 
 
-def resolve_local_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_local_refs(schema: Mapping[str, object]) -> dict[str, object]:
     """A copy of `schema` with every local `$ref` inlined and `$defs` / `definitions` dropped.
 
     Raises:
@@ -86,21 +85,22 @@ def resolve_local_refs(schema: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _nullable(node: dict[str, Any]) -> dict[str, Any]:
+def _nullable(node: dict[str, object]) -> dict[str, object]:
     kind = node.get("type")
     if isinstance(kind, str) and "enum" not in node:
         return {**node, "type": [kind, "null"]} if kind != "null" else node
     if isinstance(kind, list) and "enum" not in node:
         return node if "null" in kind else {**node, "type": [*kind, "null"]}
-    if "anyOf" in node and len(node) == 1:
-        options = list(node["anyOf"])
+    any_of = node.get("anyOf")
+    if isinstance(any_of, Iterable) and len(node) == 1:
+        options = list(any_of)
         if not any(isinstance(o, Mapping) and o.get("type") == "null" for o in options):
             options.append({"type": "null"})
         return {"anyOf": options}
     return {"anyOf": [node, {"type": "null"}]}
 
 
-def _strict(node: Any) -> Any:
+def _strict(node: object) -> object:
     if isinstance(node, list):
         return [_strict(item) for item in node]
     if not isinstance(node, Mapping):
@@ -108,30 +108,34 @@ def _strict(node: Any) -> Any:
     bad = _UNSUPPORTED.intersection(node)
     if bad:
         raise NotConvertible(f"keywords {sorted(bad)}")
-    out: dict[str, Any] = {k: v for k, v in node.items() if k != "default"}
+    out: dict[str, object] = {str(k): v for k, v in node.items() if k != "default"}
     if "oneOf" in out:
         out["anyOf"] = out.pop("oneOf")
     if "allOf" in out:
         parts = out.pop("allOf")
         if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
             raise NotConvertible("allOf")
-        out = {**dict(parts[0]), **out}
-    for key in ("anyOf",):
-        if key in out:
-            out[key] = [_strict(option) for option in out[key]]
+        out = {**{str(k): v for k, v in parts[0].items()}, **out}
+    if "anyOf" in out:
+        options = out["anyOf"]
+        if not isinstance(options, Iterable):
+            raise NotConvertible("anyOf")
+        out["anyOf"] = [_strict(option) for option in options]
     if "items" in out:
         out["items"] = _strict(out["items"])
     kind = out.get("type")
     is_object = kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in out
     if is_object:
         props = out.get("properties") or {}
+        if not isinstance(props, Mapping):
+            raise NotConvertible("properties")
         extra = out.get("additionalProperties")
         if extra not in (None, False):
             raise NotConvertible("open object (additionalProperties)")
         if not props and extra is None:
             raise NotConvertible("object without declared properties")
-        required = set(out.get("required") or ())
-        new_props: dict[str, Any] = {}
+        required = _names(out.get("required"))
+        new_props: dict[str, object] = {}
         for name, sub in props.items():
             converted = _strict(sub)
             if name not in required:
@@ -145,7 +149,16 @@ def _strict(node: Any) -> Any:
     return out
 
 
-def to_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+def _names(required: object) -> set[object]:
+    """The names a `required` keyword lists (none when it is absent; refused when not a list)."""
+    if not required:
+        return set()
+    if not isinstance(required, Iterable):
+        raise NotConvertible("required")
+    return set(required)
+
+
+def to_strict_schema(schema: Mapping[str, object]) -> dict[str, object] | None:
     """A strict-mode copy of `schema`, or `None` when it cannot be made strict faithfully."""
     try:
         result = _strict(resolve_local_refs(schema))
@@ -154,12 +167,15 @@ def to_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     return result if isinstance(result, dict) else None
 
 
-def optional_top_level(schema: Mapping[str, Any]) -> frozenset[str]:
+def optional_top_level(schema: Mapping[str, object]) -> frozenset[str]:
     """Names of the top-level properties the original schema does not require."""
     props = schema.get("properties")
     if not isinstance(props, Mapping):
         return frozenset()
-    required = set(schema.get("required") or ())
+    try:
+        required = _names(schema.get("required"))
+    except NotConvertible:
+        required = set()
     return frozenset(name for name in props if name not in required)
 
 
@@ -194,20 +210,20 @@ _GEMINI_FORMATS = {
 _GEMINI_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object", "null"})
 
 
-def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
-    if not isinstance(node, Mapping):
+def _gemini(given: object, top: bool = False) -> dict[str, object]:
+    if not isinstance(given, Mapping):
         raise NotConvertible("not a schema")
-    node = dict(node)
+    node: dict[str, object] = {str(k): v for k, v in given.items()}
     if "allOf" in node:
         parts = node.pop("allOf")
         if not isinstance(parts, list) or len(parts) != 1 or not isinstance(parts[0], Mapping):
             raise NotConvertible("allOf")
-        node = {**dict(parts[0]), **node}
+        node = {**{str(k): v for k, v in parts[0].items()}, **node}
     if "oneOf" in node:
         node["anyOf"] = node.pop("oneOf")
     if "const" in node:
         node["enum"] = [node.pop("const")]
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     nullable = False
     kind = node.get("type")
     if isinstance(kind, list):
@@ -249,13 +265,13 @@ def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
         out["enum"] = list(values)
         out.setdefault("type", "STRING")
     if "anyOf" in node:
-        options = node["anyOf"]
-        if not isinstance(options, list) or not options:
+        choices = node["anyOf"]
+        if not isinstance(choices, list) or not choices:
             raise NotConvertible("anyOf")
         kept = [
-            o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null" and len(o) == 1)
+            o for o in choices if not (isinstance(o, Mapping) and o.get("type") == "null" and len(o) == 1)
         ]
-        nullable = nullable or len(kept) < len(options)
+        nullable = nullable or len(kept) < len(choices)
         converted = [_gemini(o) for o in kept]
         if len(converted) == 1:
             out = {**converted[0], **out}
@@ -271,11 +287,12 @@ def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
             raise NotConvertible("object without declared properties")
         out["type"] = "OBJECT"
         if props:
-            out["properties"] = {str(name): _gemini(sub) for name, sub in props.items()}
+            properties = {str(name): _gemini(sub) for name, sub in props.items()}
+            out["properties"] = properties
             required_raw = node.get("required") or []
             if not isinstance(required_raw, list):
                 raise NotConvertible("required")
-            required = [r for r in required_raw if isinstance(r, str) and r in out["properties"]]
+            required = [r for r in required_raw if isinstance(r, str) and r in properties]
             if required:
                 out["required"] = required
     if nullable:
@@ -283,7 +300,7 @@ def _gemini(node: Any, top: bool = False) -> dict[str, Any]:
     return out
 
 
-def to_gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+def to_gemini_schema(schema: Mapping[str, object]) -> dict[str, object] | None:
     """A copy of a tool's JSON Schema in the form Gemini's `parameters` take, or `None`.
 
     Local `$ref`s are inlined; `type: [T, "null"]` and `anyOf` with `null` become `nullable`;

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import SupportsIndex, SupportsInt
 
 from ...errors import ConfigError, ModelError
 from ._base import (
@@ -31,32 +31,40 @@ from ._base import (
 __all__ = ["FunctionModel", "ScriptedModel", "response_from"]
 
 
-def _tool_calls_from(value: Any, where: str) -> tuple[ToolCall, ...]:
+def _mapping(value: object) -> Mapping[object, object] | None:
+    """`value` when it is a mapping, else None (a plain dict, the common form, skips the ABC check)."""
+    return value if type(value) is dict or isinstance(value, Mapping) else None
+
+
+def _tool_calls_from(value: object, where: str) -> tuple[ToolCall, ...]:
     # Plain lists and dicts (the common forms) skip the ABC `isinstance` checks.
-    if type(value) is not list and (not isinstance(value, Sequence) or isinstance(value, str | bytes)):
+    if not (type(value) is list or (isinstance(value, Sequence) and not isinstance(value, str | bytes))):
         raise ConfigError(f"{where}: tool_calls must be a list", code="ERR_CONFIG")
     calls: list[ToolCall] = []
     for i, raw in enumerate(value):
         if isinstance(raw, ToolCall):
             calls.append(raw)
             continue
-        if (
-            (type(raw) is not dict and not isinstance(raw, Mapping))
-            or not isinstance(raw.get("name"), str)
-            or not raw["name"]
-        ):
+        call = _mapping(raw)
+        name = call.get("name") if call is not None else None
+        if call is None or not isinstance(name, str) or not name:
             raise ConfigError(f"{where}: tool_calls[{i}] needs a non-empty string 'name'", code="ERR_CONFIG")
-        args = raw.get("arguments", raw.get("args", {}))
-        if args is None:
-            args = {}
-        if type(args) is not dict and not isinstance(args, Mapping):
+        args = call.get("arguments", call.get("args", {}))
+        arguments = _mapping({} if args is None else args)
+        if arguments is None:
             raise ConfigError(f"{where}: tool_calls[{i}].arguments must be an object", code="ERR_CONFIG")
-        call_id = raw.get("id", "")
-        calls.append(ToolCall(id=str(call_id) if call_id else "", name=raw["name"], arguments=dict(args)))
+        call_id = call.get("id", "")
+        calls.append(
+            ToolCall(
+                id=str(call_id) if call_id else "",
+                name=name,
+                arguments={str(k): v for k, v in arguments.items()},
+            )
+        )
     return tuple(calls)
 
 
-def response_from(value: Any, where: str = "model turn") -> ModelResponse:
+def response_from(value: object, where: str = "model turn") -> ModelResponse:
     """Build a `ModelResponse` from the simple forms scripts and functions may use.
 
     Accepted: a `ModelResponse`; a string (text); a list of tool calls; or a mapping with
@@ -74,34 +82,48 @@ def response_from(value: Any, where: str = "model turn") -> ModelResponse:
     if type(value) is not dict and isinstance(value, Sequence) and not isinstance(value, bytes):
         calls = _tool_calls_from(value, where)
         return ModelResponse(tool_calls=calls, finish_reason="tool-calls")
-    if type(value) is not dict and not isinstance(value, Mapping):
+    turn = _mapping(value)
+    if turn is None:
         raise ConfigError(
             f"{where}: expected text, a list of tool calls or a mapping, got {type(value).__name__}",
             code="ERR_CONFIG",
         )
-    unknown = set(value) - {"text", "tool_calls", "toolCalls", "finish_reason", "finishReason", "usage"}
+    unknown = set(turn) - {"text", "tool_calls", "toolCalls", "finish_reason", "finishReason", "usage"}
     if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}", code="ERR_CONFIG")
-    text = value.get("text", "") or ""
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown, key=str)}", code="ERR_CONFIG")
+    text = turn.get("text", "") or ""
     if not isinstance(text, str):
         raise ConfigError(f"{where}: text must be a string", code="ERR_CONFIG")
-    raw_calls = value.get("tool_calls", value.get("toolCalls", ()))
+    raw_calls = turn.get("tool_calls", turn.get("toolCalls", ()))
     calls = _tool_calls_from(raw_calls or (), where)
     if not text and not calls:
         raise ConfigError(f"{where}: a turn needs 'text' or 'tool_calls'", code="ERR_CONFIG")
-    raw_usage = value.get("usage") or {}
-    if type(raw_usage) is not dict and not isinstance(raw_usage, Mapping):
+    raw_usage = _mapping(turn.get("usage") or {})
+    if raw_usage is None:
         raise ConfigError(f"{where}: usage must be an object", code="ERR_CONFIG")
-    i_tok = int(raw_usage.get("input_tokens", 0))
-    o_tok = int(raw_usage.get("output_tokens", 0))
-    usage = Usage(i_tok, o_tok, int(raw_usage.get("total_tokens", i_tok + o_tok)), 1)
-    finish = value.get("finish_reason", value.get("finishReason"))
+    i_tok = _count(raw_usage.get("input_tokens", 0), where)
+    o_tok = _count(raw_usage.get("output_tokens", 0), where)
+    usage = Usage(i_tok, o_tok, _count(raw_usage.get("total_tokens", i_tok + o_tok), where), 1)
+    finish = turn.get("finish_reason", turn.get("finishReason"))
     return ModelResponse(
         text=text,
         tool_calls=calls,
         usage=usage,
-        finish_reason=normalize_finish_reason(finish, has_tool_calls=bool(calls)),
+        finish_reason=normalize_finish_reason(
+            None if finish is None else str(finish), has_tool_calls=bool(calls)
+        ),
     )
+
+
+def _count(value: object, where: str) -> int:
+    """A token count as `int()` reads it (a number, or a string of digits).
+
+    Raises:
+        ConfigError: `ERR_CONFIG` for a value `int()` cannot take at all (a list, None, ...).
+    """
+    if isinstance(value, str | bytes | SupportsInt | SupportsIndex):
+        return int(value)
+    raise ConfigError(f"{where}: usage counts must be numbers, not {type(value).__name__}", code="ERR_CONFIG")
 
 
 class ScriptedModel(ModelBase):
@@ -121,7 +143,7 @@ class ScriptedModel(ModelBase):
         ConfigError: `ERR_CONFIG` when a turn is malformed.
     """
 
-    def __init__(self, turns: Sequence[Any], *, supports_images: bool = True) -> None:
+    def __init__(self, turns: Sequence[object], *, supports_images: bool = True) -> None:
         self.id = "scripted"
         self.supports_images = supports_images
         self.prices: ModelPrices | None = None
@@ -173,7 +195,7 @@ class FunctionModel(ModelBase):
 
     def __init__(
         self,
-        fn: Callable[[list[Message], ModelRequest], Any | Awaitable[Any]],
+        fn: Callable[[list[Message], ModelRequest], object | Awaitable[object]],
         *,
         supports_images: bool = True,
         model_id: str = "function",
@@ -201,4 +223,4 @@ class FunctionModel(ModelBase):
             raise ModelError(exc.message, code="ERR_MODEL_BAD_RESPONSE") from exc
 
     def __repr__(self) -> str:
-        return f"FunctionModel({getattr(self._fn, '__name__', self._fn)!r})"
+        return f"FunctionModel({getattr(self._fn, '__name__', self._fn)!r})"  # a callable may have no name
