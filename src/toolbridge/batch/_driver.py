@@ -112,14 +112,14 @@ class BatchSummary:
     elapsed_s: float = 0.0
     runs_per_s: float = 0.0
     cost_micros: int = 0
-    unknown_items: list[dict[str, Any]] = field(default_factory=list)
-    in_doubt_items: list[dict[str, Any]] = field(default_factory=list)
-    interrupted_items: list[dict[str, Any]] = field(default_factory=list)
+    unknown_items: list[dict[str, object]] = field(default_factory=list)
+    in_doubt_items: list[dict[str, object]] = field(default_factory=list)
+    interrupted_items: list[dict[str, object]] = field(default_factory=list)
     out: str = ""
     journal: str = ""
     mode: str = "local"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """camelCase keys, as the CLI's `--json`."""
         return {
             "batchId": self.batch_id,
@@ -257,25 +257,32 @@ def reconcile(
 class _Out:
     """The output file: rebuilt from the store at start (exactly one line per ended item), then appended."""
 
-    def __init__(self, path: Path, lines: list[dict[str, Any]]) -> None:
+    def __init__(self, path: Path, lines: list[dict[str, object]]) -> None:
         from ..content import json_text
 
         self._json = json_text
-        ordered = sorted(lines, key=lambda x: x.get("line") or 0)
+        ordered = sorted(lines, key=lambda x: _count(x, "line"))
         self._file = OutFile(path, (self._json(line, sort_keys=True) for line in ordered))
 
-    def write(self, line: dict[str, Any]) -> None:
+    def write(self, line: dict[str, object]) -> None:
         self._file.write(self._json(line, sort_keys=True))
 
     def close(self) -> None:
         self._file.close()
 
 
-def camel_usage(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A run's usage with camelCase keys (`model_calls` -> `modelCalls`), as every output key."""
-    if usage is None:
+def camel_usage(usage: object) -> dict[str, object] | None:
+    """A run's usage with camelCase keys (`model_calls` -> `modelCalls`), as every output key
+    (None when it is not an object)."""
+    if not isinstance(usage, Mapping):
         return None
     return {_camel(str(k)): v for k, v in usage.items()}
+
+
+def _count(line: Mapping[str, object], key: str) -> int:
+    """A line's whole-number field `key` (0 when missing or not a number)."""
+    value = line.get(key)
+    return int(value) if isinstance(value, int | float) else 0
 
 
 def _camel(name: str) -> str:
@@ -283,7 +290,7 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-Runner = Callable[[Item, str], Awaitable[dict[str, Any]]]
+Runner = Callable[[Item, str], Awaitable[dict[str, object]]]
 
 
 class _Progress:
@@ -318,13 +325,13 @@ class _Progress:
             self._task = self._bar.add_task("batch", total=total, status="")
             self._bar.start()
 
-    def done(self, line: dict[str, Any]) -> None:
+    def done(self, line: dict[str, object]) -> None:
         outcome = line.get("outcome")
         key = (
             "succeeded" if outcome == "succeeded" else "unknown" if outcome == "outcome_unknown" else "failed"
         )
         self.counts[key] += 1
-        self.counts["cost"] += int(line.get("costMicros") or 0)
+        self.counts["cost"] += _count(line, "costMicros")
         if self._bar is not None:
             n = self.counts["succeeded"] + self.counts["failed"] + self.counts["unknown"]
             rate = n / max(1e-6, time.monotonic() - self.started)
@@ -571,7 +578,7 @@ def _needed(loaded: Any, secrets: Mapping[str, str] | None) -> dict[str, str]:
     return secrets_needed(loaded, secrets)
 
 
-def _skipped_line(item: Item, stored: StoredItem) -> dict[str, Any]:
+def _skipped_line(item: Item, stored: StoredItem) -> dict[str, object]:
     return {
         "id": item.id,
         "line": item.line,
@@ -612,7 +619,7 @@ async def _dispatch(
     send.close()
     ran = 0
 
-    def ended(line: dict[str, Any]) -> None:
+    def ended(line: dict[str, object]) -> None:
         writer.write(line)
         bar.done(line)
 
@@ -650,7 +657,7 @@ async def _dispatch(
             if line.get("usage"):
                 line["usage"] = camel_usage(line["usage"])
             state = "unknown" if line.get("outcome") == "outcome_unknown" else "ended"
-            await store.afinish(batch_id, item.key, state, line, int(line.get("costMicros") or 0))
+            await store.afinish(batch_id, item.key, state, line, _count(line, "costMicros"))
             ended(line)
             return
 
@@ -704,10 +711,10 @@ def _fill(
                 summary.succeeded += 1
             else:
                 summary.failed += 1
-            summary.cost_micros += int((s.result or {}).get("costMicros") or 0)
+            summary.cost_micros += _count(s.result or {}, "costMicros")
         elif s.state == "unknown":
             summary.unknown += 1
-            summary.cost_micros += int((s.result or {}).get("costMicros") or 0)
+            summary.cost_micros += _count(s.result or {}, "costMicros")
             summary.unknown_items.append({"id": json.loads(s.key), "line": s.line, "runId": s.run_id})
         elif s.state == "skipped":
             summary.skipped += 1

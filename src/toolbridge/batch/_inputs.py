@@ -28,7 +28,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import BinaryIO, TypeGuard
 
 from ..errors import ConfigError
 from ._files import open_inputs
@@ -60,11 +60,11 @@ class InputError:
     """An input line that cannot run: its output line."""
 
     line: int
-    id: Any
+    id: str | int | None
     code: str
     message: str
 
-    def to_line(self) -> dict[str, Any]:
+    def to_line(self) -> dict[str, object]:
         return {
             "id": self.id,
             "line": self.line,
@@ -114,7 +114,7 @@ def item_digest_id(text: str) -> str:
     return "sha256-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def _item_id(value: Any) -> bool:
+def _item_id(value: object) -> TypeGuard[str | int]:
     return (isinstance(value, str) and len(value) <= 1024) or (
         isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
     )
@@ -165,7 +165,7 @@ def read_inputs(
                 errors.append(InputError(number, None, "ERR_BATCH_INPUT", f"line {number} is not JSON"))
                 continue
             if isinstance(value, str):
-                item_id: Any = None
+                item_id: str | int | None = None
                 item_input = value
             elif (
                 isinstance(value, dict)

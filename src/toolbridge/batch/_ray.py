@@ -260,17 +260,17 @@ class _BatchActor:
             )
         return os.getpid()
 
-    async def run(self, item_id: Any, line: int, text: str, run_id: str) -> dict[str, Any]:
+    async def run(self, item_id: str | int, line: int, text: str, run_id: str) -> dict[str, object]:
         await self.start()
-        result: dict[str, Any] = await self._worker.run(item_id, line, text, run_id)
+        result: dict[str, object] = await self._worker.run(item_id, line, text, run_id)
         return result
 
-    async def run_many(self, items: list[tuple[Any, int, str, str]]) -> list[dict[str, Any] | str]:
+    async def run_many(self, items: list[tuple[str | int, int, str, str]]) -> list[dict[str, object] | str]:
         """Run a chunk of items concurrently; each one's output line, or the name of the
         exception it raised (a failure toolbridge did not foresee: the driver leaves it for resume)."""
         await self.start()
         done = await asyncio.gather(*(self._worker.run(*it) for it in items), return_exceptions=True)
-        out: list[dict[str, Any] | str] = []
+        out: list[dict[str, object] | str] = []
         for d in done:
             if isinstance(d, BaseException):
                 if not isinstance(d, Exception):
@@ -304,13 +304,13 @@ class _Lane:
     def __init__(self, handle: Any, size: int, calls: int) -> None:
         self.handle = handle
         self.size = size
-        self._queue: list[tuple[tuple[Any, int, str, str], asyncio.Future[Any]]] = []
+        self._queue: list[tuple[tuple[str | int, int, str, str], asyncio.Future[Any]]] = []
         self._waiting = asyncio.Event()
         self._full = asyncio.Event()
         self._slots = asyncio.Semaphore(calls)
         self._sends: set[asyncio.Task[None]] = set()
 
-    async def submit(self, args: tuple[Any, int, str, str]) -> Any:
+    async def submit(self, args: tuple[str | int, int, str, str]) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((args, future))
         self._waiting.set()
@@ -339,7 +339,7 @@ class _Lane:
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
 
-    async def _send(self, chunk: list[tuple[tuple[Any, int, str, str], asyncio.Future[Any]]]) -> None:
+    async def _send(self, chunk: list[tuple[tuple[str | int, int, str, str], asyncio.Future[Any]]]) -> None:
         try:
             results = await self.handle.run_many.remote([a for a, _ in chunk])
         except BaseException as exc:
@@ -374,7 +374,7 @@ async def run_on_ray(
     concurrency: int,
     actor_cpus: float = 1.0,
     lease_s: float | None = None,
-    dispatch: Callable[[Callable[[Item, str], Awaitable[dict[str, Any]]]], Awaitable[int]],
+    dispatch: Callable[[Callable[[Item, str], Awaitable[dict[str, object]]]], Awaitable[int]],
 ) -> int:
     """Run `dispatch(runner)` with a runner that sends each item to the least busy actor."""
     ray = _ray()
@@ -432,7 +432,7 @@ async def run_on_ray(
         lanes = [_Lane(h, size, CALLS_PER_ACTOR) for h in handles]
         pumps = [asyncio.get_running_loop().create_task(lane.pump()) for lane in lanes]
 
-        async def runner(item: Item, run_id: str) -> dict[str, Any]:
+        async def runner(item: Item, run_id: str) -> dict[str, object]:
             # an actor whose process died is left out at once (it would look least busy), while
             # another is alive; with none alive, each is tried again (Ray may have restarted it)
             usable = [i for i in range(len(handles)) if not lost[i]] or list(range(len(handles)))

@@ -31,7 +31,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -57,7 +57,7 @@ from ..runtime.journal import (
 __all__ = ["BatchRow", "BatchStore", "Item", "Lease", "RunWriter", "StoredItem", "open_store"]
 
 _R = TypeVar("_R")
-_Steps = Generator[tuple[str, tuple[Any, ...]], list[Any], _R]
+_Steps = Generator[tuple[str, tuple[object, ...]], list[Any], _R]
 """A change written as statements: yields `(sql, params)`, receives each one's rows."""
 
 
@@ -66,7 +66,7 @@ class Item:
     """One valid input line."""
 
     key: str  # the id as JSON text: the key in the store
-    id: Any  # the id as given (a string or an integer; the item's digest when none was given)
+    id: str | int  # the id as given (a string or an integer; the item's digest when none was given)
     line: int
     input: str
     sha256: str
@@ -80,7 +80,7 @@ class StoredItem:
     run_id: str | None
     attempt: int
     reserved: int
-    result: dict[str, Any] | None
+    result: dict[str, object] | None
     input_sha256: str
 
 
@@ -162,7 +162,7 @@ class BatchStore:
     # -- the SQL seam: each returns rows (or None) and commits at once ----------------------------
 
     def _exec(
-        self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
+        self, sql: str, params: tuple[object, ...], *, many: Sequence[tuple[object, ...]] | None = None
     ) -> list[Any]:
         raise NotImplementedError
 
@@ -195,7 +195,7 @@ class BatchStore:
             "SELECT item_id, line, state, run_id, attempt, reserved_micros, result, input_sha256 "
             "FROM {batch_items} WHERE batch_id = ?"
         )
-        params: tuple[Any, ...] = (batch_id,)
+        params: tuple[object, ...] = (batch_id,)
         if state is not None:
             sql += " AND state = ?"
             params += (state,)
@@ -341,11 +341,13 @@ class BatchStore:
         """`claim`, awaited."""
         return await self._adrive(self._claim(batch_id, key, run_id, attempt, reserve))
 
-    def finish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
+    def finish(self, batch_id: str, key: str, state: str, result: dict[str, object], cost: int) -> None:
         """End a claimed item with its output line; settle its reservation against `cost`."""
         self._drive(self._end(batch_id, key, state, result, cost))
 
-    async def afinish(self, batch_id: str, key: str, state: str, result: dict[str, Any], cost: int) -> None:
+    async def afinish(
+        self, batch_id: str, key: str, state: str, result: dict[str, object], cost: int
+    ) -> None:
         """`finish`, awaited."""
         await self._adrive(self._end(batch_id, key, state, result, cost))
 
@@ -392,7 +394,7 @@ class BatchStore:
         return "claimed"
 
     def _end(
-        self, batch_id: str, key: str, state: str, result: dict[str, Any] | None, cost: int
+        self, batch_id: str, key: str, state: str, result: dict[str, object] | None, cost: int
     ) -> _Steps[None]:
         """`finish` (with a result) or `release` (`pending`, no result): settle the reservation.
 
@@ -445,7 +447,7 @@ class BatchStore:
         except StopIteration as done:
             return cast(_R, done.value)
 
-    async def _aexec(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    async def _aexec(self, sql: str, params: tuple[object, ...]) -> list[Any]:
         """One statement, awaited; by default the sync one (an SQLite file is local)."""
         return self._exec(sql, params)
 
@@ -485,7 +487,7 @@ class SqliteBatchStore(BatchStore):
             raise ConfigError(f"the batch store in {path!r} cannot be opened: {exc}") from None
 
     def _exec(
-        self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
+        self, sql: str, params: tuple[object, ...], *, many: Sequence[tuple[object, ...]] | None = None
     ) -> list[Any]:
         try:
             if many is not None:
@@ -514,7 +516,7 @@ class PostgresBatchStore(BatchStore):
         self.journal = journal
 
     def _exec(
-        self, sql: str, params: tuple[Any, ...], *, many: list[tuple[Any, ...]] | None = None
+        self, sql: str, params: tuple[object, ...], *, many: Sequence[tuple[object, ...]] | None = None
     ) -> list[Any]:
         with self.journal._conn(write=True) as conn:
             if many is not None:
@@ -524,7 +526,7 @@ class PostgresBatchStore(BatchStore):
             cur = conn.execute(sql, params)
             return list(cur.fetchall()) if cur.description else []
 
-    async def _aexec(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    async def _aexec(self, sql: str, params: tuple[object, ...]) -> list[Any]:
         async with self.journal._aconn() as conn:
             cur = await conn.execute(sql, params)
             return list(await cur.fetchall()) if cur.description else []

@@ -14,24 +14,31 @@ import contextlib
 import copy
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+from pydantic import BaseModel
 
 from ..errors import ConfigError, ToolbridgeError
 from ..runtime.journal import keep_lease, writer_key
 
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..manifest import LiveManifest
+    from ..runtime import Runtime, RuntimeResult
+
 __all__ = ["Worker", "result_line", "secrets_needed"]
 
-Gate = Callable[[str], Awaitable[Any]]
+Gate = Callable[[str], Awaitable[AbstractAsyncContextManager[None]]]
 """`await gate(server)` returns an async context manager holding one of that server's slots."""
 
 
 class _GatedClient:
     """A client whose `call_tool` waits for a slot of its server first; everything else passes."""
 
-    def __init__(self, inner: Any, slot: Callable[[], Any]) -> None:
+    def __init__(self, inner: Any, slot: Callable[[], AbstractAsyncContextManager[object]]) -> None:
         self._inner = inner
         self._slot = slot
 
@@ -78,7 +85,7 @@ def secrets_needed(manifest: Any, given: Mapping[str, str] | None = None) -> dic
     return out
 
 
-def result_line(item_id: Any, line: int, result: Any) -> dict[str, Any]:
+def result_line(item_id: str | int, line: int, result: RuntimeResult) -> dict[str, object]:
     """The output line of a finished run (camelCase keys, as `toolbridge run --json`)."""
     output = result.output
     structured = output if not isinstance(output, str) else None
@@ -96,12 +103,12 @@ def result_line(item_id: Any, line: int, result: Any) -> dict[str, Any]:
     }
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
+    """`value` as it can be written in a JSON line: a pydantic model dumped, else its repr."""
     if value is None or isinstance(value, str | int | float | bool | list | dict):
         return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
     return repr(value)
 
 
@@ -163,8 +170,8 @@ class Worker:
         self.server_limits = dict(server_limits or {})
         self.gate = gate
         self.lease_s = lease_s
-        self.runtime: Any = None
-        self.agent: Any = None
+        self.runtime: Runtime | None = None
+        self.agent: Agent | None = None
         self.max_cost_micros = 0
 
     @contextlib.asynccontextmanager
@@ -198,7 +205,7 @@ class Worker:
         finally:
             runtime.close()
 
-    async def _gate_server(self, live: Any, name: str, cap: int) -> None:
+    async def _gate_server(self, live: LiveManifest, name: str, cap: int) -> None:
         mdoc = live.manifest.analysis.docs.get(name)
         if mdoc is None or mdoc.kind not in ("Mcp.StdioClient", "Mcp.HttpClient"):
             raise ConfigError(
@@ -219,10 +226,11 @@ class Worker:
             semaphore = anyio.Semaphore(cap)
             live._built[name] = _GatedClient(client, lambda: semaphore)
 
-    def _agent_for_run(self) -> Any:
+    def _agent_for_run(self) -> Agent:
         """The agent; a scripted model plays its script from the start in every run."""
         from ..agent.models import ScriptedModel
 
+        assert self.agent is not None, "run inside `open()`"
         if not isinstance(self.agent.model, ScriptedModel):
             return self.agent
         agent = copy.copy(self.agent)
@@ -231,8 +239,9 @@ class Worker:
         agent.model = model
         return agent
 
-    async def run(self, item_id: Any, line: int, text: str, run_id: str) -> dict[str, Any]:
+    async def run(self, item_id: str | int, line: int, text: str, run_id: str) -> dict[str, object]:
         """Run one item; its output line. A run never raises for a failed run (the runtime's rule)."""
+        assert self.runtime is not None, "run inside `open()`"
         try:
             result = await self.runtime.run(self._agent_for_run(), text, run_id=run_id)
         except ToolbridgeError as exc:  # e.g. the run id is already in the journal

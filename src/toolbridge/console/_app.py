@@ -292,7 +292,7 @@ def console_app(settings: ConsoleSettings) -> Starlette:
         if live is not None:
             body = pages.calls_page(live.recent(), live=True)
             return page("Calls", body, "calls", session, operator, scripts=["live.js"])
-        recent: list[dict[str, Any]] = []
+        recent: list[dict[str, object]] = []
         if settings.journal is not None:
             try:
                 runs = await _read(settings.journal, _latest_runs)
@@ -424,7 +424,7 @@ def _same_origin(request: Request) -> bool:
     return same_origin(headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"))
 
 
-def _call_row(run: RunRecord, call: Any) -> dict[str, Any]:
+def _call_row(run: RunRecord, call: Any) -> dict[str, object]:
     return {
         "runId": run.run_id,
         "callId": call.call_id,

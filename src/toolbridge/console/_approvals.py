@@ -76,7 +76,7 @@ class Approval:
     server: str
     tool: str
     effects: str
-    arguments: dict[str, Any] | None
+    arguments: dict[str, object] | None
     args_sha256: str
     asked_at: float
     expires_at: float
@@ -87,7 +87,7 @@ class Approval:
 
     @classmethod
     def of_row(cls, row: Any) -> Approval:
-        args: dict[str, Any] | None = None
+        args: dict[str, object] | None = None
         if isinstance(row[6], str):
             try:
                 loaded = json.loads(row[6])
@@ -160,7 +160,7 @@ class ApprovalStore:
     def _sql(self, text: str) -> str:
         return text.replace("?", "%s") if self._pg else text
 
-    async def _execute(self, sql: str, params: tuple[Any, ...] = (), *, fetch: bool = False) -> Any:
+    async def _execute(self, sql: str, params: tuple[object, ...] = (), *, fetch: bool = False) -> Any:
         """One statement; the rows when `fetch`, else how many rows it changed.
 
         Raises:
@@ -184,7 +184,7 @@ class ApprovalStore:
                     return []
                 raise ConfigError(f"approvals: {bounded(str(exc), 200)}") from None
 
-    async def _pg_execute(self, sql: str, params: tuple[Any, ...], fetch: bool) -> Any:
+    async def _pg_execute(self, sql: str, params: tuple[object, ...], fetch: bool) -> Any:
         import psycopg
 
         from .._pgpool import PoolUnavailable
@@ -237,7 +237,7 @@ class ApprovalStore:
         server: str,
         tool: str,
         effects: str,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, object],
         args_sha256: str,
         timeout_s: float,
     ) -> Approval:

@@ -29,8 +29,8 @@ class LiveCalls:
     """The latest calls of the runtimes it watches (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._calls: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-        self._streams: list[MemoryObjectSendStream[dict[str, Any]]] = []
+        self._calls: OrderedDict[tuple[str, str], dict[str, object]] = OrderedDict()
+        self._streams: list[MemoryObjectSendStream[dict[str, object]]] = []
         self._unsubscribe: list[Callable[[], None]] = []
 
     def watch(self, runtime: Any, principal: str) -> None:
@@ -75,16 +75,16 @@ class LiveCalls:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._streams.remove(stream)
 
-    def recent(self) -> list[dict[str, Any]]:
+    def recent(self) -> list[dict[str, object]]:
         """The latest calls, oldest first."""
         return list(self._calls.values())
 
     @contextmanager
-    def stream(self) -> Iterator[MemoryObjectReceiveStream[dict[str, Any]]]:
+    def stream(self) -> Iterator[MemoryObjectReceiveStream[dict[str, object]]]:
         """A new stream of calls (LookupError past `MAX_STREAMS`)."""
         if len(self._streams) >= MAX_STREAMS:
             raise LookupError("too many live streams")
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](QUEUE)
+        send, receive = anyio.create_memory_object_stream[dict[str, object]](QUEUE)
         self._streams.append(send)
         try:
             yield receive

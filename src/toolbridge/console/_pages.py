@@ -99,7 +99,7 @@ def login_form(problem: str | None = None, *, oauth_scopes: Sequence[str] = ()) 
     )
 
 
-def _args_table(arguments: Mapping[str, Any] | None) -> str:
+def _args_table(arguments: Mapping[str, object] | None) -> str:
     if arguments is None:
         return '<p class="muted">(arguments cleared once decided)</p>'
     if not arguments:
@@ -313,12 +313,16 @@ def call_page(run: RunRecord, call: Any) -> str:
     return f'{unknown}<section class="card">{facts}</section>{back}'
 
 
-def calls_page(recent: Sequence[Mapping[str, Any]], *, live: bool) -> str:
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def calls_page(recent: Sequence[Mapping[str, object]], *, live: bool) -> str:
     """Calls as they happen (server-sent events update the table; without them, a reload does)."""
     rows = "".join(
         f'<tr id="call-{esc(c["runId"])}-{esc(c["callId"])}"><td>{esc(c["time"])}</td>'
         f"<td>{esc(c['principal'])}</td><td>{esc(c['tool'])}</td><td>{esc(c['effects'])}</td>"
-        f"{_outcome_cell(str(c['outcome']), c.get('code'))}</tr>"
+        f"{_outcome_cell(str(c['outcome']), _text_or_none(c.get('code')))}</tr>"
         for c in reversed(recent)
     )
     state = "connecting…" if live else "not live: this console reads a journal (reload to see more)"

@@ -50,7 +50,7 @@ def _digest_of(kind: str, definition: Any) -> str | None:
     return None
 
 
-def pinned_form(kind: str, definition: Any) -> dict[str, Any]:
+def pinned_form(kind: str, definition: Any) -> dict[str, object]:
     """The part of a definition its pin hashes (`kind`: `tool`, `prompts`, `resources`, `templates`).
 
     Raises:
@@ -64,10 +64,10 @@ class PinMemory:
 
     def __init__(self, lock: Path) -> None:
         self.path = memory_path(lock)
-        self._kept: dict[str, tuple[str, dict[str, Any]]] | None = None
+        self._kept: dict[str, tuple[str, dict[str, object]]] | None = None
         self._dirty = False
 
-    def _load(self) -> dict[str, tuple[str, dict[str, Any]]]:
+    def _load(self) -> dict[str, tuple[str, dict[str, object]]]:
         if self._kept is not None:
             return self._kept
         self._kept = {}
@@ -105,14 +105,14 @@ class PinMemory:
             )
         return self._kept
 
-    def get(self, digest: str | None) -> dict[str, Any] | None:
+    def get(self, digest: str | None) -> dict[str, object] | None:
         """The definition (pinned form) whose pin hash is `digest`, when this console saw it."""
         if not digest:
             return None
         found = self._load().get(digest)
         return found[1] if found is not None else None
 
-    def keep(self, kind: str, digest: str, definition: dict[str, Any]) -> None:
+    def keep(self, kind: str, digest: str, definition: dict[str, object]) -> None:
         """Remember a pinned definition (written by `save`), when it hashes to `digest`."""
         kept = self._load()
         if digest in kept or len(kept) >= MAX_KEPT or _digest_of(kind, definition) != digest:

@@ -21,12 +21,22 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
+import mcp_types as types
 
+from ..clients import ConnectionClient
 from ..errors import ConfigError
-from ..pinning import SIDE_KEYS, SIDE_KINDS, SideKind, canonical_side, side_digests, side_listing
+from ..pinning import (
+    SIDE_KEYS,
+    SIDE_KINDS,
+    PinnedToolProvider,
+    SideKind,
+    canonical_side,
+    side_digests,
+    side_listing,
+)
 from ..tools import ToolSpec
 from ._pin_memory import PinMemory, pinned_form
 
@@ -79,7 +89,7 @@ def _dumped(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _pinned_tool(spec: ToolSpec) -> dict[str, Any] | None:
+def _pinned_tool(spec: ToolSpec) -> dict[str, object] | None:
     """The part of a tool's definition its pin hashes (as the server sent it, else as given)."""
     try:
         return pinned_form("tool", spec.mcp if spec.mcp is not None else spec)
@@ -87,7 +97,7 @@ def _pinned_tool(spec: ToolSpec) -> dict[str, Any] | None:
         return None
 
 
-def _diff(before_form: dict[str, Any] | None, now: str) -> str | None:
+def _diff(before_form: dict[str, object] | None, now: str) -> str | None:
     """A unified diff from the pinned definition (pinned form) to `now`, when it is known."""
     if before_form is None:
         return None
@@ -96,7 +106,10 @@ def _diff(before_form: dict[str, Any] | None, now: str) -> str | None:
     return "\n".join(lines)
 
 
-Source = tuple[str, Any, Path, Any]
+SideItem: TypeAlias = types.Prompt | types.Resource | types.ResourceTemplate
+"""A listed prompt, resource or resource template (`pinning.side_listing`)."""
+
+Source = tuple[str, PinnedToolProvider, Path, ConnectionClient | None]
 """(server, its `PinnedToolProvider`, its lock file, its MCP client or None)."""
 
 
@@ -184,11 +197,13 @@ class PinBoard:
         return True
 
 
-async def _side_items(client: Any, only: SideKind | None = None) -> dict[SideKind, list[Any]]:
+async def _side_items(
+    client: ConnectionClient | None, only: SideKind | None = None
+) -> dict[SideKind, list[SideItem]]:
     """The prompts, resources and templates the upstream lists now (none without a client)."""
     if client is None:
         return {}
-    out: dict[SideKind, list[Any]] = {}
+    out: dict[SideKind, list[SideItem]] = {}
     async with client.sdk_request() as sdk:
         for side in SIDE_KINDS if only is None else (only,):
             out[side] = await side_listing(sdk, side)

@@ -12,12 +12,12 @@ import base64
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..content import to_json_text
+from ..content import Part, TextPart, to_json_text
 from ..errors import JsonRpcError, PolicyError, ToolbridgeError, bounded
 from ..redact import redact, redact_value
 from ..sanitize import clean_schema, clean_text
@@ -50,7 +50,10 @@ def _cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
 
 
-def page_of(items: Sequence[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
+_Item = TypeVar("_Item")
+
+
+def page_of(items: Sequence[_Item], cursor: str | None, size: int) -> tuple[list[_Item], str | None]:
     """One page of `items` from `cursor`; the next page's cursor or None.
 
     Raises:
@@ -81,7 +84,7 @@ def refusal(exc: PolicyError) -> types.CallToolResult:
 
     `_meta` carries the code, the outcome and, for `OUTCOME_UNKNOWN`, the runtime's cause code.
     """
-    meta: dict[str, Any] = {"toolbridge/code": exc.code, "toolbridge/outcome": exc.outcome or "blocked"}
+    meta: dict[str, object] = {"toolbridge/code": exc.code, "toolbridge/outcome": exc.outcome or "blocked"}
     cause = exc.details.get("cause") if isinstance(exc.details, Mapping) else None
     if isinstance(cause, str):
         meta["toolbridge/cause"] = cause
@@ -97,16 +100,20 @@ def error_text(text: str) -> str:
     return bounded(redact(clean_text(text)), ERROR_TEXT_LIMIT)
 
 
-def _error_text(wire: Mapping[str, Any]) -> types.CallToolResult:
+def _blocks(wire: Mapping[str, object]) -> list[object]:
+    """The content blocks of an upstream's result in wire form (none when it has no list of them)."""
+    content = wire.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _error_text(wire: Mapping[str, object]) -> types.CallToolResult:
     """An upstream's error result as text only: its text blocks joined, cleaned and cut."""
-    texts = [
-        b.get("text") for b in wire.get("content") or [] if isinstance(b, Mapping) and b.get("type") == "text"
-    ]
+    texts = [b.get("text") for b in _blocks(wire) if isinstance(b, Mapping) and b.get("type") == "text"]
     text = "\n".join(t for t in texts if isinstance(t, str)) or "the tool reported an error"
     return error_result(error_text(text))
 
 
-def upstream_error(wire: Mapping[str, Any], limit: int) -> types.CallToolResult:
+def upstream_error(wire: Mapping[str, object], limit: int) -> types.CallToolResult:
     """An upstream's `isError` result as the client gets it.
 
     Its blocks, `structuredContent` and `_meta` are kept; each text block is cleaned and cut
@@ -114,12 +121,12 @@ def upstream_error(wire: Mapping[str, Any], limit: int) -> types.CallToolResult:
     (after cleaning: an invisible character cannot split one). Over `limit` bytes of JSON
     (the identity's `maxOutputBytes`), or unreadable, it becomes `_error_text`'s one text block.
     """
-    blocks: list[Any] = []
-    for block in wire.get("content") or []:
+    blocks: list[object] = []
+    for block in _blocks(wire):
         if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str):
             block = {**block, "text": error_text(block["text"])}
         blocks.append(block)
-    data: dict[str, Any] = {"content": blocks, "isError": True}
+    data: dict[str, object] = {"content": blocks, "isError": True}
     if "structuredContent" in wire:
         data["structuredContent"] = wire["structuredContent"]
     meta = upstream_meta(wire.get("_meta"))
@@ -143,7 +150,7 @@ def upstream_rpc_error(exc: JsonRpcError) -> MCPError:
     message cleaned, cut to `ERROR_TEXT_LIMIT` characters and redacted; its `data` with every
     string cleaned and redacted, or none when its JSON is over `RPC_DATA_LIMIT` characters."""
     message = error_text(exc.rpc_message) or "the upstream failed"
-    data: Any = None
+    data: object = None
     if exc.data is not None:
         try:
             if len(json.dumps(exc.data, ensure_ascii=False)) <= RPC_DATA_LIMIT:
@@ -184,8 +191,8 @@ def from_tool_result(result: ToolResult, box: CallContext) -> types.CallToolResu
     return types.CallToolResult.model_validate({"content": [_part_block(p) for p in result.parts]})
 
 
-def _part_block(part: Any) -> dict[str, Any]:
-    if part.type == "text":
+def _part_block(part: Part) -> dict[str, object]:
+    if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     return {"type": part.type, "data": part.data, "mimeType": part.media_type}
 
@@ -194,7 +201,7 @@ META_PREFIX = "toolbridge/"
 """The gateway's own `_meta` keys; an upstream's keys in this namespace are dropped."""
 
 
-def upstream_meta(meta: Any) -> dict[str, Any] | None:
+def upstream_meta(meta: object) -> dict[str, object] | None:
     """An upstream's `_meta` as the gateway passes it on: without keys in its own namespace."""
     if not isinstance(meta, Mapping):
         return None
@@ -213,7 +220,7 @@ def served_tool(name: str, spec: ToolSpec) -> types.Tool | None:
     deep to clean).
     """
     try:
-        minimal: dict[str, Any] = {
+        minimal: dict[str, object] = {
             "name": name,
             "description": clean_text(spec.description),
             "inputSchema": clean_schema(dict(spec.parameters)),

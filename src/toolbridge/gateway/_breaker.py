@@ -26,11 +26,15 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio
 
 from ..errors import McpError, ProtocolError, SessionInvalidError, TransportError, bounded
+from ..tools import ToolProvider, ToolResult, ToolSpec, provider_generation
+
+if TYPE_CHECKING:
+    from ._upstream import CallContext
 
 __all__ = ["UNAVAILABLE", "Breaker", "Watched", "why_failed"]
 
@@ -94,11 +98,23 @@ class Breaker:
         return was_closed
 
 
+@runtime_checkable
+class _TakesContext(Protocol):
+    """A provider whose `call_tool` takes the gateway's `CallContext` (`accepts_context`)."""
+
+    @property
+    def accepts_context(self) -> bool: ...
+
+    async def call_tool(
+        self, name: str, args: Mapping[str, object], context: CallContext | None = None
+    ) -> ToolResult: ...
+
+
 @dataclass
 class Watched:
     """An upstream's provider as the gateway's catalog sees it (see the module docstring)."""
 
-    inner: Any
+    inner: ToolProvider
     name: str
     list_timeout_s: float = 10.0
     start_timeout_s: float = 30.0
@@ -107,13 +123,19 @@ class Watched:
     bumps: int = 0
     stale: bool = False
     """Its last listing failed (or was not tried: breaker open): its last good one is served."""
-    good: list[Any] | None = field(default=None, repr=False)
+    good: list[ToolSpec] | None = field(default=None, repr=False)
     """Its last good listing (None: never listed)."""
+    _takes_context: _TakesContext | None = field(init=False, default=None, repr=False)
+    """`inner`, when its `call_tool` takes the gateway's `CallContext` (else None)."""
+
+    def __post_init__(self) -> None:
+        inner = self.inner
+        if isinstance(inner, _TakesContext) and inner.accepts_context is True:
+            self._takes_context = inner
 
     @property
     def generation(self) -> int:
-        value = getattr(self.inner, "generation", 0)
-        return (value if isinstance(value, int) else 0) + self.bumps
+        return provider_generation(self.inner) + self.bumps
 
     @property
     def deadline_s(self) -> float:
@@ -122,7 +144,7 @@ class Watched:
             self.list_timeout_s if self.good is not None else max(self.start_timeout_s, self.list_timeout_s)
         )
 
-    async def list_tools(self) -> list[Any]:
+    async def list_tools(self) -> list[ToolSpec]:
         """The upstream's tools within the deadline, else its last good listing (see the module)."""
         if not self.breaker.allow():
             return self._last_good()
@@ -136,7 +158,7 @@ class Watched:
         self.good, self.stale = specs, False
         return specs
 
-    def _last_good(self) -> list[Any]:
+    def _last_good(self) -> list[ToolSpec]:
         self.stale = True
         return list(self.good or ())
 
@@ -164,10 +186,12 @@ class Watched:
     accepts_context = True
     """`call_tool` passes the gateway's `CallContext` on (to a provider that takes one)."""
 
-    async def call_tool(self, name: str, args: Mapping[str, Any], context: Any = None) -> Any:
+    async def call_tool(
+        self, name: str, args: Mapping[str, object], context: CallContext | None = None
+    ) -> ToolResult:
         try:
-            if context is not None and getattr(self.inner, "accepts_context", False) is True:
-                result = await self.inner.call_tool(name, args, context=context)
+            if context is not None and self._takes_context is not None:
+                result = await self._takes_context.call_tool(name, args, context=context)
             else:
                 result = await self.inner.call_tool(name, args)
         except _FAILURES as exc:

@@ -21,17 +21,20 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ..calls import ToolBinding
+from ..calls import DeclaredToolLike, ToolBinding
+from ..clients import CallRequestKind, ConnectionClient
 from ..errors import ConfigError
-from ..manifest import Manifest, Secret, load_manifest
+from ..manifest import LiveManifest, Manifest, Secret, load_manifest
 from ..manifest.documents import GatewayDoc, HttpClientDoc, ToolProviderDoc
 from ..manifest.documents import Limits as LimitsDoc
 from ..manifest.documents import Permissions as PermissionsDoc
-from ..runtime import Quota
+from ..pinning import PinnedToolProvider, ServerLock
+from ..runtime import Quota, Runtime
+from ..tools import ToolProvider
 from ._breaker import Breaker, Watched, why_failed
 from ._bulkhead import Bulkheads
 from ._core import GatewayCore, Identity, Source
@@ -42,6 +45,10 @@ from ._oauth_gate import ClientRule
 from ._sessions import DEFAULT_IDLE_S, DEFAULT_MAX_SESSIONS, CapabilityClients, IdentitySessions
 from ._start import http_only_secret
 from ._upstream import InFlight, UpstreamProvider
+
+if TYPE_CHECKING:
+    from ._operator_approval import OperatorApprovals
+    from ._pins_pg import PgPinStore
 
 __all__ = ["OpenGateway", "Watched", "open_gateway"]
 
@@ -56,7 +63,7 @@ rewritten without notice is withheld within about this long, plus one watcher ti
 @dataclass
 class _Pin:
     watched: Watched
-    pinned: Any
+    pinned: PinnedToolProvider
     path: Path
     server: str
     mtime: float = -1.0
@@ -93,9 +100,9 @@ class OpenGateway:
     bulkheads: Bulkheads = field(default_factory=Bulkheads)
     events: EventHub = field(default_factory=EventHub, repr=False)
     _pins: list[_Pin] = field(default_factory=list, repr=False)
-    _pin_store: Any = field(default=None, repr=False)
+    _pin_store: PgPinStore | None = field(default=None, repr=False)
     """The PostgreSQL pin store (`_pins_pg.PgPinStore`) when pins are shared, else None."""
-    _upstreams: list[tuple[Watched, Any]] = field(default_factory=list, repr=False)
+    _upstreams: list[tuple[Watched, ConnectionClient]] = field(default_factory=list, repr=False)
     _listing: dict[int, str] = field(default_factory=dict, repr=False)
     _fresh_at: dict[int, float] = field(default_factory=dict, repr=False)
     """When each upstream was last listed by asking it (not its client's cache)."""
@@ -108,7 +115,7 @@ class OpenGateway:
     discovery: Discovery | None = field(default=None, repr=False)
     """Governed tool discovery (`_discovery`), when the document has `discovery:`."""
 
-    def pin_sources(self) -> list[tuple[str, Any, Path, Any]]:
+    def pin_sources(self) -> list[tuple[str, PinnedToolProvider, Path, ConnectionClient | None]]:
         """(server, its `PinnedToolProvider`, its lock file, its MCP client whose prompts and
         resources pass through, else None) of every pinned upstream."""
         clients = {id(s.binding.provider): s.client for s in self.core.sources if s.resources}
@@ -153,7 +160,7 @@ class OpenGateway:
                 pin.watched.bumps += 1
         if self._pin_store is not None and self._pins:
             try:
-                await self._adopt_stored()
+                await self._adopt_stored(self._pin_store)
             except ConfigError as exc:  # the database is away: the pins in force stay
                 log.warning("stored pins could not be read: %s", exc)
         if sum(pin.watched.bumps for pin in self._pins) != bumped:  # new pins: prompts and resources too
@@ -164,7 +171,7 @@ class OpenGateway:
                 for watched, client in self._upstreams:
                     tg.start_soon(self._probe, watched, client)
 
-    async def _probe(self, watched: Watched, client: Any) -> None:
+    async def _probe(self, watched: Watched, client: ConnectionClient) -> None:
         """List one upstream (within its deadline, unless its breaker is open): a changed
         listing, or one that works again after failing, makes the catalog list it again."""
         key = id(watched)
@@ -197,13 +204,13 @@ class OpenGateway:
         """The upstreams served from their last good listing now (by provider document name)."""
         return frozenset(w.name for w, _ in self._upstreams if w.stale)
 
-    async def _adopt_stored(self) -> None:
+    async def _adopt_stored(self, store: PgPinStore) -> None:
         """Adopt the pins another replica stored since this one last looked."""
-        versions = await self._pin_store.versions()
+        versions = await store.versions()
         for pin in self._pins:
             if versions.get(pin.server, 0) == pin.version:
                 continue
-            stored = await self._pin_store.load(pin.server)
+            stored = await store.load(pin.server)
             if stored is not None:
                 pin.pinned.lock = stored.lock
                 pin.version = stored.version
@@ -211,8 +218,8 @@ class OpenGateway:
                 pin.watched.bumps += 1
 
 
-def _identity_runtime(base: Any, permissions: PermissionsDoc | None, limits: LimitsDoc | None) -> Any:
-    from ..runtime import Limits, Permissions, Runtime
+def _identity_runtime(base: Runtime, permissions: PermissionsDoc | None, limits: LimitsDoc | None) -> Runtime:
+    from ..runtime import Limits, Permissions
 
     perms = Permissions(list(permissions.allow)) if permissions is not None else base.permissions
     lim = base.limits
@@ -223,6 +230,31 @@ def _identity_runtime(base: Any, permissions: PermissionsDoc | None, limits: Lim
     return Runtime(
         profile=base.profile, permissions=perms, limits=lim, guards=base.guards, journal=base.journal
     )
+
+
+def _not_a(name: str, built: object, what: str) -> ConfigError:
+    return ConfigError(f"{name}: built a {type(built).__name__}, not {what}", code="ERR_GATEWAY_CONFIG")
+
+
+def _mcp_client(name: str, built: object) -> ConnectionClient:
+    """The MCP client the manifest built for client document `name`."""
+    if not isinstance(built, ConnectionClient):
+        raise _not_a(name, built, "an MCP client")
+    return built
+
+
+def _provider(name: str, built: object) -> ToolProvider:
+    """The tool provider the manifest built for document `name`."""
+    if not isinstance(built, ToolProvider):
+        raise _not_a(name, built, "a tool provider")
+    return built
+
+
+def _declared(name: str, built: object) -> DeclaredToolLike:
+    """The declared tool the manifest built for document `name`."""
+    if not isinstance(built, DeclaredToolLike):
+        raise _not_a(name, built, "a declared tool")
+    return built
 
 
 def _gateway_doc(manifest: Manifest, name: str | None) -> GatewayDoc:
@@ -248,31 +280,32 @@ def _gateway_doc(manifest: Manifest, name: str | None) -> GatewayDoc:
     return model
 
 
-def _identity_sessions(live: Any, client_doc: str, binding: Any) -> IdentitySessions:
+def _identity_sessions(
+    live: LiveManifest, client_doc: str, idle_ms: int | None, max_sessions: int | None
+) -> IdentitySessions:
     """The per-identity connections of a `sessions: perIdentity` binding (`_sessions`)."""
 
-    async def make() -> Any:
-        client = await live.build_new(client_doc)
+    async def make() -> ConnectionClient:
+        client = _mcp_client(client_doc, await live.build_new(client_doc))
         client.offer_call_requests("sampling", "elicitation", "roots")
         return client
 
-    idle_ms = binding.session_idle_ms
     return IdentitySessions(
         make,
-        max_sessions=binding.max_sessions or DEFAULT_MAX_SESSIONS,
+        max_sessions=max_sessions or DEFAULT_MAX_SESSIONS,
         idle_s=idle_ms / 1000 if idle_ms is not None else DEFAULT_IDLE_S,
     )
 
 
 def _capability_clients(
-    live: Any, client_doc: str, inflight: InFlight, events: Any, sources: list[Source]
+    live: LiveManifest, client_doc: str, inflight: InFlight, events: EventHub, sources: list[Source]
 ) -> CapabilityClients:
     """The connections of an HTTP upstream declaring a caller's capabilities (`_sessions`);
     their calls count among the shared connection's (`inflight`), and the gateway hears their
     notifications as the shared one's (`sources`: its bindings), so log messages reach calls."""
 
-    async def make(kinds: frozenset[str]) -> Any:
-        client = await live.build_new(client_doc)
+    async def make(kinds: frozenset[CallRequestKind]) -> ConnectionClient:
+        client = _mcp_client(client_doc, await live.build_new(client_doc))
         if kinds:
             client.offer_call_requests(*sorted(kinds))
         events.routers[id(client)] = inflight
@@ -321,7 +354,6 @@ async def open_gateway(
         ConfigError: the manifest has errors (its analyzer's code), no such gateway
             (`ERR_GATEWAY_CONFIG`), or a part cannot be built.
     """
-    from ..pinning import PinnedToolProvider
     from ..runtime import create_runtime
 
     http = transport == "http"
@@ -341,24 +373,23 @@ async def open_gateway(
         timeout = approval_timeout_s if approval_timeout_s is not None else doc.approval_timeout_ms / 1000
         sources: list[Source] = []
         pins: list[_Pin] = []
-        upstreams: list[tuple[Watched, Any]] = []
+        upstreams: list[tuple[Watched, ConnectionClient]] = []
         for b in doc.tool_providers:
             pdoc = manifest.analysis.docs[b.provider.name].model
-            client: Any = None
+            client: ConnectionClient | None = None
             tapped: list[Source] = []  # the binding's source, for its capability clients
-            provider: Any
+            provider: ToolProvider
             if isinstance(pdoc, ToolProviderDoc):
-                client = await live.build(pdoc.client.name)
+                client = _mcp_client(pdoc.client.name, await live.build(pdoc.client.name))
                 inflight = routers.get(id(client))
                 if inflight is None:
                     inflight = routers[id(client)] = InFlight()
-                    offer = getattr(client, "offer_call_requests", None)
-                    if offer is not None:  # answered by the call they belong to (`_upstream`)
-                        offer("sampling", "elicitation", "roots")
+                    # answered by the call they belong to (`_upstream`)
+                    client.offer_call_requests("sampling", "elicitation", "roots")
                     events.routers[id(client)] = inflight
                 pool: IdentitySessions | None = None
                 if b.sessions == "perIdentity":
-                    pool = _identity_sessions(live, pdoc.client.name, b)
+                    pool = _identity_sessions(live, pdoc.client.name, b.session_idle_ms, b.max_sessions)
                     live._stack.push_async_callback(pool.aclose)
                 variants: CapabilityClients | None = None
                 if isinstance(manifest.analysis.docs[pdoc.client.name].model, HttpClientDoc):
@@ -366,7 +397,7 @@ async def open_gateway(
                     live._stack.push_async_callback(variants.aclose)
                 provider = UpstreamProvider(client, inflight, pool, variants)
                 lock_name = doc.lock or pdoc.lock
-                pinned: Any = None
+                pinned: PinnedToolProvider | None = None
                 if lock_name is not None:
                     lock_path = base_dir / lock_name
                     server_lock, mtime, approved = _server_lock(lock_path, pdoc.client.name)
@@ -383,7 +414,7 @@ async def open_gateway(
                 upstreams.append((watched, client))
                 provider = watched
             else:
-                provider = await live.build(b.provider.name)
+                provider = _provider(b.provider.name, await live.build(b.provider.name))
             binding = ToolBinding(
                 provider=provider,
                 prefix=b.prefix,
@@ -402,7 +433,7 @@ async def open_gateway(
         for ref in doc.tasks:
             toolset = await live.build(ref.name)
             sources.append(Source(ToolBinding(provider=toolset), doc.approval, None, False, ref.name))
-        declared = [await live.build(ref.name) for ref in doc.tools]
+        declared = [_declared(ref.name, await live.build(ref.name)) for ref in doc.tools]
         identities: dict[str, Identity] = {}
         tokens: dict[str, str] = {}
         local: Identity | None = None
@@ -475,7 +506,7 @@ async def open_gateway(
         yield gateway
 
 
-async def _share_pins(gateway: OpenGateway, url: str, live: Any) -> None:
+async def _share_pins(gateway: OpenGateway, url: str, live: LiveManifest) -> None:
     """Pins in PostgreSQL: adopt the stored ones, or store a lock file newer than them."""
     from ._pins_pg import PgPinStore
 
@@ -518,16 +549,16 @@ def _pins_url(manifest: Manifest, doc: GatewayDoc) -> str | None:
     return value if isinstance(value, str) and is_postgres_url(value) else None
 
 
-def _journal_location(manifest: Manifest, doc: GatewayDoc, base: Any) -> str | None:
+def _journal_location(manifest: Manifest, doc: GatewayDoc, base: Runtime) -> str | None:
     """The runtime journal's PostgreSQL URL or SQLite path, or None (a journal in memory)."""
     url = _pins_url(manifest, doc)
     if url is not None:
         return url
-    path = getattr(base, "journal_path", None)
-    return path if isinstance(path, str) and path != ":memory:" else None
+    path = base.journal_path
+    return path if path != ":memory:" else None
 
 
-async def _operator_approvals(live: Any, location: str | None, name: str) -> Any:
+async def _operator_approvals(live: LiveManifest, location: str | None, name: str) -> OperatorApprovals:
     """The console's approval route over the journal's database (`_operator_approval`)."""
     from ..console import ApprovalStore
     from ._operator_approval import OperatorApprovals
@@ -591,11 +622,11 @@ def _oauth_of(doc: GatewayDoc) -> tuple[OAuthSettings | None, tuple[ClientRule, 
     return settings, rules
 
 
-def _server_lock(path: Path, server: str) -> tuple[Any, float, float]:
+def _server_lock(path: Path, server: str) -> tuple[ServerLock, float, float]:
     """The server's pins (none when the file or the server is missing: all withheld), the
     file's modification time (-1 when missing) for the watcher, and when the pins were approved
     (the lock's `approvedAt`, else that modification time)."""
-    from ..pinning import ServerLock, read_lock
+    from ..pinning import read_lock
 
     try:
         mtime = path.stat().st_mtime

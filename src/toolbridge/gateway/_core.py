@@ -18,19 +18,20 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS as MODERN
 
-from ..calls import ToolBinding, ToolTarget
+from ..calls import DeclaredToolLike, ToolBinding, ToolTarget
 from ..catalog import Catalog, ToolCatalog
+from ..clients import ConnectionClient
 from ..errors import PolicyError, ToolbridgeError, bounded
-from ..runtime import CODES, GovernedSession, Quota, ToolGrantNeeds, effective_effects
+from ..runtime import CODES, GovernedSession, Quota, Runtime, ToolGrantNeeds, effective_effects
 from ._answers import error_result, from_tool_result, refusal, served_tool, upstream_error, upstream_rpc_error
 from ._operator_approval import NOT_DECIDED, can_elicit
 from ._replica_state import ReplicaState, SharedStateUnavailable
@@ -45,8 +46,11 @@ from ._rounds import (
     arguments_digest,
     too_large_to_show,
 )
-from ._suspend import Question, Suspensions
+from ._suspend import CallOutcome, Question, Suspend, Suspensions
 from ._upstream import CallContext, missing_capability
+
+if TYPE_CHECKING:
+    from ._operator_approval import OperatorApprovals
 
 __all__ = ["GatewayCore", "Identity", "Source"]
 
@@ -67,7 +71,7 @@ class Identity:
     """Who calls: a name (the journal's principal) and the runtime of its grants and limits."""
 
     name: str
-    runtime: Any
+    runtime: Runtime
     quota: Quota | None = None
     """Its cumulative cap per period, counted in the shared journal (`runtime.Quota`)."""
 
@@ -78,7 +82,7 @@ class Source:
 
     binding: ToolBinding
     approval: Approval = "never"
-    client: Any = None
+    client: ConnectionClient | None = None
     """The upstream MCP client (resources and prompts pass through it), or None."""
     resources: bool = True
     name: str = ""
@@ -92,7 +96,7 @@ class _Listing:
     catalog: Catalog
     tools: list[tuple[str, ToolTarget, types.Tool]]
     signature: tuple[tuple[str, str], ...]
-    schemas: dict[str, dict[str, Any]]
+    schemas: dict[str, dict[str, object]]
     """Each served tool's `inputSchema` by name (`GatewayCore.input_schema`)."""
 
 
@@ -102,19 +106,19 @@ class GatewayCore:
 
     name: str
     sources: list[Source]
-    declared: Sequence[Any] = ()
+    declared: Sequence[DeclaredToolLike] = ()
     declared_approval: Approval = "never"
     identities: Mapping[str, Identity] = field(default_factory=dict)
     page_size: int = 100
     approval_timeout_s: float = 120.0
-    operators: Any = None
+    operators: OperatorApprovals | None = None
     """The console's approval route (`_operator_approval.OperatorApprovals`), or None: a client
     that cannot be asked is then refused at once."""
     catalog: ToolCatalog = field(init=False)
     _approval: dict[int, Approval] = field(init=False, default_factory=dict)
     _rounds: RoundStates = field(init=False, repr=False, default_factory=RoundStates)
     _servers: dict[int, str] = field(init=False, repr=False, default_factory=dict)
-    _clients: dict[int, Any] = field(init=False, repr=False, default_factory=dict)
+    _clients: dict[int, ConnectionClient] = field(init=False, repr=False, default_factory=dict)
     _suspensions: Suspensions = field(init=False, repr=False, default_factory=Suspensions)
     _warned_at: float = field(init=False, repr=False, default=-1e9)
     _refreshing: anyio.Event | None = field(init=False, repr=False, default=None)
@@ -180,10 +184,10 @@ class GatewayCore:
             return ToolGrantNeeds(source.id, source.effects, tuple(source.capabilities))
         binding = target.binding
         try:
-            effects = effective_effects(getattr(binding, "effects", None), target.spec.annotations)
+            effects = effective_effects(binding.effects, target.spec.annotations)
         except ToolbridgeError:
             effects = "host"
-        return ToolGrantNeeds(target.model_name, effects, tuple(getattr(binding, "capabilities", ()) or ()))
+        return ToolGrantNeeds(target.model_name, effects, tuple(binding.capabilities or ()))
 
     def share_rounds(self, shared: ReplicaState) -> None:
         """Seal and check 2026-07-28 rounds as every replica sharing `shared` does (`_rounds`)."""
@@ -218,7 +222,7 @@ class GatewayCore:
         self._listed = _Listing(catalog, tools, signature, schemas)
         return self._listed
 
-    def input_schema(self, name: str) -> dict[str, Any] | None:
+    def input_schema(self, name: str) -> dict[str, object] | None:
         """The `inputSchema` of served tool `name` in the last built union, or None: the SDK's
         2026-07-28 HTTP server checks a call's `Mcp-Param-*` headers against it. Without this
         lookup it runs the whole `tools/list` handler for every `tools/call` with arguments."""
@@ -250,10 +254,10 @@ class GatewayCore:
         self,
         identity: Identity,
         name: str,
-        arguments: Mapping[str, Any] | None,
+        arguments: Mapping[str, object] | None,
         *,
         context: CallContext | None = None,
-        input_responses: Mapping[str, Any] | None = None,
+        input_responses: Mapping[str, object] | None = None,
         request_state: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Forward one call under `identity`'s governed session, with its `context` (who asked,
@@ -342,7 +346,7 @@ class GatewayCore:
         if context.modern and self._suspendable(target, context):
             digest = digest or arguments_digest(name, args)
 
-            def run(suspend: Any) -> Any:
+            def run(suspend: Suspend) -> Awaitable[CallOutcome]:
                 context.suspend = suspend
                 return self._governed(routed, context, name, args, why, digest, resumed, ask)
 
@@ -365,15 +369,14 @@ class GatewayCore:
     def _modern(self, target: ToolTarget) -> bool:
         """Whether `target`'s upstream is connected in the 2026-07-28 era."""
         client = self._clients.get(id(target.binding))
-        return client is not None and getattr(client, "protocol_version", None) in MODERN
+        return client is not None and client.protocol_version in MODERN
 
     def _suspended_round(
-        self, waited: Any, context: CallContext, name: str, digest: str, number: int
+        self, waited: CallOutcome | Question, context: CallContext, name: str, digest: str, number: int
     ) -> types.CallToolResult | types.InputRequiredResult:
         """A suspended call's outcome: its result, or its question as the next round."""
         if not isinstance(waited, Question):
-            result: types.CallToolResult | types.InputRequiredResult = waited
-            return result
+            return waited
         if number + 1 > MAX_ROUNDS:
             return error_result("TOOL_FAILED: the upstream asked for input too many times")
         who = context.identity.name
@@ -387,7 +390,7 @@ class GatewayCore:
         routed: ToolCatalog,
         context: CallContext,
         name: str,
-        args: dict[str, Any],
+        args: dict[str, object],
         why: str | None,
         digest: str,
         resumed: Round | None,
@@ -430,7 +433,7 @@ class GatewayCore:
         return from_tool_result(result, context)
 
     async def refused(
-        self, identity: Identity, name: str, arguments: Any, code: str, message: str
+        self, identity: Identity, name: str, arguments: object, code: str, message: str
     ) -> types.CallToolResult:
         """A call the gateway refuses before governing it (`UPSTREAM_UNAVAILABLE` while its
         server's breaker is open, `LIMIT_EXCEEDED` past the identity's calls in flight): the
@@ -470,7 +473,7 @@ class GatewayCore:
         target: ToolTarget,
         effects: str,
         name: str,
-        args: Mapping[str, Any],
+        args: Mapping[str, object],
         digest: str,
     ) -> str | types.InputRequiredResult:
         """The first round of a 2026-07-28 call that needs approval: the question, or why it
@@ -538,13 +541,18 @@ class GatewayCore:
         return self._servers.get(id(target.binding), "?")
 
     async def _ask(
-        self, context: CallContext, target: ToolTarget, effects: str, name: str, arguments: Mapping[str, Any]
+        self,
+        context: CallContext,
+        target: ToolTarget,
+        effects: str,
+        name: str,
+        arguments: Mapping[str, object],
     ) -> str | None:
         """Ask the person at a handshake-era client; None when approved, else why not (a fixed
         phrase). The question goes on the call's own request, so its answer is this call's."""
         caps = context.capabilities
         session = context.session
-        if caps is None or caps.elicitation is None or not getattr(session, "can_send_request", False):
+        if caps is None or caps.elicitation is None or session is None or not session.can_send_request:
             return "approval needed, but the client cannot be asked (no elicitation)"
         if too_large_to_show(arguments):
             return TOO_LARGE
@@ -580,7 +588,7 @@ def missing_error(context: CallContext) -> None:
         )
 
 
-def _judge_response(answer: Any) -> str | None:
+def _judge_response(answer: object) -> str | None:
     """`_judge` of a 2026-07-28 input response (a plain JSON object or a parsed result)."""
     if isinstance(answer, Mapping):
         try:
@@ -589,15 +597,17 @@ def _judge_response(answer: Any) -> str | None:
             return "approval declined"
     if answer is None:
         return "approval declined"
+    if not isinstance(answer, types.ElicitResult):  # another kind of answer: not a yes
+        return "approval cancelled"
     return _judge(answer)
 
 
-def _judge(answer: Any) -> str | None:
+def _judge(answer: types.ElicitResult) -> str | None:
     """None for an accepted yes; else why not."""
-    action = getattr(answer, "action", None)
+    action = answer.action
     if action != "accept":
         return f"approval {'declined' if action == 'decline' else 'cancelled'}"
-    content = getattr(answer, "content", None)
+    content = answer.content
     if not isinstance(content, Mapping) or content.get("approve") is not True:
         return "approval declined"
     return None

@@ -72,8 +72,12 @@ from ._events_parts import LOG_DATA_LIMIT, Bucket, clean_data
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp import Client
+    from mcp.server.session import ServerSession
 
+    from ..clients import ConnectionClient
     from ._core import Identity, Source
+    from ._upstream import CallContext, InFlight
 
 __all__ = [
     "LEVELS",
@@ -95,7 +99,16 @@ __all__ = [
 
 log = logging.getLogger("toolbridge.gateway")
 
-LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 OUTBOX_SIZE = 256
 """Messages waiting for one handshake-era connection; more are dropped (counted)."""
 SEND_TIMEOUT_S = 2.0
@@ -134,11 +147,11 @@ class _Link:
     """One handshake-era client connection and its outbox."""
 
     key: int
-    session: Any
+    session: ServerSession
     identity: Identity
     send: MemoryObjectSendStream[_Item]
     recv: MemoryObjectReceiveStream[_Item]
-    level: str | None = None
+    level: types.LoggingLevel | None = None
     pending: set[_Item] = field(default_factory=set)
     dropped: int = 0
     warned_at: float = -1e9
@@ -147,15 +160,21 @@ class _Link:
 
 @dataclass
 class _Upstream:
-    client: Any
+    client: ConnectionClient
     sources: list[Source] = field(default_factory=list)
     connections: int = 0
     """Connections made to it so far (a new one after the first: the upstream restarted)."""
     bucket: Bucket = field(default_factory=lambda: Bucket(UPSTREAM_BURST, UPSTREAM_PER_SECOND))
 
 
-SendUpstream = Callable[[Any, str, bool], Awaitable[None]]
+SendUpstream = Callable[["ConnectionClient", str, bool], Awaitable[None]]
 """`(upstream client, uri, subscribe)`: (un)subscribe the upstream to a resource."""
+
+
+def _offers_logging(sdk: Client) -> bool:
+    """Whether the upstream behind `sdk` offers `logging` (its `logging/setLevel`)."""
+    server = sdk.server_capabilities
+    return server is not None and server.logging is not None
 
 
 class EventHub:
@@ -180,9 +199,9 @@ class EventHub:
         """id(upstream client) -> the lock serialising its (un)subscriptions."""
         self._listening: dict[str, int] = {}
         """identity name -> its open listen streams."""
-        self._upstream_level: str | None = None
+        self._upstream_level: types.LoggingLevel | None = None
         self._listens: dict[tuple[int, str], anyio.CancelScope] = {}
-        self.routers: dict[int, Any] = {}
+        self.routers: dict[int, InFlight] = {}
         """id(upstream client) -> its `InFlight` (the gateway's calls in flight on it)."""
         self.dropped = 0
         """Messages dropped for slow clients, in total."""
@@ -231,7 +250,7 @@ class EventHub:
 
         client._message_handler = make
 
-    async def from_upstream(self, client: Any, message: Any) -> None:
+    async def from_upstream(self, client: ConnectionClient, message: object) -> None:
         """One notification of an upstream: rate-limited, then delivered without waiting."""
         kind: _Item
         if isinstance(message, types.LoggingMessageNotification):
@@ -275,14 +294,14 @@ class EventHub:
 
     # ------------------------------------------------------------------------------ connections
 
-    def seen(self, session: Any, identity: Identity) -> None:
+    def seen(self, session: ServerSession, identity: Identity) -> None:
         """A request arrived on `session`: remember a handshake-era connection that has a channel."""
-        conn = getattr(session, "_connection", None)
-        if conn is None or self._tg is None:
+        conn = session._connection  # the SDK's per-connection state: the key of its link
+        if self._tg is None:
             return
-        if getattr(session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return  # 2026-07-28: events ride subscriptions/listen streams
-        if not getattr(conn, "has_standalone_channel", False):
+        if not conn.has_standalone_channel:
             return
         key = id(conn)
         link = self._links.get(key)
@@ -306,9 +325,8 @@ class EventHub:
             self._drop_link(oldest)
             self._tg.start_soon(self._forget, oldest)
 
-    def link_of(self, session: Any) -> _Link | None:
-        conn = getattr(session, "_connection", None)
-        return self._links.get(id(conn)) if conn is not None else None
+    def link_of(self, session: ServerSession) -> _Link | None:
+        return self._links.get(id(session._connection))
 
     def _drop_link(self, key: int) -> _Link | None:
         link = self._links.pop(key, None)
@@ -380,7 +398,7 @@ class EventHub:
                         return
 
     @staticmethod
-    async def _send(session: Any, item: _Item) -> None:
+    async def _send(session: ServerSession, item: _Item) -> None:
         what = item[0]
         if what == "tools":
             await session.send_notification(types.ToolListChangedNotification())
@@ -466,7 +484,9 @@ class EventHub:
             return
         _, level, logger, data = item
         session = call.session
-        if getattr(session, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+        if session is None:
+            return
+        if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             link = self.link_of(session)
             if link is not None and link.level is not None:
                 return  # it asked with logging/setLevel: it hears them through that, at its level
@@ -485,10 +505,11 @@ class EventHub:
         self._tg.start_soon(self._send_call_log, call, level, name, clean_data(data))
 
     @staticmethod
-    async def _send_call_log(call: Any, level: str, logger: str, data: Any) -> None:
+    async def _send_call_log(call: CallContext, level: types.LoggingLevel, logger: str, data: object) -> None:
         try:
             with anyio.fail_after(SEND_TIMEOUT_S), warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
+                assert call.session is not None
                 await call.session.send_log_message(level, data, logger, related_request_id=call.request_id)
         except Exception as exc:  # the call ended, or the client is slow: this one is dropped
             log.debug("a log message did not reach a call: %s", type(exc).__name__)
@@ -497,7 +518,7 @@ class EventHub:
 
     # ------------------------------------------------------------------------------ logging level
 
-    async def set_level(self, session: Any, level: str) -> None:
+    async def set_level(self, session: ServerSession, level: types.LoggingLevel) -> None:
         """A handshake-era connection asked for log messages at `level` and above."""
         link = self.link_of(session)
         if link is not None:
@@ -519,7 +540,7 @@ class EventHub:
             try:
                 with anyio.fail_after(_TIMEOUT_S):
                     sdk = await sdk_client(entry.client)
-                    if getattr(sdk.server_capabilities, "logging", None) is not None:
+                    if _offers_logging(sdk):
                         with warnings.catch_warnings():  # deprecated in 2026-07-28, the handshake era's
                             warnings.simplefilter("ignore", MCPDeprecationWarning)
                             await sdk.set_logging_level(wanted)
@@ -579,7 +600,10 @@ class EventHub:
         owner = self._owners.get(holder)
         try:
             for source in candidates:
-                key = (id(source.client), uri)
+                client = source.client
+                if client is None:  # not an MCP upstream: nothing to subscribe to
+                    continue
+                key = (id(client), uri)
                 async with self._lock_of(key[0]):
                     mine = self._holdings.get(holder, set())
                     if key in mine:
@@ -590,7 +614,7 @@ class EventHub:
                     if holders is None:  # (an empty set: let go, not yet unsubscribed: reused)
                         try:
                             with anyio.fail_after(SUBSCRIBE_TIMEOUT_S):
-                                await (upstream or self.upstream_subscription)(source.client, uri, True)
+                                await (upstream or self.upstream_subscription)(client, uri, True)
                         except LookupError:
                             continue  # this upstream has no subscriptions
                         except Exception as exc:
@@ -690,14 +714,14 @@ class EventHub:
             try:  # the log level the connections asked for, too
                 with anyio.fail_after(_TIMEOUT_S):
                     sdk = await sdk_client(entry.client)
-                    if getattr(sdk.server_capabilities, "logging", None) is not None:
+                    if _offers_logging(sdk):
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore", MCPDeprecationWarning)
                             await sdk.set_logging_level(level)
             except Exception as exc:
                 log.info("the logging level could not be renewed upstream: %s", type(exc).__name__)
 
-    async def upstream_subscription(self, client: Any, uri: str, subscribe: bool) -> None:
+    async def upstream_subscription(self, client: ConnectionClient, uri: str, subscribe: bool) -> None:
         """The default `SendUpstream`: (un)subscribe `client`'s upstream to `uri`.
 
         A handshake-era upstream gets `resources/subscribe` / `unsubscribe`; a 2026-07-28 one a
@@ -715,7 +739,8 @@ class EventHub:
             return
         with anyio.fail_after(_TIMEOUT_S):
             sdk = await sdk_client(client)
-            caps = getattr(sdk.server_capabilities, "resources", None)
+            server = sdk.server_capabilities
+            caps = server.resources if server is not None else None
             if caps is None or not caps.subscribe:
                 raise LookupError("no resource subscriptions")
             if sdk.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -729,7 +754,7 @@ class EventHub:
                 else:
                     await sdk.unsubscribe_resource(uri)
 
-    async def _listen_upstream(self, sdk: Any, key: tuple[int, str]) -> None:
+    async def _listen_upstream(self, sdk: Client, key: tuple[int, str]) -> None:
         """Open a listen stream for one URI on a 2026-07-28 upstream, held until cancelled."""
         if self._tg is None:
             raise LookupError("the gateway is not serving")

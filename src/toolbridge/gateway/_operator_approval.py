@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -33,6 +33,9 @@ from ..console import Approval, ApprovalStore
 from ..errors import ToolbridgeError, bounded
 from ..sanitize import visible_text
 from ._rounds import arguments_digest
+
+if TYPE_CHECKING:
+    from ._upstream import CallContext
 
 __all__ = ["NOT_DECIDED", "POLL_S", "OperatorApprovals", "can_elicit"]
 
@@ -46,13 +49,13 @@ NOT_DECIDED = "approval not given in time: no operator decided"
 WAITING = "waiting for an operator's approval"
 
 
-def can_elicit(context: Any) -> bool:
+def can_elicit(context: CallContext) -> bool:
     """Whether the person at the client can be asked (it declared elicitation and, in the
     handshake era, its session can carry a request)."""
-    caps = getattr(context, "capabilities", None)
+    caps = context.capabilities
     if caps is None or caps.elicitation is None:
         return False
-    return bool(getattr(context, "modern", False) or getattr(context.session, "can_send_request", False))
+    return context.modern or (context.session is not None and context.session.can_send_request)
 
 
 def verdict(row: Approval | None) -> str | None:
@@ -81,11 +84,11 @@ class OperatorApprovals:
 
     async def wait(
         self,
-        context: Any,
+        context: CallContext,
         tool: str,
         server: str,
         effects: str,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, object],
         timeout_s: float,
     ) -> str | None:
         """Ask the operators and wait: None when approved, else why not (`NOT_DECIDED` for a

@@ -21,18 +21,23 @@ upstream failure is -32603 with a generic message; each request waits at most `_
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 import anyio
 import mcp_types as types
+from mcp import Client
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..clients import ConnectionClient
 from ..errors import PolicyError, bounded
-from ..pinning import SideKind, side_digests, side_listing
+from ..pinning import PinnedToolProvider, SideKind, side_digests, side_listing
+from ..runtime import Operation
 from ._answers import page_of
+from ._context import GatewayContext
 from ._core import Identity, Source
 from ._events import EventHub
 from ._side import (
@@ -59,7 +64,7 @@ _TIMEOUT_S = 30.0
 _MAX_ITEMS = 10_000
 
 
-async def sdk_client(client: Any) -> Any:
+async def sdk_client(client: ConnectionClient) -> Client:
     """The SDK `Client` of a toolbridge client's live connection (connecting if needed), for the
     event hub's control requests (log level, subscriptions, listen streams). A request a person's
     question could arise in (a prompt, a read, a completion, a listing) goes through
@@ -68,17 +73,43 @@ async def sdk_client(client: Any) -> Any:
     return client._sdk_of(conn)
 
 
+def _sdk_request(source: Source) -> AbstractAsyncContextManager[Client]:
+    """One request on the SDK `Client` of `source`'s upstream (only sources with a client pass
+    through), counted in flight (`ConnectionClient.sdk_request`)."""
+    client = source.client
+    assert client is not None
+    return client.sdk_request()
+
+
 def _allowed(identity: Identity, what: str, source: Source) -> bool:
     missing = identity.runtime.permissions.missing
     return not missing([f"{what}:{source.binding.prefix}"]) or not missing([f"{what}:*"])
 
 
-def _capable(sdk: Any, what: str) -> bool:
+def _capable(sdk: Client, what: Literal["resources", "completions"]) -> bool:
     try:
         caps = sdk.server_capabilities
     except Exception:
         return False
-    return getattr(caps, what, None) is not None
+    if caps is None:
+        return False
+    return (caps.resources if what == "resources" else caps.completions) is not None
+
+
+SideItem: TypeAlias = types.Resource | types.ResourceTemplate | types.Prompt
+"""A listed resource, resource template or prompt of an upstream (`pinning.side_listing`)."""
+
+
+_Side = TypeVar("_Side", types.Resource, types.ResourceTemplate, types.Prompt)
+
+
+def _side_key(item: SideItem) -> str:
+    """The key a pin knows `item` by: a resource's URI, a template's URI template, a prompt's name."""
+    if isinstance(item, types.ResourceTemplate):
+        return item.uri_template
+    if isinstance(item, types.Resource):
+        return str(item.uri)
+    return item.name
 
 
 class _Refused(Exception):
@@ -91,7 +122,10 @@ class _Refused(Exception):
 
 
 def add_passthrough(
-    server: Any, gateway: OpenGateway, identity_of: Callable[[Any], Identity], hub: EventHub
+    server: Server[dict[str, object]],
+    gateway: OpenGateway,
+    identity_of: Callable[[GatewayContext], Identity],
+    hub: EventHub,
 ) -> None:
     """Register the resource, prompt and completion handlers on the SDK `server`."""
     sources = [s for s in gateway.core.sources if s.client is not None and s.resources]
@@ -102,11 +136,11 @@ def add_passthrough(
     pinned_of = {id(pin.watched): pin.pinned for pin in gateway._pins}
     uri_owner: dict[str, Source] = {}
 
-    def pins(source: Source) -> Any:
+    def pins(source: Source) -> PinnedToolProvider | None:
         """The source's `PinnedToolProvider` (its `lock` is the one in force), or None."""
         return pinned_of.get(id(source.binding.provider))
 
-    def offered(source: Source, kind: SideKind, items: list[Any]) -> list[Any]:
+    def offered(source: Source, kind: SideKind, items: list[SideItem]) -> list[SideItem]:
         """The items the pins let through (all of them without a lock)."""
         pinned = pins(source)
         if pinned is None or not items:
@@ -116,27 +150,29 @@ def add_passthrough(
         except Exception as exc:  # a definition that cannot be judged is not offered
             log.info("%s of %s cannot be pinned: %s", kind, source.name, bounded(str(exc), 200))
             return []
-        key = "uri_template" if kind == "templates" else ("uri" if kind == "resources" else "name")
         out = []
         for item in items:
-            name = str(getattr(item, key))
+            name = _side_key(item)
             if pinned.side_status(kind, name, digests[name]).state == "pinned":
                 out.append(item)
         return out
 
-    async def listing(source: Source, kind: SideKind) -> list[Any]:
+    async def listing(source: Source, kind: SideKind) -> list[SideItem]:
         """What `source` lists of `kind` now, pins applied; raises what the upstream raised."""
         with anyio.fail_after(_TIMEOUT_S):
-            async with source.client.sdk_request() as sdk:
+            async with _sdk_request(source) as sdk:
                 return offered(source, kind, await side_listing(sdk, kind))
 
-    async def collect(identity: Identity, what: str, kind: SideKind) -> list[tuple[Source, Any]]:
-        out: list[tuple[Source, Any]] = []
+    async def collect(
+        identity: Identity, what: str, kind: SideKind, of: type[_Side]
+    ) -> list[tuple[Source, _Side]]:
+        """What the sources `identity` may see list of `kind` (each an `of`), pins applied."""
+        out: list[tuple[Source, _Side]] = []
         for source in sources:
             if not _allowed(identity, what, source):
                 continue
             try:
-                out.extend((source, item) for item in await listing(source, kind))
+                out.extend((source, item) for item in await listing(source, kind) if isinstance(item, of))
             except Exception as exc:  # one upstream failing must not hide the others
                 log.info("%s of %s failed: %s", kind, source.name, bounded(type(exc).__name__, 100))
         return out[:_MAX_ITEMS]
@@ -146,10 +182,10 @@ def add_passthrough(
         identity: Identity,
         kind: str,
         target: str,
-        arguments: Any,
+        arguments: Mapping[str, object],
         source: Source | None,
         effects: str = "none",
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[Operation]:
         """One operation journaled under `identity` (see `Runtime.operation`); a `_Refused` or an
         upstream's error raised inside ends it with its code and reaches the client as an error."""
         where = f"{label}: {source.name}" if source is not None else label
@@ -182,10 +218,10 @@ def add_passthrough(
     # ---------------------------------------------------------------------------- resources
 
     async def list_resources(
-        ctx: Any, params: types.PaginatedRequestParams | None
+        ctx: GatewayContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         identity = identity_of(ctx)
-        items = await collect(identity, "resources", "resources")
+        items = await collect(identity, "resources", "resources", types.Resource)
         for source, item in items:
             uri_owner[str(item.uri)] = source
         shown = [clean_resource(i, s.binding.prefix + i.name) for s, i in items]
@@ -193,10 +229,10 @@ def add_passthrough(
         return types.ListResourcesResult(resources=page, next_cursor=nxt)
 
     async def list_templates(
-        ctx: Any, params: types.PaginatedRequestParams | None
+        ctx: GatewayContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         identity = identity_of(ctx)
-        items = await collect(identity, "resources", "templates")
+        items = await collect(identity, "resources", "templates", types.ResourceTemplate)
         shown = [clean_resource(i, s.binding.prefix + i.name) for s, i in items]
         page, nxt = page_of(shown, params.cursor if params else None, page_size)
         return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=nxt)
@@ -209,7 +245,7 @@ def add_passthrough(
             for source in sources:
                 try:
                     with anyio.fail_after(_TIMEOUT_S):
-                        async with source.client.sdk_request() as sdk:
+                        async with _sdk_request(source) as sdk:
                             raw = await side_listing(sdk, kind)
                 except Exception as exc:
                     log.info("%s of %s failed: %s", kind, source.name, type(exc).__name__)
@@ -227,7 +263,9 @@ def add_passthrough(
                 withheld = True
         return None, withheld
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(
+        ctx: GatewayContext, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
         identity = identity_of(ctx)
         uri = str(params.uri)
         unknown = not_found(uri)
@@ -243,7 +281,7 @@ def add_passthrough(
                 if not _allowed(identity, "resources", owner):
                     raise _Refused("PERMISSION_DENIED", unknown)
                 with anyio.fail_after(_TIMEOUT_S):
-                    async with owner.client.sdk_request() as sdk:
+                    async with _sdk_request(owner) as sdk:
                         await op.sent()
                         result: types.ReadResourceResult = await sdk.read_resource(uri)
                 return clean_read_result(result)
@@ -257,7 +295,7 @@ def add_passthrough(
             for source in tried:
                 try:
                     with anyio.fail_after(_TIMEOUT_S):
-                        async with source.client.sdk_request() as sdk:
+                        async with _sdk_request(source) as sdk:
                             if not _capable(sdk, "resources"):
                                 continue
                             if not sent:
@@ -291,29 +329,31 @@ def add_passthrough(
         if pinned is None:
             return True
         with anyio.fail_after(_TIMEOUT_S):
-            async with source.client.sdk_request() as sdk:
+            async with _sdk_request(source) as sdk:
                 raw = await side_listing(sdk, "prompts")
         listed = [p for p in raw if p.name == bare]
         if not listed:  # pinned and no longer listed: the upstream answers for it, as for tools
             return bare in pinned.lock.prompts
         return bool(offered(source, "prompts", listed))
 
-    async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    async def list_prompts(
+        ctx: GatewayContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
         identity = identity_of(ctx)
-        items = await collect(identity, "prompts", "prompts")
+        items = await collect(identity, "prompts", "prompts", types.Prompt)
         shown = [p for p in (clean_prompt(i, s.binding.prefix + i.name) for s, i in items) if p is not None]
         page, nxt = page_of(shown, params.cursor if params else None, page_size)
         return types.ListPromptsResult(prompts=page, next_cursor=nxt)
 
     async def get_prompt(
-        ctx: Any, params: types.GetPromptRequestParams
+        ctx: GatewayContext, params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         arguments = dict(params.arguments or {})
         unknown = MCPError(types.INVALID_PARAMS, f"unknown prompt {bounded(params.name, 200)!r}")
         bound = f"{identity.name}\x00{params.name}"
         state = unseal_state(params.request_state, bound)  # before anything: a forged state is -32602
-        modern = getattr(ctx.session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+        modern = ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
         found = prompt_source(params.name)
         async with journaled(
             identity, "prompts/get", params.name, arguments, found[0] if found else None
@@ -326,7 +366,7 @@ def add_passthrough(
             if not await prompt_offered(source, bare):
                 raise _Refused("PERMISSION_DENIED", unknown)
             with anyio.fail_after(_TIMEOUT_S):
-                async with source.client.sdk_request() as sdk:
+                async with _sdk_request(source) as sdk:
                     await op.sent()
                     if not modern:
                         result: types.GetPromptResult | types.InputRequiredResult = await sdk.get_prompt(
@@ -352,7 +392,7 @@ def add_passthrough(
         for source in sources:
             try:
                 with anyio.fail_after(_TIMEOUT_S):
-                    async with source.client.sdk_request() as sdk:
+                    async with _sdk_request(source) as sdk:
                         raw = await side_listing(sdk, "templates")
             except Exception as exc:
                 log.info("templates of %s failed: %s", source.name, type(exc).__name__)
@@ -365,7 +405,7 @@ def add_passthrough(
             return owner, False
         return next((s for s in sources if pins(s) is None), None), False
 
-    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+    async def complete(ctx: GatewayContext, params: types.CompleteRequestParams) -> types.CompleteResult:
         identity = identity_of(ctx)
         ref = params.ref
         argument = {"name": params.argument.name, "value": params.argument.value}
@@ -394,7 +434,7 @@ def add_passthrough(
                     raise _Refused("PERMISSION_DENIED", refused)
                 ref = ref.model_copy(update={"name": found[1]})
             with anyio.fail_after(_TIMEOUT_S):
-                async with source.client.sdk_request() as sdk:
+                async with _sdk_request(source) as sdk:
                     if not _capable(sdk, "completions"):
                         return empty
                     await op.sent()
@@ -409,7 +449,7 @@ def add_passthrough(
 
     hub.candidates = candidates
 
-    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    async def subscribe(ctx: GatewayContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
         identity = identity_of(ctx)
         uri = str(params.uri)
         found = candidates(identity, uri)
@@ -426,14 +466,14 @@ def add_passthrough(
             raise MCPError(types.INVALID_REQUEST, f"resources/subscribe refused: {limit}")
         raise not_found(uri)
 
-    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    async def unsubscribe(ctx: GatewayContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         identity_of(ctx)
         link = hub.link_of(ctx.session)
         if link is not None:
             await hub.let_go(link.key, str(params.uri))
         return types.EmptyResult()
 
-    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_level(ctx: GatewayContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
         identity_of(ctx)
         await hub.set_level(ctx.session, params.level)
         return types.EmptyResult()

@@ -36,7 +36,6 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._canonical import canonical_json
 from ..content import to_json_text
@@ -60,7 +59,7 @@ __all__ = [
 APPROVAL_KEY = "toolbridge/approval"
 """The key of the approval in a 2026-07-28 `InputRequiredResult` (and of its answer)."""
 
-APPROVAL_SCHEMA: dict[str, Any] = {
+APPROVAL_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {"approve": {"type": "boolean", "title": "Allow this call", "default": False}},
     "required": ["approve"],
@@ -85,7 +84,7 @@ MAX_SHOWN_CHARS = 65_536
 """The longest arguments (JSON) an approval question can show in full."""
 
 
-def arguments_digest(tool: str, arguments: Mapping[str, Any]) -> str:
+def arguments_digest(tool: str, arguments: Mapping[str, object]) -> str:
     """SHA-256 over the tool's name and its exact arguments (canonical JSON), hex."""
     return hashlib.sha256(canonical_json({"tool": tool, "arguments": dict(arguments)})).hexdigest()
 
@@ -202,16 +201,16 @@ class RoundStates:
         return Round(number, body.get("ok") is True, upstream, body.get("w") is True, suspended), ""
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return visible_text(to_json_text(value))
 
 
-def too_large_to_show(arguments: Mapping[str, Any]) -> bool:
+def too_large_to_show(arguments: Mapping[str, object]) -> bool:
     """Whether the arguments' JSON exceeds `MAX_SHOWN_CHARS` (such a call cannot be approved)."""
     return len(to_json_text(dict(arguments))) > MAX_SHOWN_CHARS
 
 
-def approval_message(tool: str, server: str, effects: str, arguments: Mapping[str, Any]) -> str:
+def approval_message(tool: str, server: str, effects: str, arguments: Mapping[str, object]) -> str:
     """The approval question (see the module docstring)."""
     lines = [
         f"Allow `{visible_text(tool)}` of server `{visible_text(server)}` ({effects}) with these arguments?"

@@ -117,7 +117,7 @@ class ScrubbedWrites:
         return getattr(self.inner, name)
 
 
-class ScrubbingServer(Server[Any]):
+class ScrubbingServer(Server[dict[str, object]]):
     """The SDK server, scrubbing every message it sends over any transport (see the module)."""
 
     async def run(self, read_stream: Any, write_stream: Any, *args: Any, **kwargs: Any) -> None:

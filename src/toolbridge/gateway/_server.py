@@ -27,15 +27,19 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
 from .._version import __version__
+from ..calls import ToolBinding, ToolTarget
 from ..errors import bounded
 from ..runtime import keep_leases
 from ._answers import page_of
 from ._breaker import UNAVAILABLE, Watched
 from ._bulkhead import InFlight, SessionBulkhead
+from ._context import GatewayContext
 from ._core import GatewayCore, Identity
 from ._discovery import META_TOOLS
 from ._events import LISTEN_HOLD_S, MAX_SUBSCRIPTIONS
@@ -75,14 +79,14 @@ class _GatewayServer(ScrubbingServer):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
-def create_server(gateway: OpenGateway) -> Server[Any]:
+def create_server(gateway: OpenGateway) -> Server[dict[str, object]]:
     """An SDK `Server` serving `gateway` (see the module docstring)."""
     core: GatewayCore = gateway.core
     hub = gateway.events
     inflight = InFlight(gateway.bulkheads.max_calls_in_flight_per_identity)
 
-    def identity_of(ctx: Any) -> Identity:
-        request = getattr(ctx, "request", None)
+    def identity_of(ctx: GatewayContext) -> Identity:
+        request = ctx.request
         if request is None:
             identity = gateway.local_identity
         else:
@@ -95,7 +99,7 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
         return identity
 
     async def listen(
-        ctx: Any, params: types.SubscriptionsListenRequestParams
+        ctx: GatewayContext, params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         """A 2026-07-28 client's event stream: list changes, and the resources it may read."""
         identity = identity_of(ctx)
@@ -123,7 +127,9 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
             with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                 await hub.release(holder)
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: GatewayContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         identity = identity_of(ctx)
         tools = await core.tools(identity)
         if gateway.discovery is not None:  # past its threshold: meta tools and a working set
@@ -134,7 +140,7 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
         return types.ListToolsResult(tools=page, next_cursor=nxt)
 
     async def call_tool(
-        ctx: Any, params: types.CallToolRequestParams
+        ctx: GatewayContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         identity = identity_of(ctx)
         session = ctx.session
@@ -154,7 +160,7 @@ def create_server(gateway: OpenGateway) -> Server[Any]:
             inflight.leave(identity.name)
 
     async def forward(
-        ctx: Any, identity: Identity, session: Any, params: types.CallToolRequestParams
+        ctx: GatewayContext, identity: Identity, session: ServerSession, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             try:
@@ -195,10 +201,10 @@ class _Traced:
     forwarded call (building attributes, entering the proxy tracer's context managers).
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: OpenTelemetryMiddleware) -> None:
         self.inner = inner
 
-    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+    async def __call__(self, ctx: GatewayContext, call_next: CallNext) -> HandlerResult:
         if _tracing():
             return await self.inner(ctx, call_next)
         return await call_next(ctx)
@@ -221,7 +227,13 @@ def _upstream_of(core: GatewayCore, name: str) -> Watched | None:
     """The upstream that serves tool `name` (as last listed), or None (unknown, not an upstream)."""
     catalog = core.catalog.last()
     target = catalog.targets.get(name) if catalog is not None else None
-    provider = getattr(getattr(target, "binding", None), "provider", None)
+    return _watched(target) if target is not None else None
+
+
+def _watched(target: ToolTarget) -> Watched | None:
+    """The upstream (as the gateway watches it) behind `target`, or None (a declared tool, a task)."""
+    binding = target.binding
+    provider = binding.provider if isinstance(binding, ToolBinding) else None
     return provider if isinstance(provider, Watched) else None
 
 
@@ -232,7 +244,7 @@ def _stale_names(gateway: OpenGateway) -> set[str]:
     return {
         name
         for name, target in catalog.targets.items()
-        if isinstance(provider := getattr(target.binding, "provider", None), Watched) and provider.stale
+        if (watched := _watched(target)) is not None and watched.stale
     }
 
 

@@ -20,9 +20,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
+
+from ..clients import CallRequestKind, ConnectionClient
 
 __all__ = ["DEFAULT_IDLE_S", "DEFAULT_MAX_SESSIONS", "CapabilityClients", "IdentitySessions"]
 
@@ -37,7 +38,7 @@ DEFAULT_IDLE_S = 300.0
 _CLOSE_WAIT_S = 30.0
 
 
-async def _close_quietly(client: Any) -> None:
+async def _close_quietly(client: ConnectionClient) -> None:
     """Close an upstream connection the gateway made for some callers, within `_CLOSE_WAIT_S`."""
     try:
         with anyio.move_on_after(_CLOSE_WAIT_S):
@@ -48,7 +49,7 @@ async def _close_quietly(client: Any) -> None:
 
 @dataclass
 class _Session:
-    client: Any
+    client: ConnectionClient
     inflight: int = 0
     last: float = 0.0
 
@@ -63,7 +64,7 @@ class IdentitySessions:
         idle_s: seconds of idleness after which a connection is closed.
     """
 
-    make: Callable[[], Awaitable[Any]]
+    make: Callable[[], Awaitable[ConnectionClient]]
     max_sessions: int = DEFAULT_MAX_SESSIONS
     idle_s: float = DEFAULT_IDLE_S
     opened: int = 0
@@ -72,7 +73,7 @@ class IdentitySessions:
     _closing: set[asyncio.Task[None]] = field(default_factory=set)
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
-    async def acquire(self, identity: str) -> Any | None:
+    async def acquire(self, identity: str) -> ConnectionClient | None:
         """`identity`'s connection (made if needed), or None: use the shared one."""
         session = self._open.get(identity)
         now = time.monotonic()
@@ -139,12 +140,12 @@ class CapabilityClients:
         make: builds a new, unconnected client of the binding's upstream offering `kinds`.
     """
 
-    make: Callable[[frozenset[str]], Awaitable[Any]]
+    make: Callable[[frozenset[CallRequestKind]], Awaitable[ConnectionClient]]
     opened: int = 0
-    _open: dict[frozenset[str], Any] = field(default_factory=dict)
+    _open: dict[frozenset[CallRequestKind], ConnectionClient] = field(default_factory=dict)
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
-    async def acquire(self, kinds: frozenset[str]) -> Any:
+    async def acquire(self, kinds: frozenset[CallRequestKind]) -> ConnectionClient:
         """The connection that declares exactly `kinds` (made on first use)."""
         client = self._open.get(kinds)
         if client is None:

@@ -17,7 +17,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import ConfigError
 from ..manifest import AnalyzedManifest, Diagnostic
@@ -41,7 +41,7 @@ TOKEN_VARIABLE = "TOOLBRIDGE_GATEWAY_TOKEN"
 """The environment variable Cursor's HTTP config reads the bearer token from."""
 
 
-def _http_only(path: tuple[Any, ...]) -> bool:
+def _http_only(path: tuple[str | int, ...]) -> bool:
     if not path:
         return False
     if path[0] in ("oauth", "console"):  # the console is served over HTTP only
@@ -95,7 +95,7 @@ def client_config(
     host: str = "127.0.0.1",
     port: int = 8000,
     secrets_file: str | os.PathLike[str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The config `client` reads to start (stdio) or reach (HTTP) the manifest's gateway.
 
     Nothing is started and no secret's value is needed (the manifest is checked; unresolved
@@ -129,7 +129,7 @@ def client_config(
             args += ["--name", name]
         if secrets_file is not None:
             args += ["--secrets-file", os.path.abspath(secrets_file)]
-        entry: dict[str, Any] = {"command": command[0], "args": args}
+        entry: dict[str, object] = {"command": command[0], "args": args}
         if client == "vscode":
             return {"servers": {key: {"type": "stdio", **entry}}}
         return {"mcpServers": {key: entry}}
@@ -144,8 +144,8 @@ def client_config(
     url = listening_url(host, port)
     token = doc.oauth is None and any(c.token for c in doc.clients)
     if client == "vscode":
-        server: dict[str, Any] = {"type": "http", "url": url}
-        out: dict[str, Any] = {}
+        server: dict[str, object] = {"type": "http", "url": url}
+        out: dict[str, object] = {}
         if token:
             token_id = f"{key}-token"
             out["inputs"] = [
@@ -205,7 +205,7 @@ def stdio_secrets(manifest: str | os.PathLike[str]) -> list[str]:
     analysis = analyze_file(manifest, env={})
     names: list[str] = []
 
-    def walk(value: Any, path: tuple[Any, ...], gateway: bool) -> None:
+    def walk(value: object, path: tuple[str | int, ...], gateway: bool) -> None:
         if isinstance(value, Secret):
             if not (gateway and _http_only(path)):
                 names.extend(n for n in (upper_snake(n) or n for n in value.names) if n not in names)

@@ -21,14 +21,14 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeAlias
 
 import anyio
 import mcp_types as types
 
 from ._rounds import ROUND_TTL_S
 
-__all__ = ["MAX_SUSPENDED", "SUSPEND_KEY", "Question", "Suspensions"]
+__all__ = ["MAX_SUSPENDED", "SUSPEND_KEY", "CallOutcome", "InputAnswer", "Question", "Suspend", "Suspensions"]
 
 log = logging.getLogger("toolbridge.gateway")
 
@@ -38,7 +38,20 @@ SUSPEND_KEY = "toolbridge/upstream/"
 MAX_SUSPENDED = 256
 """Calls suspended at once, at most."""
 
-_R = TypeVar("_R")
+InputAnswer: TypeAlias = (
+    types.CreateMessageResult
+    | types.CreateMessageResultWithTools
+    | types.ElicitResult
+    | types.ListRootsResult
+    | types.ErrorData
+)
+"""What a client answers to an upstream's question (`types.InputRequest`), or the error instead."""
+
+CallOutcome: TypeAlias = types.CallToolResult | types.InputRequiredResult
+"""What a suspended call ends with (its task's result)."""
+
+Suspend: TypeAlias = Callable[[types.InputRequest], Awaitable[InputAnswer]]
+"""Hands an upstream's question to the client as a round and waits for the answer."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,8 @@ class _Call:
     id: str
     wake: asyncio.Future[None] | None = None
     """Resolved when the call finishes or asks (what a waiting downstream request awaits)."""
-    task: asyncio.Task[Any] | None = None
-    pending: tuple[str, types.InputRequest, asyncio.Future[Any]] | None = None
+    task: asyncio.Task[CallOutcome] | None = None
+    pending: tuple[str, types.InputRequest, asyncio.Future[InputAnswer]] | None = None
     asked: int = 0
 
     def woken(self, _: object = None) -> None:
@@ -65,13 +78,13 @@ class _Call:
             wake.set_result(None)
 
 
-def _question(call: _Call) -> tuple[str, types.InputRequest, asyncio.Future[Any]] | None:
+def _question(call: _Call) -> tuple[str, types.InputRequest, asyncio.Future[InputAnswer]] | None:
     """The call's question still waiting for an answer (None: none)."""
     pending = call.pending
     return pending if pending is not None and not pending[2].done() else None
 
 
-_RESULT_TYPES: dict[type[Any], tuple[type[Any], ...]] = {
+_RESULT_TYPES: dict[type[types.InputRequest], tuple[type[InputAnswer], ...]] = {
     types.ElicitRequest: (types.ElicitResult,),
     types.CreateMessageRequest: (types.CreateMessageResult, types.CreateMessageResultWithTools),
     types.ListRootsRequest: (types.ListRootsResult,),
@@ -88,23 +101,20 @@ class Suspensions:
     def full(self) -> bool:
         return len(self._calls) >= MAX_SUSPENDED
 
-    async def start(
-        self, run: Callable[[Callable[[types.InputRequest], Awaitable[Any]]], Awaitable[_R]]
-    ) -> _R | Question:
+    async def start(self, run: Callable[[Suspend], Awaitable[CallOutcome]]) -> CallOutcome | Question:
         """Run `run(suspend)` in a task of its own; its result, or its first question."""
         call = _Call(secrets.token_urlsafe(12))
 
-        async def suspend(request: types.InputRequest) -> Any:
+        async def suspend(request: types.InputRequest) -> InputAnswer:
             return await self._ask(call, request)
 
         loop = asyncio.get_running_loop()
         call.task = loop.create_task(run(suspend))  # type: ignore[arg-type]
         call.task.add_done_callback(lambda _: self._finished(call))
         self._calls[call.id] = call
-        outcome: _R | Question = await self._wait(call)
-        return outcome
+        return await self._wait(call)
 
-    async def resume(self, call_id: str, responses: Mapping[str, Any]) -> Any:
+    async def resume(self, call_id: str, responses: Mapping[str, object]) -> CallOutcome | Question:
         """Answer `call_id`'s pending question from `responses`; its result, or its next question.
 
         Raises:
@@ -131,7 +141,7 @@ class Suspensions:
         else:
             asyncio.get_running_loop().call_later(ROUND_TTL_S, self._calls.pop, call.id, None)
 
-    async def _wait(self, call: _Call) -> Any:
+    async def _wait(self, call: _Call) -> CallOutcome | Question:
         task = call.task
         assert task is not None
         if not task.done() and _question(call) is None:
@@ -151,10 +161,10 @@ class Suspensions:
         assert pending is not None
         return Question(call.id, pending[0], pending[1])
 
-    async def _ask(self, call: _Call, request: types.InputRequest) -> Any:
+    async def _ask(self, call: _Call, request: types.InputRequest) -> InputAnswer:
         """The upstream's question (in the call's task): wait for the client's next retry."""
         call.asked += 1
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[InputAnswer] = asyncio.get_running_loop().create_future()
         call.pending = (f"{SUSPEND_KEY}{call.asked}", request, answer)
         call.woken()
         try:

@@ -30,17 +30,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import mcp_types as types
+from mcp.server.session import ServerSession
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 
 from ..bridge import McpToolProvider
-from ..clients import CallRequests, ProgressHandler
+from ..clients import CallRequestKind, CallRequests, ConnectionClient, ProgressHandler
 from ..content import media_from_mcp, parts_from_mcp
 from ..errors import ConfigError, JsonRpcError, ToolError
 from ..tools import ToolResult
@@ -48,6 +50,7 @@ from ..tools import ToolResult
 if TYPE_CHECKING:
     from ._core import Identity
     from ._sessions import CapabilityClients, IdentitySessions
+    from ._suspend import InputAnswer, Suspend
 
 __all__ = ["CallContext", "InFlight", "UpstreamProvider", "missing_capability"]
 
@@ -55,6 +58,18 @@ log = logging.getLogger("toolbridge.gateway")
 
 DEFAULT_ASK_TIMEOUT_S = 120.0
 """How long a downstream client may take to answer what the upstream asked (approvalTimeoutMs)."""
+
+
+_Answer = TypeVar("_Answer", bound=BaseModel)
+"""The result type a server-to-client request expects (`ServerSession.send_request`)."""
+
+
+def _mismatched(answer: InputAnswer) -> types.ErrorData:
+    """The error for the upstream when the client answered its question with another kind."""
+    log.info("a client answered a question with a %s", type(answer).__name__)
+    return types.ErrorData(
+        code=types.INVALID_REQUEST, message="the client's answer does not fit the question"
+    )
 
 
 @dataclass(eq=False, slots=True)
@@ -80,22 +95,22 @@ class CallContext:
     """
 
     identity: Identity
-    session: Any = None
-    request_id: Any = None
+    session: ServerSession | None = None
+    request_id: types.RequestId | None = None
     progress: ProgressHandler | None = None
     capabilities: types.ClientCapabilities | None = None
     protocol_version: str | None = None
     ask_timeout_s: float = DEFAULT_ASK_TIMEOUT_S
-    upstream_responses: Mapping[str, Any] | None = None
+    upstream_responses: Mapping[str, object] | None = None
     upstream_state: str | None = None
-    wire: dict[str, Any] | None = None
+    wire: dict[str, object] | None = None
     result: ToolResult | None = None
-    input_required: dict[str, Any] | None = None
+    input_required: dict[str, object] | None = None
     error: JsonRpcError | None = None
     """The upstream's JSON-RPC error answer, when it gave one (the client gets its code and reason)."""
     missing: types.ClientCapabilities | None = None
     pending_logs: int = 0
-    suspend: Callable[[types.InputRequest], Awaitable[Any]] | None = None
+    suspend: Suspend | None = None
     """Hands the upstream's question to a 2026-07-28 client as a round (`_suspend`), if set."""
     _requests: CallRequests | None = field(default=None, repr=False)
 
@@ -103,8 +118,8 @@ class CallContext:
     def of(
         cls,
         identity: Identity,
-        session: Any,
-        request_id: Any = None,
+        session: ServerSession,
+        request_id: types.RequestId | None = None,
         progress: ProgressHandler | None = None,
         ask_timeout_s: float = DEFAULT_ASK_TIMEOUT_S,
     ) -> CallContext:
@@ -114,8 +129,8 @@ class CallContext:
             session,
             request_id,
             progress,
-            getattr(session, "client_capabilities", None),
-            getattr(session, "protocol_version", None),
+            session.client_capabilities,
+            session.protocol_version,
             ask_timeout_s,
         )
 
@@ -136,22 +151,25 @@ class CallContext:
     async def sample(
         self, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        result_type: Any = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
-        answer: types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+        result_type: type[types.CreateMessageResult | types.CreateMessageResultWithTools] = (
+            types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        )
         answer = await self._answer(types.CreateMessageRequest(params=params), result_type)
-        return answer
+        if isinstance(
+            answer, (types.CreateMessageResult, types.CreateMessageResultWithTools, types.ErrorData)
+        ):
+            return answer
+        return _mismatched(answer)
 
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        answer: types.ElicitResult | types.ErrorData
         answer = await self._answer(types.ElicitRequest(params=params), types.ElicitResult)
-        return answer
+        return answer if isinstance(answer, (types.ElicitResult, types.ErrorData)) else _mismatched(answer)
 
     async def roots(self) -> types.ListRootsResult | types.ErrorData:
-        answer: types.ListRootsResult | types.ErrorData
         answer = await self._answer(types.ListRootsRequest(), types.ListRootsResult)
-        return answer
+        return answer if isinstance(answer, (types.ListRootsResult, types.ErrorData)) else _mismatched(answer)
 
-    async def _answer(self, request: types.InputRequest, result_type: Any) -> Any:
+    async def _answer(self, request: types.InputRequest, result_type: type[_Answer]) -> _Answer | InputAnswer:
         """Ask this call's client (see the module docstring); the error for the upstream when
         it cannot be asked."""
         needed = missing_capability(self.capabilities, request)
@@ -163,8 +181,8 @@ class CallContext:
                 message=f"the client did not declare the capability {request.method} needs",
                 data={"requiredCapabilities": needed.model_dump(by_alias=True, exclude_none=True)},
             )
-        if self.session is not None and getattr(self.session, "can_send_request", False):
-            return await self._ask(request, result_type, request.method)
+        if self.session is not None and self.session.can_send_request:
+            return await self._ask(self.session, request, result_type, request.method)
         if self.suspend is not None:  # a 2026-07-28 client: the question becomes a round
             return await self.suspend(request)
         log.info("an upstream asked %s, but the client's connection cannot carry it", request.method)
@@ -173,10 +191,12 @@ class CallContext:
             message=f"{request.method}: the client's connection cannot carry a request",
         )
 
-    async def _ask(self, request: Any, result_type: Any, what: str) -> Any:
+    async def _ask(
+        self, session: ServerSession, request: types.InputRequest, result_type: type[_Answer], what: str
+    ) -> _Answer | types.ErrorData:
         try:
             with anyio.fail_after(self.ask_timeout_s):
-                return await self.session.send_request(
+                return await session.send_request(
                     request, result_type, metadata=ServerMessageMetadata(related_request_id=self.request_id)
                 )
         except Exception as exc:  # the downstream refused, timed out or went away
@@ -184,23 +204,20 @@ class CallContext:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the client did not answer the {what}")
 
 
-ALL_KINDS = frozenset({"sampling", "elicitation", "roots"})
+ALL_KINDS: frozenset[CallRequestKind] = frozenset({"sampling", "elicitation", "roots"})
 """What the gateway's shared upstream connections offer (each answered by its call)."""
 
 
-def declared_kinds(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
+def declared_kinds(capabilities: types.ClientCapabilities | None) -> frozenset[CallRequestKind]:
     """Which of sampling, elicitation and roots a downstream client declared."""
     if capabilities is None:
         return frozenset()
-    return frozenset(
-        kind
-        for kind, declared in (
-            ("sampling", capabilities.sampling),
-            ("elicitation", capabilities.elicitation),
-            ("roots", capabilities.roots),
-        )
-        if declared is not None
+    declared: tuple[tuple[CallRequestKind, object], ...] = (
+        ("sampling", capabilities.sampling),
+        ("elicitation", capabilities.elicitation),
+        ("roots", capabilities.roots),
     )
+    return frozenset(kind for kind, offered in declared if offered is not None)
 
 
 def missing_capability(
@@ -243,12 +260,14 @@ class UpstreamProvider(McpToolProvider):
 
     def __init__(
         self,
-        client: Any,
+        client: ConnectionClient,
         inflight: InFlight | None = None,
         sessions: IdentitySessions | None = None,
         variants: CapabilityClients | None = None,
     ) -> None:
         super().__init__(client)
+        self.upstream = client
+        """The shared connection (`client`, as the gateway's own client type)."""
         self.inflight = inflight if inflight is not None else InFlight()
         self.sessions = sessions
         """Per-identity connections (`sessions: perIdentity`), or None: all share `client`."""
@@ -256,19 +275,17 @@ class UpstreamProvider(McpToolProvider):
         """For a 2026-07-28 upstream over HTTP: connections declaring a caller's capabilities."""
 
     async def call_tool(
-        self, name: str, args: Mapping[str, Any], context: CallContext | None = None
+        self, name: str, args: Mapping[str, object], context: CallContext | None = None
     ) -> ToolResult:
         if not isinstance(args, Mapping):
             raise ConfigError(f"arguments of tool {name!r} must be a JSON object", code="ERR_INVALID_INPUT")
         if context is None:  # used outside the gateway: behave like the plain provider
             return await super().call_tool(name, args)
-        client: Any = None
-        if self.sessions is not None:
-            client = await self.sessions.acquire(context.identity.name)
+        own = await self.sessions.acquire(context.identity.name) if self.sessions is not None else None
         calls = self.inflight.calls
-        shared = client is None
+        shared = own is None
+        client = self.upstream if own is None else own
         if shared:  # the shared connection (a toolbridge client, `_build`), or its variant
-            client = self.client
             if self.variants is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 kinds = declared_kinds(context.capabilities)
                 if kinds != ALL_KINDS:
