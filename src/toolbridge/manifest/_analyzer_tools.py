@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._naming import model_legal
 from .._schema_loops import schema_hazard
-from ._kinds import AgentDoc, McpToolDoc, TaskToolSetDoc, ToolProviderDoc, ToolsDoc
+from ._kinds import AgentDoc, McpToolDoc, RuntimeDoc, TaskToolSetDoc, ToolProviderDoc, ToolsDoc
 from ._kinds_gateway import GatewayDoc
 from ._yaml import Pos
 
@@ -191,7 +191,7 @@ class ToolPasses:
 
         places: list[tuple[ManifestDoc, tuple[str | int, ...], list[str], list[str] | None]] = []
         for mdoc in self.result.of_kind("Runtime"):
-            allow = getattr(getattr(mdoc.model, "permissions", None), "allow", None) or []
+            allow = mdoc.model.permissions.allow if isinstance(mdoc.model, RuntimeDoc) else []
             places.append((mdoc, ("permissions", "allow"), list(allow), None))
         for mdoc in self.result.of_kind("Gateway"):
             assert isinstance(mdoc.model, GatewayDoc)

@@ -197,7 +197,7 @@ def read_secrets_file(path: str | os.PathLike[str]) -> dict[str, str]:
     try:
         data = _bounded_yaml(text) if p.suffix != ".json" else loads_json(text)
     except (yaml.YAMLError, InputLimitError) as exc:
-        mark = getattr(exc, "problem_mark", None)
+        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
         where = f" at line {mark.line + 1}" if mark is not None else ""
         if isinstance(exc, InputLimitError):
             where = f" at line {exc.line}" if exc.line else f": it {exc.message}"

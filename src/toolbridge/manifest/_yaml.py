@@ -370,12 +370,9 @@ def parse_documents(text: str) -> list[Document]:
         mark = exc.problem_mark or exc.context_mark
         pos = Pos(mark.line + 1, mark.column + 1) if mark is not None else Pos(1, 1)
         raise YamlSyntaxError(_syntax_message(exc), pos) from None
-    except yaml.YAMLError as exc:  # e.g. a reader error for a control character
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "mark", None)
-        line = getattr(mark, "line", 0) + 1
-        column = getattr(mark, "column", 0) + 1
-        reason = getattr(exc, "reason", None) or "cannot read the text"
-        raise YamlSyntaxError(f"invalid YAML: {reason}", Pos(line, column)) from None
+    except yaml.YAMLError as exc:  # e.g. a reader error for a control character (it has no mark)
+        reason = exc.reason if isinstance(exc, yaml.reader.ReaderError) else None
+        raise YamlSyntaxError(f"invalid YAML: {reason or 'cannot read the text'}", Pos(1, 1)) from None
     except RecursionError:  # not expected after the limits above; never a traceback
         raise YamlSyntaxError("the document nests too deeply", Pos(1, 1), "ERR_MANIFEST_LIMIT") from None
     finally:

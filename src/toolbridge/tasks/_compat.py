@@ -31,7 +31,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -70,7 +69,7 @@ class TaskWarning:
 # --- retired formats --------------------------------------------------------------------------
 
 
-def _legacy_features(data: Any) -> list[tuple[str, str]]:
+def _legacy_features(data: object) -> list[tuple[str, str]]:
     """`(path, feature)` for each retired TinyAgent format feature in `data`."""
     found: list[tuple[str, str]] = []
     if isinstance(data, list) and data and all(isinstance(t, dict) and "name" in t for t in data):
@@ -129,7 +128,7 @@ def _legacy_features(data: Any) -> list[tuple[str, str]]:
     return found
 
 
-def _legacy_actions(instruction: Any, path: str, found: list[tuple[str, str]]) -> None:
+def _legacy_actions(instruction: object, path: str, found: list[tuple[str, str]]) -> None:
     if not isinstance(instruction, dict):
         return
     action = instruction.get("action")
@@ -140,7 +139,7 @@ def _legacy_actions(instruction: Any, path: str, found: list[tuple[str, str]]) -
     _legacy_actions(instruction.get("catchInstruction"), f"{path}.catchInstruction", found)
 
 
-def _is_bare_properties(schema: Mapping[str, Any]) -> bool:
+def _is_bare_properties(schema: Mapping[str, object]) -> bool:
     """A map of property schemas where a JSON Schema object was expected."""
     if not schema or "type" in schema or "properties" in schema:
         return False
@@ -155,7 +154,7 @@ def _legacy_message(found: list[tuple[str, str]]) -> str:
     return "; ".join(seen.values())
 
 
-def check_legacy(data: Any) -> None:
+def check_legacy(data: object) -> None:
     """Refuse a tool file in one of TinyAgent's retired formats, naming every such feature.
 
     Raises:
@@ -173,7 +172,7 @@ def check_legacy(data: Any) -> None:
     )
 
 
-def rewrite_legacy(data: Any, *, strict: bool = False) -> tuple[Any, TaskWarning | None]:
+def rewrite_legacy(data: object, *, strict: bool = False) -> tuple[object, TaskWarning | None]:
     """Rewrite a tool file in one of TinyAgent's retired formats into the current one.
 
     The rewrite is mechanical and loses nothing: the tools are put under `tools`, instructions
@@ -196,12 +195,13 @@ def rewrite_legacy(data: Any, *, strict: bool = False) -> tuple[Any, TaskWarning
     if strict:
         check_legacy(data)
     if isinstance(data, list):
-        tools: list[Any] = list(data)
+        tools: list[object] = list(data)
         names: list[str] = [f"[{i}]" for i in range(len(tools))]
-    elif "tools" in data:
+    elif isinstance(data, dict) and "tools" in data:
         tools = list(data["tools"])
         names = [f"tools[{i}]" for i in range(len(tools))]
     else:
+        assert isinstance(data, dict)  # `_legacy_features` finds something only in a list or a dict
         tools = list(data.values())
         names = [f"[{k!r}]" for k in data]
     functions = [
@@ -237,7 +237,7 @@ def rewrite_legacy(data: Any, *, strict: bool = False) -> tuple[Any, TaskWarning
     return out, warning
 
 
-def _instructions_of(tool: Mapping[str, Any]) -> Any:
+def _instructions_of(tool: Mapping[str, object]) -> object:
     task, schema = tool.get("task"), tool.get("inputSchema")
     if isinstance(task, dict):
         return task.get("instructions")
@@ -246,7 +246,7 @@ def _instructions_of(tool: Mapping[str, Any]) -> Any:
     return None
 
 
-def _object_schema(args: Any) -> Any:
+def _object_schema(args: object) -> object:
     """`[{name, type, ...}]` or `{name: {type, ...}}` as a JSON Schema object; else unchanged."""
     if isinstance(args, list) and all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in args):
         props = {a["name"]: {k: v for k, v in a.items() if k != "name"} for a in args}
@@ -256,7 +256,7 @@ def _object_schema(args: Any) -> Any:
     return args
 
 
-def _rewrite_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def _rewrite_tool(tool: dict[str, object]) -> dict[str, object]:
     out = dict(tool)
     schema = out.get("inputSchema")
     if isinstance(schema, dict) and "instructions" in schema and "task" not in out:
@@ -277,7 +277,7 @@ def _rewrite_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _rename_actions(instruction: Any) -> Any:
+def _rename_actions(instruction: object) -> object:
     if not isinstance(instruction, dict):
         return instruction
     out = dict(instruction)
@@ -299,8 +299,8 @@ class _Normalizer:
     typos: list[tuple[str, str]]
     tool_name: str | None = None
 
-    def keys(self, obj: dict[str, Any], known: tuple[str, ...], path: str, what: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def keys(self, obj: dict[str, object], known: tuple[str, ...], path: str, what: str) -> dict[str, object]:
+        out: dict[str, object] = {}
         for key, value in obj.items():
             if key in known:
                 out[key] = value
@@ -317,7 +317,7 @@ class _Normalizer:
                 )
         return out
 
-    def instruction(self, data: Any, path: str) -> Any:
+    def instruction(self, data: object, path: str) -> object:
         if not isinstance(data, dict):
             return data
         out = self.keys(data, _INSTRUCTION_KEYS, path, "instruction")
@@ -325,7 +325,7 @@ class _Normalizer:
         model = self.params_of(action) if isinstance(action, str) else None
         if model is not None and isinstance(params, dict):
             names = _param_names(model)
-            kept: dict[str, Any] = {}
+            kept: dict[str, object] = {}
             for key, value in params.items():
                 close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.8)
                 if key in names or close:
@@ -344,7 +344,7 @@ class _Normalizer:
             out["catchInstruction"] = self.instruction(out["catchInstruction"], f"{path}.catchInstruction")
         return out
 
-    def tool(self, data: Any, path: str) -> Any:
+    def tool(self, data: object, path: str) -> object:
         if not isinstance(data, dict):
             return data
         name = data.get("name")
@@ -371,12 +371,12 @@ def _param_names(model: type[BaseModel]) -> list[str]:
 
 
 def normalize_tools(
-    data: Any,
+    data: object,
     params_of: Callable[[str], type[BaseModel] | None],
     *,
     single: bool = False,
     strict: bool = False,
-) -> tuple[Any, list[TaskWarning]]:
+) -> tuple[object, list[TaskWarning]]:
     """Drop the keys TinyAgent ignores, as warnings; refuse near misses of known keys.
 
     Args:

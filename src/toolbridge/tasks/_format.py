@@ -55,11 +55,11 @@ class InstructionModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     action: str = Field(min_length=1)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, object] = Field(default_factory=dict)
     catch_instruction: InstructionModel | None = Field(default=None, alias="catchInstruction")
     id: str | None = Field(default=None, pattern=_ID_PATTERN)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The instruction as it appears in a tool file (camelCase keys, no nulls)."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
@@ -80,12 +80,12 @@ class ToolModel(BaseModel):
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_\-.]+$")
     title: str | None = None
     description: str = ""
-    input_schema: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}, alias="inputSchema"
+    input_schema: dict[str, object] = Field(
+        default_factory=lambda: dict[str, object](type="object", properties={}), alias="inputSchema"
     )
-    output_schema: dict[str, Any] | None = Field(default=None, alias="outputSchema")
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    output_schema: dict[str, object] | None = Field(default=None, alias="outputSchema")
+    annotations: dict[str, object] | None = None
+    meta: dict[str, object] | None = Field(default=None, alias="_meta")
     task: TaskModel
 
 
@@ -113,7 +113,7 @@ def format_loc(prefix: str, loc: Sequence[int | str]) -> str:
     return out
 
 
-def parse_tools_file(data: Any) -> ToolsFileModel:
+def parse_tools_file(data: object) -> ToolsFileModel:
     """Validate the structure of a whole tool file.
 
     Raises:
@@ -127,7 +127,7 @@ def parse_tools_file(data: Any) -> ToolsFileModel:
         raise _structure_error("", exc, data) from None
 
 
-def parse_tool(data: Any, prefix: str = "tool") -> ToolModel:
+def parse_tool(data: object, prefix: str = "tool") -> ToolModel:
     """Validate the structure of one tool object.
 
     Raises:
@@ -141,7 +141,7 @@ def parse_tool(data: Any, prefix: str = "tool") -> ToolModel:
         raise _structure_error(prefix, exc, {"tools": [data]}, single=True) from None
 
 
-def _tool_name_at(data: Any, loc: Sequence[int | str]) -> str | None:
+def _tool_name_at(data: object, loc: Sequence[int | str]) -> str | None:
     """The name of the tool a location of a whole file points into, when it has one."""
     if len(loc) >= 2 and loc[0] == "tools" and isinstance(loc[1], int):
         tools = data.get("tools") if isinstance(data, dict) else None

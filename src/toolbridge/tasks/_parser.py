@@ -27,7 +27,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import jsonschema.exceptions  # type: ignore[import-untyped]
 import jsonschema.validators  # type: ignore[import-untyped]
@@ -61,7 +60,7 @@ __all__ = [
 ]
 
 
-def task_output_schema(result_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def task_output_schema(result_schema: Mapping[str, object] | None = None) -> dict[str, object]:
     """The JSON Schema of the task envelope, with `result` described by `result_schema`.
 
     `status` is `success`, `error` or `partial completed`; `index` is the instruction reached
@@ -148,11 +147,11 @@ class TaskTool:
     name: str
     title: str | None
     description: str
-    input_schema: Mapping[str, Any]
-    result_schema: Mapping[str, Any] | None
-    output_schema: Mapping[str, Any]
-    annotations: Mapping[str, Any] | None
-    meta: Mapping[str, Any] | None
+    input_schema: Mapping[str, object]
+    result_schema: Mapping[str, object] | None
+    output_schema: Mapping[str, object]
+    annotations: Mapping[str, object] | None
+    meta: Mapping[str, object] | None
     instructions: tuple[InstructionModel, ...]
     ids: Mapping[str, int]
     _kinds: Mapping[str, _Kind] = field(repr=False)
@@ -161,9 +160,9 @@ class TaskTool:
 
     # -- describing ---------------------------------------------------------------------------
 
-    def mcp_definition(self) -> dict[str, Any]:
+    def mcp_definition(self) -> dict[str, object]:
         """The MCP `Tool` object as JSON (camelCase keys)."""
-        out: dict[str, Any] = {"name": self.name}
+        out: dict[str, object] = {"name": self.name}
         if self.title is not None:
             out["title"] = self.title
         out["description"] = self.description
@@ -187,7 +186,7 @@ class TaskTool:
 
     # -- preparing a call ---------------------------------------------------------------------
 
-    def prepare_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    def prepare_arguments(self, arguments: Mapping[str, object] | None) -> dict[str, object]:
         """Validate arguments against `inputSchema` and fill in the schema's defaults.
 
         Raises:
@@ -206,19 +205,21 @@ class TaskTool:
                 f"invalid arguments for tool {self.name!r}: " + "; ".join(problems),
                 code="ERR_TASK_ARGUMENTS",
             )
-        properties = self.input_schema.get("properties") or {}
-        for name, prop in properties.items():
+        properties = self.input_schema.get("properties")
+        for name, prop in properties.items() if isinstance(properties, Mapping) else ():
             if name not in args and isinstance(prop, Mapping) and "default" in prop:
                 args[name] = prop["default"]
         return args
 
-    def resolver(self, args: Mapping[str, Any], results: Mapping[str, Any] | None) -> Callable[[str], Any]:
+    def resolver(
+        self, args: Mapping[str, object], results: Mapping[str, object] | None
+    ) -> Callable[[str], object]:
         """A placeholder resolver for `render`: arguments from `args`, references from `results`.
 
         With `results=None`, references are left in place (the check before a task starts).
         """
 
-        def resolve(name: str) -> Any:
+        def resolve(name: str) -> object:
             kind = self._kinds.get(name)
             if kind is None:
                 return LEAVE
@@ -239,9 +240,9 @@ class TaskTool:
         self,
         instruction: InstructionModel,
         path: str,
-        args: Mapping[str, Any],
-        results: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
+        args: Mapping[str, object],
+        results: Mapping[str, object] | None,
+    ) -> dict[str, object]:
         """The instruction's params with placeholders substituted.
 
         Raises:
@@ -252,7 +253,7 @@ class TaskTool:
         assert isinstance(rendered, dict) and rendered is not OMIT
         return rendered
 
-    def check_ready(self, args: Mapping[str, Any]) -> None:
+    def check_ready(self, args: Mapping[str, object]) -> None:
         """Check, before anything runs, that every instruction can be filled in from `args`.
 
         Every interpolated placeholder must have its argument, and the params of instructions
@@ -264,7 +265,7 @@ class TaskTool:
         for index, instruction in enumerate(self.instructions):
             self._check_ready(instruction, f"task.instructions[{index}]", args)
 
-    def _check_ready(self, instruction: InstructionModel, path: str, args: Mapping[str, Any]) -> None:
+    def _check_ready(self, instruction: InstructionModel, path: str, args: Mapping[str, object]) -> None:
         try:
             params = self.render_params(instruction, path, args, None)
         except MissingValue as exc:
@@ -297,7 +298,7 @@ class TaskTool:
         if instruction.catch_instruction is not None:
             self._check_ready(instruction.catch_instruction, f"{path}.catchInstruction", args)
 
-    def check_result(self, value: Any) -> str | None:
+    def check_result(self, value: object) -> str | None:
         """Check a task result against the tool file's `outputSchema`; a message, or None when it fits."""
         if self.result_schema is None:
             return None
@@ -320,7 +321,7 @@ class TaskTool:
             raise ConfigError(f"unknown action {action!r}", code="ERR_TASK_UNKNOWN_ACTION")
         return spec
 
-    def params_model(self, action: str, params: Mapping[str, Any], path: str) -> BaseModel:
+    def params_model(self, action: str, params: Mapping[str, object], path: str) -> BaseModel:
         """The action's params model instance for substituted params.
 
         Raises:
@@ -348,7 +349,7 @@ def _field_by_name(model: type[BaseModel], key: str) -> FieldInfo | None:
 # --- compiling -----------------------------------------------------------------------------------
 
 
-def _check_schema(schema: Mapping[str, Any], path: str, *, must_be_object: bool) -> list[_Problem]:
+def _check_schema(schema: Mapping[str, object], path: str, *, must_be_object: bool) -> list[_Problem]:
     problems: list[_Problem] = []
     hazard = schema_hazard(schema)
     if hazard is not None:
@@ -478,7 +479,7 @@ class _Compiler:
         )
         self.add("ERR_TASK_PLACEHOLDER", path, f"placeholder {{{{{name}}}}}: {why}")
 
-    def check_params(self, model: type[BaseModel], params: Mapping[str, Any], path: str) -> None:
+    def check_params(self, model: type[BaseModel], params: Mapping[str, object], path: str) -> None:
         try:
             model.model_validate(dict(params))
         except ValidationError as exc:
@@ -519,7 +520,7 @@ def _params_of(registry: ActionRegistry) -> Callable[[str], type[BaseModel] | No
 
 
 def compile_tools(
-    data: Any,
+    data: object,
     registry: ActionRegistry | None = None,
     *,
     syntax: Syntax = DEFAULT_SYNTAX,
@@ -569,7 +570,7 @@ def compile_tools(
 
 
 def compile_tool(
-    data: Any,
+    data: object,
     registry: ActionRegistry | None = None,
     prefix: str = "tool",
     *,

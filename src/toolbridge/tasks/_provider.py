@@ -60,7 +60,7 @@ def read_tools_file(path: str | Path) -> Any:
         ) from None
 
 
-def load_mcp_servers(data: Any) -> dict[str, McpServerConfig]:
+def load_mcp_servers(data: object) -> dict[str, McpServerConfig]:
     """Read `{"mcpServers": {name: {command, args, env, cwd} | {url}}}` (or the inner map).
 
     Raises:
@@ -112,7 +112,7 @@ class TaskToolSet:
 
     def __init__(
         self,
-        tools_json: Mapping[str, Any],
+        tools_json: Mapping[str, object],
         *,
         registry: ActionRegistry | None = None,
         chromium: str | None = None,
@@ -199,7 +199,7 @@ class TaskToolSet:
             )
         return found.tool
 
-    def mcp_definitions(self) -> list[dict[str, Any]]:
+    def mcp_definitions(self) -> list[dict[str, object]]:
         """Every tool's MCP `Tool` object as JSON."""
         return [t.definition() for t in self._tools.values()]
 
@@ -208,7 +208,7 @@ class TaskToolSet:
     async def run(
         self,
         name: str,
-        arguments: Mapping[str, Any] | None = None,
+        arguments: Mapping[str, object] | None = None,
         progress: ProgressFn | None = None,
         *,
         elicit: ElicitFn | None = None,
@@ -227,7 +227,7 @@ class TaskToolSet:
         return [t.tool.spec() for t in self._tools.values()]
 
     async def call_tool(
-        self, name: str, args: Mapping[str, Any], *, progress: ProgressFn | None = None
+        self, name: str, args: Mapping[str, object], *, progress: ProgressFn | None = None
     ) -> ToolResult:
         """Run a task tool (`ToolProvider`).
 
@@ -243,7 +243,8 @@ class TaskToolSet:
         outcome = await self.run(name, args, progress)
         if not outcome.ok:
             env = outcome.envelope
-            message = env.get("error", {}).get("message", "")
+            error = env.get("error")
+            message = error.get("message", "") if isinstance(error, dict) else ""
             raise ToolError(
                 f"task tool {name!r} ended with {env['status']!r} at instruction {env['index']}: {message}",
                 code="ERR_TOOL_TASK_FAILED",

@@ -69,11 +69,16 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 """`await progress(progress, total, message)`."""
 
-ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+ElicitFn = Callable[[str, dict[str, object]], Awaitable[dict[str, object]]]
 """`await elicit(message, requested_schema)`: ask the person at the MCP client (elicitation);
 gives `{"action": "accept" | "decline" | "cancel", "content": {...}}`."""
 
 TaskStatus = Literal["success", "error", "partial completed"]
+_STATUSES: dict[str, TaskStatus] = {
+    "success": "success",
+    "error": "error",
+    "partial completed": "partial completed",
+}
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ class TaskRequest:
 
     id: str
     tool: TaskTool
-    arguments: Mapping[str, Any]
+    arguments: Mapping[str, object]
     elicit: ElicitFn | None = None
 
 
@@ -99,15 +104,14 @@ class TaskOutcome:
         results: the result of every top-level instruction that ran, in order.
     """
 
-    envelope: dict[str, Any]
+    envelope: dict[str, object]
     parts: tuple[Part, ...] = ()
     results: tuple[Any, ...] = ()
 
     @property
     def status(self) -> TaskStatus:
         """`success`, `error` or `partial completed`."""
-        status: TaskStatus = self.envelope["status"]
-        return status
+        return _STATUSES[str(self.envelope["status"])]
 
     @property
     def ok(self) -> bool:
@@ -123,7 +127,7 @@ class TaskOutcome:
         """The envelope as compact JSON text."""
         return to_json_text(self.envelope)
 
-    def to_call_result(self) -> dict[str, Any]:
+    def to_call_result(self) -> dict[str, object]:
         """The MCP `CallToolResult` as JSON: the envelope as text and structured content, images after."""
         content = [{"type": "text", "text": self.text()}, *(part_to_mcp(p) for p in self.parts)]
         return {"content": content, "structuredContent": self.envelope, "isError": not self.ok}
@@ -155,10 +159,10 @@ class Task:
         self.tool = request.tool.name
         self.index = 0
         self.state: Literal["queued", "running", "paused", "finished"] = "queued"
-        self.results: list[Any] = []
-        self.results_by_id: dict[str, Any] = {}
+        self.results: list[object] = []
+        self.results_by_id: dict[str, object] = {}
         self.parts: list[Part] = []
-        self.shared: dict[str, Any] = {}
+        self.shared: dict[str, object] = {}
         self.cleanups: list[Callable[[], Awaitable[None]]] = []
         self._stop_requested = False
         self._skip_requested = False
@@ -402,7 +406,7 @@ class TaskScheduler:
             ) from None
 
     def _finish(
-        self, task: Task, status: TaskStatus, index: int, result: Any, *, error: str | None = None
+        self, task: Task, status: TaskStatus, index: int, result: object, *, error: str | None = None
     ) -> TaskOutcome:
         tool = task.request.tool
         instructions = tool.instructions
@@ -411,7 +415,7 @@ class TaskScheduler:
             if mismatch is not None:
                 status = "error"
                 error = f"the task's result does not match the tool's outputSchema: {mismatch}"
-        envelope: dict[str, Any] = {"status": status, "index": index}
+        envelope: dict[str, object] = {"status": status, "index": index}
         if 0 <= index < len(instructions):
             envelope["instruction"] = instructions[index].to_json()
         if result is not None:

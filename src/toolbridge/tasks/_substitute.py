@@ -177,7 +177,7 @@ def _join(pieces: list[tuple[str, bool]], syntax: Syntax) -> str:
     return Filled(text, tuple(spans))
 
 
-def _freeze(value: Any, syntax: Syntax) -> Any:
+def _freeze(value: object, syntax: Syntax) -> Any:
     """An inserted value, with every text that could read as a placeholder made final."""
     if isinstance(value, str):
         if syntax.prefix[0] in value and not isinstance(value, Filled):
@@ -236,7 +236,7 @@ class Placeholder:
     path: str
 
 
-Resolver = Callable[[str], Any]
+Resolver = Callable[[str], object]
 
 
 def _whole_name(text: str, syntax: Syntax) -> str | None:
@@ -246,7 +246,9 @@ def _whole_name(text: str, syntax: Syntax) -> str | None:
     return m.group(1) if m else None
 
 
-def iter_placeholders(value: Any, path: str = "", syntax: Syntax = DEFAULT_SYNTAX) -> Iterator[Placeholder]:
+def iter_placeholders(
+    value: object, path: str = "", syntax: Syntax = DEFAULT_SYNTAX
+) -> Iterator[Placeholder]:
     """Every placeholder in `value`, depth first, with where it was found."""
     if isinstance(value, str):
         whole = _whole_name(value, syntax)
@@ -267,21 +269,21 @@ def iter_placeholders(value: Any, path: str = "", syntax: Syntax = DEFAULT_SYNTA
             yield from iter_placeholders(item, f"{path}[{i}]", syntax)
 
 
-def _join_key(path: str, key: Any) -> str:
+def _join_key(path: str, key: object) -> str:
     key = str(key)
     if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
         return f"{path}.{key}"
     return f"{path}[{json.dumps(key)}]"
 
 
-def to_text(value: Any) -> str:
+def to_text(value: object) -> str:
     """How a value reads inside a longer string: JSON text, except that strings are bare."""
     if isinstance(value, str):
         return str(value)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def render(value: Any, resolve: Resolver, path: str = "", syntax: Syntax = DEFAULT_SYNTAX) -> Any:
+def render(value: object, resolve: Resolver, path: str = "", syntax: Syntax = DEFAULT_SYNTAX) -> Any:
     """Substitute every placeholder in `value` (a params object, or any JSON value).
 
     Inserted values are never read as templates: they come out frozen (see `Filled`), so a
@@ -304,14 +306,14 @@ def render(value: Any, resolve: Resolver, path: str = "", syntax: Syntax = DEFAU
     if isinstance(value, str):
         return _render_str(value, resolve, path, syntax)
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key, item in value.items():
             rendered = render(item, resolve, _join_key(path, key), syntax)
             if rendered is not OMIT:
                 out[key] = rendered
         return out
     if isinstance(value, list):
-        items: list[Any] = []
+        items: list[object] = []
         for i, item in enumerate(value):
             rendered = render(item, resolve, f"{path}[{i}]", syntax)
             if rendered is not OMIT:
@@ -369,7 +371,7 @@ def parse_path(text: str) -> list[str | int]:
     return steps
 
 
-def get_path(value: Any, steps: list[str | int], label: str) -> Any:
+def get_path(value: object, steps: list[str | int], label: str) -> Any:
     """Walk `steps` into `value`; a digit step indexes a list.
 
     Raises:

@@ -59,25 +59,25 @@ class ExtractedTool:
     """
 
     name: str
-    config: dict[str, Any]
-    cb: Callable[..., Awaitable[dict[str, Any]]]
+    config: dict[str, object]
+    cb: Callable[..., Awaitable[dict[str, object]]]
     tool: TaskTool
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> dict[str, object]:
         """The whole MCP `Tool` object as JSON."""
         return {"name": self.name, **self.config}
 
 
 def _replace(
-    syntax: Syntax, instruction: MutableMapping[str, Any], name: str, value: Any
-) -> MutableMapping[str, Any]:
+    syntax: Syntax, instruction: MutableMapping[str, object], name: str, value: Any
+) -> MutableMapping[str, object]:
     params = instruction.get("params")
     if params is None:
         return instruction
     if not isinstance(params, MutableMapping):
         raise ConfigError("instruction.params must be an object", code="ERR_TASK_INVALID")
 
-    def resolve(key: str) -> Any:
+    def resolve(key: str) -> object:
         return value if key == name else LEAVE
 
     rendered = render(dict(params), resolve, "params", syntax)
@@ -95,7 +95,7 @@ class _ReplaceMethod:
 
     def __get__(
         self, obj: McpToolParser | None, owner: type[McpToolParser]
-    ) -> Callable[[MutableMapping[str, Any], str, Any], MutableMapping[str, Any]]:
+    ) -> Callable[[MutableMapping[str, object], str, Any], MutableMapping[str, object]]:
         syntax = obj.syntax if obj is not None else DEFAULT_SYNTAX
         return functools.partial(_replace, syntax)
 
@@ -153,7 +153,7 @@ class McpToolParser:
             self._registry = default_registry()
         return self._registry
 
-    def extract_tool(self, tool_json: Mapping[str, Any]) -> ExtractedTool:
+    def extract_tool(self, tool_json: Mapping[str, object]) -> ExtractedTool:
         """Validate one task tool and turn it into an MCP tool.
 
         Raises:
@@ -164,7 +164,7 @@ class McpToolParser:
         )
         return self._extract(tool)
 
-    def extract_all_tools(self, tools_json: Mapping[str, Any]) -> list[ExtractedTool]:
+    def extract_all_tools(self, tools_json: Mapping[str, object]) -> list[ExtractedTool]:
         """Validate a whole `{"tools": [...]}` file and turn each tool into an MCP tool.
 
         Raises:
@@ -175,7 +175,7 @@ class McpToolParser:
         )
         return [self._extract(t) for t in tools]
 
-    def get_task_output_schema(self, result_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def get_task_output_schema(self, result_schema: Mapping[str, object] | None = None) -> dict[str, object]:
         """The JSON Schema of the task envelope (`result` described by `result_schema`)."""
         return task_output_schema(result_schema)
 
@@ -184,10 +184,10 @@ class McpToolParser:
         definition.pop("name")
 
         async def cb(
-            arguments: Mapping[str, Any] | None,
+            arguments: Mapping[str, object] | None,
             progress: ProgressFn | None = None,
             elicit: ElicitFn | None = None,
-        ) -> dict[str, Any]:
+        ) -> dict[str, object]:
             outcome = await self.run(tool, arguments, progress, elicit)
             return outcome.to_call_result()
 
@@ -196,7 +196,7 @@ class McpToolParser:
     async def run(
         self,
         tool: TaskTool,
-        arguments: Mapping[str, Any] | None,
+        arguments: Mapping[str, object] | None,
         progress: ProgressFn | None = None,
         elicit: ElicitFn | None = None,
     ) -> TaskOutcome:

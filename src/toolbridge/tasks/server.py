@@ -80,7 +80,7 @@ def _elicitation(ctx: Any) -> ElicitFn | None:
         # tools do not do (yet): there the person cannot be asked, and userGuide says so
         return None
 
-    async def elicit(message: str, schema: dict[str, Any]) -> dict[str, Any]:
+    async def elicit(message: str, schema: dict[str, object]) -> dict[str, object]:
         result = await session.elicit_form(message, schema, related_request_id=ctx.request_id)
         return {"action": result.action, "content": dict(result.content or {})}
 

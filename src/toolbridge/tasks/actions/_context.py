@@ -48,7 +48,7 @@ class McpServerConfig:
             )
 
     @classmethod
-    def from_json(cls, name: str, data: Any) -> McpServerConfig:
+    def from_json(cls, name: str, data: object) -> McpServerConfig:
         """Build from `{"command": ..., "args": [...], "env": {...}}` or `{"url": ...}`.
 
         Raises:
@@ -164,7 +164,7 @@ class ActionContext:
     task_id: str
     index: int
     path: str
-    results: Mapping[str, Any]
+    results: Mapping[str, object]
     previous: Sequence[Any]
     services: TaskServices
     elicit: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
