@@ -43,7 +43,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -51,11 +51,11 @@ from pydantic import BaseModel, ValidationError
 
 from .. import telemetry
 from .._owned_tasks import stop_task
-from ..calls import AgentHooks, PlannedToolCall, RunContext, ToolTarget
+from ..calls import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, ToolTarget
 from ..catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
-from ..tools import ToolResult
+from ..tools import ToolProvider, ToolResult
 from ._hook_chain import HookChain, hooks_of
 from ._input import build_messages as build_messages
 from ._input import message_of as _message
@@ -76,12 +76,15 @@ from ._types import (
 )
 from .models._base import (
     Message,
+    Model,
+    ModelBase,
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
     TextDelta,
     ToolCall,
     Usage,
+    media_support,
 )
 from .models._factory import model_from_string
 
@@ -136,8 +139,8 @@ def error_feedback(exc: BaseException) -> str:
     """The text a model is shown for a failed tool call: `Error: <message>` (+ server text)."""
     if isinstance(exc, ToolbridgeError):
         text = exc.message
-        server_text = getattr(exc, "server_text", None)
-        if isinstance(server_text, str) and server_text and server_text not in text:
+        server_text = exc.server_text if isinstance(exc, ToolError) else None
+        if server_text and server_text not in text:
             text = f"{text}\n{server_text}"
     else:
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -156,6 +159,28 @@ def _with_ids(step: int, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
 
 
 # -- the agent ---------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class _Requests(Protocol):
+    """What `Agent` checks a model has before taking it (the rest of `Model` is optional there)."""
+
+    @property
+    def id(self) -> object: ...
+
+    @property
+    def request(self) -> object: ...
+
+
+@runtime_checkable
+class _Streams(Protocol):
+    """A model with `request_stream` (a model without one is asked with `request`)."""
+
+    def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]: ...
+
+
+Binding = ToolBinding | Mapping[str, object] | ToolProvider
+"""One of `Agent`'s tool providers: a `ToolBinding`, a mapping with its fields, or a bare provider."""
 
 
 class Agent:
@@ -193,16 +218,16 @@ class Agent:
 
     def __init__(
         self,
-        model: Any,
-        tool_providers: Sequence[Any] = (),
+        model: Model | str,
+        tool_providers: Sequence[Binding] | Binding = (),
         *,
         system: str | None = None,
         max_steps: int = 8,
         on_max_steps: str = "throw",
         on_tool_error: str = "feedback",
         max_parallel_tools: int = 8,
-        options: Mapping[str, Any] | None = None,
-        tools: Sequence[Any] = (),
+        options: Mapping[str, object] | None = None,
+        tools: Sequence[DeclaredToolLike] = (),
         output_type: type[BaseModel] | None = None,
         output_retries: int = 2,
         hooks: AgentHooks | Sequence[AgentHooks] | None = None,
@@ -210,7 +235,9 @@ class Agent:
         tool_search: ToolSearch | int | bool | None = None,
     ) -> None:
         model = model_from_string(model) if isinstance(model, str) else model  # "provider:model"
-        if not callable(getattr(model, "request", None)) or not isinstance(getattr(model, "id", None), str):
+        # `ModelBase` first: a plain class check, where a protocol's costs tens of microseconds
+        known = isinstance(model, (ModelBase, _Requests))
+        if not known or not callable(model.request) or not isinstance(model.id, str):
             raise ConfigError(f"Agent: {model!r} is not a Model (needs id and request())", code="ERR_CONFIG")
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
             raise ConfigError("Agent: max_steps must be an integer >= 1", code="ERR_CONFIG")
@@ -228,18 +255,18 @@ class Agent:
             raise ConfigError("Agent: output_retries must be >= 0", code="ERR_CONFIG")
         if isinstance(tool_providers, Mapping) or not isinstance(tool_providers, Sequence):
             tool_providers = [tool_providers]
-        self.model = model
+        self.model: Model = model
         self.bindings: tuple[ToolBinding, ...] = tuple(ToolBinding.coerce(b) for b in tool_providers)
         self.tool_search = tool_search_of(tool_search)  # past its threshold: find/use (`_tool_search`)
         if self.tool_search is not None:
             self.bindings += (self.tool_search.binding,)
-        self.tools: tuple[Any, ...] = check_declared(tools, "Agent")
+        self.tools: tuple[DeclaredToolLike, ...] = check_declared(tools, "Agent")
         self.system = system
         self.max_steps = max_steps
         self.on_max_steps = on_max_steps
         self.on_tool_error = on_tool_error
         self.max_parallel_tools = max_parallel_tools
-        self.options: dict[str, Any] = dict(options or {})
+        self.options: dict[str, object] = dict(options or {})
         self.output_type = output_type
         self.output_retries = output_retries
         self.hooks = hooks_of(hooks, "Agent")
@@ -247,9 +274,7 @@ class Agent:
         self._catalog = ToolCatalog(self.bindings, self.tools, final_answer=output_type)
 
     def __repr__(self) -> str:
-        return (
-            f"Agent({self.name!r}, model={getattr(self.model, 'id', '?')!r}, bindings={len(self.bindings)})"
-        )
+        return f"Agent({self.name!r}, model={self.model.id!r}, bindings={len(self.bindings)})"
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -266,10 +291,10 @@ class Agent:
 
     async def run(
         self,
-        prompt_or_messages: str | Sequence[Mapping[str, Any] | Message],
+        prompt_or_messages: str | Sequence[Mapping[str, object] | Message],
         *,
         system: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         hooks: AgentHooks | Sequence[AgentHooks] | None = None,
     ) -> RunResult:
         """Run the agent to completion.
@@ -304,10 +329,10 @@ class Agent:
 
     async def stream(
         self,
-        prompt_or_messages: str | Sequence[Mapping[str, Any] | Message],
+        prompt_or_messages: str | Sequence[Mapping[str, object] | Message],
         *,
         system: str | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         hooks: AgentHooks | Sequence[AgentHooks] | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the agent, yielding events as they happen.
@@ -326,12 +351,15 @@ class Agent:
                 async for event in events:
                     yield event
         except Exception as exc:
-            yield RunErrorEvent(error=exc, code=getattr(exc, "code", type(exc).__name__))
+            code = exc.code if isinstance(exc, ToolbridgeError) else type(exc).__name__
+            yield RunErrorEvent(error=exc, code=code)
 
     async def _model_turn(
         self, request: ModelRequest, streaming: bool, chat: telemetry.Span = telemetry.NO_SPAN
     ) -> AsyncGenerator[ModelStreamItem, None]:
-        request_stream = getattr(self.model, "request_stream", None) if streaming else None
+        model = self.model
+        streams = streaming and isinstance(model, (ModelBase, _Streams))
+        request_stream = model.request_stream if streams else None
         if request_stream is None:
             with chat.attach():  # the model's own instrumentation (HTTP) nests under `chat`
                 response = await self.model.request(request)
@@ -352,10 +380,10 @@ class Agent:
 
     def _engine(
         self,
-        prompt_or_messages: Any,
+        prompt_or_messages: str | Sequence[Mapping[str, object] | Message],
         system: str | None,
-        options: Mapping[str, Any] | None,
-        hooks: Any,
+        options: Mapping[str, object] | None,
+        hooks: AgentHooks | Sequence[AgentHooks] | None,
         *,
         streaming: bool,
     ) -> AsyncGenerator[AgentEvent, None]:
@@ -384,10 +412,10 @@ class Agent:
 
     async def _run_body(
         self,
-        prompt_or_messages: Any,
+        prompt_or_messages: str | Sequence[Mapping[str, object] | Message],
         system: str | None,
-        options: Mapping[str, Any] | None,
-        hooks: Any,
+        options: Mapping[str, object] | None,
+        hooks: AgentHooks | Sequence[AgentHooks] | None,
         *,
         streaming: bool,
         span: telemetry.Span,
@@ -408,10 +436,9 @@ class Agent:
         paused = 0  # continuations of the turn the provider paused (`MAX_PAUSES`)
         last_text = ""
         finish_reason = "stop"
-        output: Any = None
+        output: object = None
         done = False
-        supports_images = bool(getattr(self.model, "supports_images", False))
-        supports_audio = getattr(self.model, "supports_audio", False) is True
+        supports_images, supports_audio = media_support(self.model)
 
         for step in range(self.max_steps):
             ctx.step = step
@@ -773,7 +800,7 @@ class Agent:
                 call.name,
                 error_feedback(exc),
                 error=True,
-                error_code=getattr(exc, "code", None),
+                error_code=exc.code if isinstance(exc, ToolbridgeError) else None,
             )
         telemetry.end_tool(span, result)
         return ToolResultRecord(call.call_id, call.name, result.content, error=False, result=result)

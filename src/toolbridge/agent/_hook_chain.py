@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from ..calls import AgentHooks, PlannedToolCall, RunContext
 from ..errors import ConfigError
 from ..tools import ToolResult
+from .models._base import Model, ModelRequest, ModelResponse
 
 __all__ = ["HookChain", "hooks_of"]
 
@@ -18,7 +18,7 @@ class HookChain(AgentHooks):
     def __init__(self, hooks: Sequence[AgentHooks]) -> None:
         self.hooks = list(hooks)
 
-    async def before_run(self, ctx: RunContext, messages: Sequence[Any]) -> Sequence[Any]:
+    async def before_run(self, ctx: RunContext, messages: Sequence[object]) -> Sequence[object]:
         for hook in self.hooks:
             messages = await hook.before_run(ctx, messages)
         return messages
@@ -27,24 +27,26 @@ class HookChain(AgentHooks):
     # no layer of this chain around it, as `call_tool` does.
 
     def before_model_call(  # type: ignore[override]
-        self, ctx: RunContext, model: Any, request: Any
+        self, ctx: RunContext, model: Model, request: ModelRequest
     ) -> Awaitable[None]:
         if len(self.hooks) == 1:
             return self.hooks[0].before_model_call(ctx, model, request)
         return self._before_model_call(ctx, model, request)
 
-    async def _before_model_call(self, ctx: RunContext, model: Any, request: Any) -> None:
+    async def _before_model_call(self, ctx: RunContext, model: Model, request: ModelRequest) -> None:
         for hook in self.hooks:
             await hook.before_model_call(ctx, model, request)
 
     def after_model_call(  # type: ignore[override]
-        self, ctx: RunContext, model: Any, request: Any, response: Any
+        self, ctx: RunContext, model: Model, request: ModelRequest, response: ModelResponse
     ) -> Awaitable[None]:
         if len(self.hooks) == 1:
             return self.hooks[0].after_model_call(ctx, model, request, response)
         return self._after_model_call(ctx, model, request, response)
 
-    async def _after_model_call(self, ctx: RunContext, model: Any, request: Any, response: Any) -> None:
+    async def _after_model_call(
+        self, ctx: RunContext, model: Model, request: ModelRequest, response: ModelResponse
+    ) -> None:
         for hook in self.hooks:
             await hook.after_model_call(ctx, model, request, response)
 
@@ -72,7 +74,7 @@ class HookChain(AgentHooks):
             chained = _wrap(hook, ctx, call, chained)
         return chained()
 
-    async def after_run(self, ctx: RunContext, output: Any) -> Any:
+    async def after_run(self, ctx: RunContext, output: object) -> object:
         for hook in self.hooks:
             output = await hook.after_run(ctx, output)
         return output
@@ -87,13 +89,15 @@ def _wrap(
     return invoke
 
 
-def hooks_of(value: Any, where: str) -> list[AgentHooks]:
+def hooks_of(value: AgentHooks | Sequence[AgentHooks] | None, where: str) -> list[AgentHooks]:
     if value is None:
         return []
-    items = list(value) if isinstance(value, list | tuple) else [value]
+    items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
+    hooks: list[AgentHooks] = []
     for item in items:
         if not isinstance(item, AgentHooks):
             raise ConfigError(
                 f"{where}: hooks must be AgentHooks instances, got {type(item).__name__}", code="ERR_CONFIG"
             )
-    return items
+        hooks.append(item)
+    return hooks

@@ -40,7 +40,7 @@ Design:
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -519,7 +519,7 @@ class AnthropicModel(RemoteModel["AsyncAnthropic"]):
             "".join(text), calls, _usage(message.usage), self._finish(stop_reason, calls), blocks, request
         )
 
-    async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+    async def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         """Take one turn, streaming text deltas; tool calls arrive in the final response.
 
         Raises:

@@ -18,7 +18,7 @@ Prices are in micro-USD per million tokens, so cost arithmetic stays in integers
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -292,8 +292,11 @@ class Model(Protocol):
         """Take one turn. Raises `ModelError` when the provider fails."""
         ...
 
-    def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        """Take one turn, yielding `TextDelta`s and then exactly one `ModelResponse`."""
+    def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
+        """Take one turn, yielding `TextDelta`s and then exactly one `ModelResponse`.
+
+        An async generator (the agent closes it when the run stops early): write it as an
+        `async def` with `yield`."""
         ...
 
 
@@ -313,7 +316,7 @@ class ModelBase:
         """Cost of `usage` on this model in micro-USD (0 without prices)."""
         return estimate_cost_micros(self, usage)
 
-    async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+    async def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         """Yield the whole text as one `TextDelta` (when there is text), then the response.
 
         Raises:
@@ -339,6 +342,28 @@ def estimate_cost_micros(model: object, usage: Usage) -> int:
     if not isinstance(prices, ModelPrices):
         return 0
     return prices.cost_micros(usage)
+
+
+@runtime_checkable
+class _TakesImages(Protocol):
+    @property
+    def supports_images(self) -> object: ...
+
+
+@runtime_checkable
+class _TakesAudio(Protocol):
+    @property
+    def supports_audio(self) -> object: ...
+
+
+def media_support(model: object) -> tuple[bool, bool]:
+    """Whether `model` takes images, and audio: its `supports_images` / `supports_audio`, false
+    when it lacks them (`supports_audio` is an optional attribute of a `Model`; audio is sent
+    only when it is `True` itself)."""
+    if isinstance(model, ModelBase):  # a plain class check: a protocol's costs tens of microseconds
+        return bool(model.supports_images), model.supports_audio is True
+    images = bool(model.supports_images) if isinstance(model, _TakesImages) else False
+    return images, model.supports_audio is True if isinstance(model, _TakesAudio) else False
 
 
 def normalize_finish_reason(raw: str | None, *, has_tool_calls: bool = False) -> str:

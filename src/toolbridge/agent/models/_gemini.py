@@ -450,7 +450,7 @@ class GeminiModel(RemoteModel["Client"]):
             finish_reason=self._finish(reason, candidate.finish_message, calls),
         )
 
-    async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+    async def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         """Take one turn, streaming text deltas; function calls arrive in the final response.
 
         Raises:

@@ -31,7 +31,7 @@ Design:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -395,7 +395,7 @@ class OpenAIModel(RemoteModel["AsyncOpenAI"]):
             finish_reason=normalize_finish_reason(choice.finish_reason, has_tool_calls=bool(calls)),
         )
 
-    async def request_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+    async def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         """Take one turn, streaming text deltas; tool calls arrive in the final response.
 
         Raises:
