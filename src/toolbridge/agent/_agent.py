@@ -43,7 +43,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import Protocol, runtime_checkable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -55,13 +54,14 @@ from ..calls import AgentHooks, DeclaredToolLike, PlannedToolCall, RunContext, T
 from ..catalog import FINAL_RESULT_TOOL, ToolCatalog, check_declared
 from ..content import AudioPart, ImagePart, Part, TextPart, media_placeholder
 from ..errors import AgentError, ConfigError, ModelError, PolicyError, ToolbridgeError, ToolError
-from ..tools import ToolProvider, ToolResult
+from ..tools import ToolResult
 from ._hook_chain import HookChain, hooks_of
 from ._input import build_messages as build_messages
 from ._input import message_of as _message
 from ._tool_search import ToolSearch, tool_search_of
 from ._types import (
     AgentEvent,
+    BindingLike,
     RunErrorEvent,
     RunFinishedEvent,
     RunResult,
@@ -77,7 +77,6 @@ from ._types import (
 from .models._base import (
     Message,
     Model,
-    ModelBase,
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
@@ -85,6 +84,8 @@ from .models._base import (
     ToolCall,
     Usage,
     media_support,
+    stream_of,
+    takes_requests,
 )
 from .models._factory import model_from_string
 
@@ -161,28 +162,6 @@ def _with_ids(step: int, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
 # -- the agent ---------------------------------------------------------------------------------
 
 
-@runtime_checkable
-class _Requests(Protocol):
-    """What `Agent` checks a model has before taking it (the rest of `Model` is optional there)."""
-
-    @property
-    def id(self) -> object: ...
-
-    @property
-    def request(self) -> object: ...
-
-
-@runtime_checkable
-class _Streams(Protocol):
-    """A model with `request_stream` (a model without one is asked with `request`)."""
-
-    def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]: ...
-
-
-Binding = ToolBinding | Mapping[str, object] | ToolProvider
-"""One of `Agent`'s tool providers: a `ToolBinding`, a mapping with its fields, or a bare provider."""
-
-
 class Agent:
     """A model, the tools it may call, and the loop that runs them.
 
@@ -219,7 +198,7 @@ class Agent:
     def __init__(
         self,
         model: Model | str,
-        tool_providers: Sequence[Binding] | Binding = (),
+        tool_providers: Sequence[BindingLike] | BindingLike = (),
         *,
         system: str | None = None,
         max_steps: int = 8,
@@ -235,9 +214,7 @@ class Agent:
         tool_search: ToolSearch | int | bool | None = None,
     ) -> None:
         model = model_from_string(model) if isinstance(model, str) else model  # "provider:model"
-        # `ModelBase` first: a plain class check, where a protocol's costs tens of microseconds
-        known = isinstance(model, (ModelBase, _Requests))
-        if not known or not callable(model.request) or not isinstance(model.id, str):
+        if not takes_requests(model):
             raise ConfigError(f"Agent: {model!r} is not a Model (needs id and request())", code="ERR_CONFIG")
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
             raise ConfigError("Agent: max_steps must be an integer >= 1", code="ERR_CONFIG")
@@ -357,9 +334,7 @@ class Agent:
     async def _model_turn(
         self, request: ModelRequest, streaming: bool, chat: telemetry.Span = telemetry.NO_SPAN
     ) -> AsyncGenerator[ModelStreamItem, None]:
-        model = self.model
-        streams = streaming and isinstance(model, (ModelBase, _Streams))
-        request_stream = model.request_stream if streams else None
+        request_stream = stream_of(self.model) if streaming else None
         if request_stream is None:
             with chat.attach():  # the model's own instrumentation (HTTP) nests under `chat`
                 response = await self.model.request(request)

@@ -9,7 +9,6 @@ blocks of Anthropic's tool search that loaded the tools it called, thinking, ...
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ..content import AudioPart, ImagePart, Part, TextPart, part_to_mcp, parts_from_mcp
 from ..errors import ConfigError
@@ -30,7 +29,7 @@ def _bad_input(message: str) -> ConfigError:
     return ConfigError(message, code="ERR_INVALID_INPUT")
 
 
-def _content(value: Any, where: str) -> str | tuple[Part, ...]:
+def _content(value: object, where: str) -> str | tuple[Part, ...]:
     if isinstance(value, str):
         return value
     if isinstance(value, Sequence) and all(isinstance(p, TextPart | ImagePart | AudioPart) for p in value):
@@ -41,7 +40,7 @@ def _content(value: Any, where: str) -> str | tuple[Part, ...]:
     raise _bad_input(f"{where}: content must be a string or a list of content parts")
 
 
-def _native(value: Any, where: str) -> NativeBlocks | None:
+def _native(value: object, where: str) -> NativeBlocks | None:
     if value is None:
         return None
     provider = value.get("provider") if isinstance(value, Mapping) else None
@@ -60,9 +59,9 @@ def _native(value: Any, where: str) -> NativeBlocks | None:
     return NativeBlocks(provider, tuple(dict(b) for b in blocks))
 
 
-def message_to_dict(message: Message) -> dict[str, Any]:
+def message_to_dict(message: Message) -> dict[str, object]:
     """A JSON-safe dict of `message` that `Agent.run` reads back as the same message."""
-    out: dict[str, Any] = {"role": message.role}
+    out: dict[str, object] = {"role": message.role}
     content = message.content
     out["content"] = content if isinstance(content, str) else [part_to_mcp(p) for p in content]
     if message.tool_calls:
@@ -83,7 +82,7 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     return out
 
 
-def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
+def _tool_calls(value: object, where: str) -> tuple[ToolCall, ...]:
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, Sequence):
@@ -102,7 +101,7 @@ def _tool_calls(value: Any, where: str) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _message(value: Any, index: int) -> Message:
+def _message(value: object, index: int) -> Message:
     where = f"messages[{index}]"
     if isinstance(value, Message):
         if value.role not in _ROLES:
@@ -136,7 +135,7 @@ def _message(value: Any, index: int) -> Message:
     )
 
 
-def build_messages(prompt_or_messages: Any, system: str | None) -> list[Message]:
+def build_messages(prompt_or_messages: object, system: str | None) -> list[Message]:
     """The initial conversation of a run.
 
     Raises:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..content import AudioPart, ImagePart, Part, TextPart
 from ..errors import ToolbridgeError, bounded
-from .models._base import Message, ModelRequest
+from .models._base import Message, Model, ModelRequest
 
 __all__ = ["ModelSamplingHandler"]
 
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("toolbridge.agent.sampling")
 
 
-def _parts(content: Any) -> tuple[Part, ...]:
+def _parts(
+    content: types.SamplingMessageContentBlock | list[types.SamplingMessageContentBlock],
+) -> tuple[Part, ...]:
     import mcp_types as types
 
     blocks = content if isinstance(content, list) else [content]
@@ -43,7 +45,7 @@ def _parts(content: Any) -> tuple[Part, ...]:
         elif isinstance(block, types.AudioContent):
             parts.append(AudioPart(block.data, block.mime_type))
         else:
-            parts.append(TextPart(f"[{getattr(block, 'type', 'content')} block omitted]"))
+            parts.append(TextPart(f"[{block.type} block omitted]"))
     return tuple(parts)
 
 
@@ -57,14 +59,14 @@ class ModelSamplingHandler:
     """
 
     def __init__(
-        self, model: Any, *, options: Mapping[str, Any] | None = None, system: str | None = None
+        self, model: Model, *, options: Mapping[str, object] | None = None, system: str | None = None
     ) -> None:
         self.model = model
         self.options = dict(options or {})
         self.system = system
 
     def __repr__(self) -> str:
-        return f"ModelSamplingHandler(model={getattr(self.model, 'id', '?')!r})"
+        return f"ModelSamplingHandler(model={self.model.id!r})"
 
     def to_request(self, params: types.CreateMessageRequestParams) -> ModelRequest:
         """The `ModelRequest` for a sampling request."""
@@ -88,7 +90,7 @@ class ModelSamplingHandler:
         return ModelRequest(messages=tuple(messages), tools=(), options=options)
 
     async def __call__(
-        self, context: Any, params: types.CreateMessageRequestParams | None = None
+        self, context: object, params: types.CreateMessageRequestParams | None = None
     ) -> types.CreateMessageResult | types.ErrorData:
         """Answer one sampling request: `handler(params)` or `handler(context, params)`.
 
@@ -97,13 +99,13 @@ class ModelSamplingHandler:
         """
         import mcp_types as types
 
-        if params is None:
-            params = context
-        assert isinstance(params, types.CreateMessageRequestParams)
+        asked = context if params is None else params  # `handler(params)`: the one argument is it
+        assert isinstance(asked, types.CreateMessageRequestParams)
+        params = asked
         try:
             response = await self.model.request(self.to_request(params))
         except ToolbridgeError as exc:
-            _log.warning("sampling with %s failed: %s", getattr(self.model, "id", "?"), exc.code)
+            _log.warning("sampling with %s failed: %s", self.model.id, exc.code)
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message=bounded(f"{exc.code}: {exc.message}", 500)
             )
@@ -111,6 +113,6 @@ class ModelSamplingHandler:
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(type="text", text=response.text),
-            model=str(getattr(self.model, "id", "model")),
+            model=str(self.model.id),
             stop_reason=stop,
         )

@@ -39,9 +39,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from ..calls import ToolBinding
+from ..calls import ToolBinding, ToolTarget
 from ..catalog import FINAL_RESULT_TOOL, Catalog
 from ..discovery import (
     MAX_LIMIT,
@@ -54,7 +54,8 @@ from ..discovery import (
 )
 from ..errors import ConfigError, ToolbridgeError, ToolError
 from ..tools import ToolResult, ToolSpec
-from .models import ModelRequest, NativeToolSearch
+from .models import Message, ModelRequest, NativeToolSearch
+from .models._base import searches_natively
 
 __all__ = ["FIND_TOOLS", "MAX_NATIVE", "USE_TOOLS", "ToolSearch", "tool_search_of"]
 
@@ -133,11 +134,11 @@ class ToolSearch:
     # ------------------------------------------------------------------- what the model sees
 
     def request(
-        self, catalog: Catalog, messages: Sequence[Any], options: Mapping[str, Any], model: object
+        self, catalog: Catalog, messages: Sequence[Message], options: Mapping[str, object], model: object
     ) -> ModelRequest:
         """The model request of one turn: the provider's own search when `model` has one and the
         catalog is past the threshold, else what `shown` gives."""
-        if self.native is not None and getattr(model, "native_tool_search", False) is True:
+        if self.native is not None and searches_natively(model):
             specs = [s for s in catalog.specs if s.name not in (FIND_TOOLS, USE_TOOLS)]
             searchable = [s.name for s in specs if s.name != FINAL_RESULT_TOOL]
             if self.threshold < len(searchable) <= MAX_NATIVE and _NATIVE_NAMES.isdisjoint(searchable):
@@ -150,7 +151,7 @@ class ToolSearch:
                 )
         return ModelRequest(messages=tuple(messages), tools=self.shown(catalog, messages), options=options)
 
-    def shown(self, catalog: Catalog, messages: Sequence[Any]) -> tuple[ToolSpec, ...]:
+    def shown(self, catalog: Catalog, messages: Sequence[Message]) -> tuple[ToolSpec, ...]:
         """The specs of a model request: all of `catalog`'s under the threshold; past it the meta
         tools, the final answer, the pinned tools and the working set read from `messages`."""
         searchable = [s for s in catalog.specs if s.name not in (FIND_TOOLS, USE_TOOLS, FINAL_RESULT_TOOL)]
@@ -170,14 +171,14 @@ class ToolSearch:
             if s.name in (FIND_TOOLS, USE_TOOLS, FINAL_RESULT_TOOL) or s.name in wanted
         )
 
-    def working_set(self, messages: Sequence[Any]) -> list[str]:
+    def working_set(self, messages: Sequence[Message]) -> list[str]:
         """The names the conversation's `use_tools` calls asked for, most recent last, bounded."""
         asked: dict[str, None] = {}
         for message in messages:
-            for call in getattr(message, "tool_calls", None) or ():
-                if getattr(call, "name", None) != USE_TOOLS:
+            for call in message.tool_calls:
+                if call.name != USE_TOOLS:
                     continue
-                arguments = getattr(call, "arguments", None)
+                arguments = call.arguments
                 names = _names(arguments.get("names")) if isinstance(arguments, Mapping) else None
                 for name in names or ():
                     if name in self.index:
@@ -187,7 +188,7 @@ class ToolSearch:
 
     # ------------------------------------------------------------------- the meta tools' calls
 
-    def find(self, arguments: Mapping[str, Any]) -> ToolResult:
+    def find(self, arguments: Mapping[str, object]) -> ToolResult:
         query = arguments.get("query")
         limit = arguments.get("limit", min(5, self.max_results))
         if isinstance(limit, int) and not isinstance(limit, bool):
@@ -198,7 +199,7 @@ class ToolSearch:
             raise ToolError(exc.message, code=exc.code) from None
         return ToolResult.of_text(json.dumps({"tools": [m.to_dict() for m in matches]}, ensure_ascii=False))
 
-    def use(self, arguments: Mapping[str, Any]) -> ToolResult:
+    def use(self, arguments: Mapping[str, object]) -> ToolResult:
         names = _names(arguments.get("names"))
         if names is None:
             raise ToolError(
@@ -209,7 +210,7 @@ class ToolSearch:
         return ToolResult.of_text(json.dumps({"added": added, "unknown": unknown}, ensure_ascii=False))
 
 
-def _names(value: Any) -> list[str] | None:
+def _names(value: object) -> list[str] | None:
     if (
         isinstance(value, Sequence)
         and not isinstance(value, str)
@@ -220,9 +221,10 @@ def _names(value: Any) -> list[str] | None:
     return None
 
 
-def _server(target: Any) -> str:
-    source = getattr(target.binding, "provider", None) if target.binding is not None else target.source
-    name = getattr(source, "name", None)
+def _server(target: ToolTarget) -> str:
+    """The name of the provider (or declared tool) a target leads to, when it has one."""
+    source = target.binding.provider if isinstance(target.binding, ToolBinding) else target.source
+    name = getattr(source, "name", None)  # an optional attribute of any provider
     return name if isinstance(name, str) else ""
 
 
@@ -237,7 +239,7 @@ class _MetaTools:
     async def list_tools(self) -> list[ToolSpec]:
         return [_FIND, _USE]
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+    async def call_tool(self, name: str, arguments: Mapping[str, object]) -> ToolResult:
         if name == FIND_TOOLS:
             return self._search.find(arguments)
         if name == USE_TOOLS:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import ClassVar, Literal, TypeAlias
 
 from ..calls import EFFECTS, ToolBinding
-from ..tools import ToolResult
+from ..tools import ToolProvider, ToolResult
 from .models._base import Message, NativeSearch, Usage
 
 __all__ = [
@@ -39,6 +39,10 @@ __all__ = [
 ]
 
 
+BindingLike: TypeAlias = ToolBinding | Mapping[str, object] | ToolProvider
+"""One of `Agent`'s tool providers: a `ToolBinding`, a mapping with its fields, or a bare provider."""
+
+
 @dataclass(frozen=True)
 class ToolCallRecord:
     """A tool call as the model asked for it.
@@ -51,7 +55,7 @@ class ToolCallRecord:
 
     tool_call_id: str
     name: str
-    arguments: Mapping[str, Any]
+    arguments: Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class ToolResultRecord:
 
     tool_call_id: str
     name: str
-    content: Any
+    content: object
     error: bool = False
     result: ToolResult | None = None
     error_code: str | None = None
@@ -118,7 +122,7 @@ class RunResult:
     usage: Usage
     finish_reason: str
     steps: tuple[Step, ...]
-    output: Any
+    output: object
     run_id: str
     messages: tuple[Message, ...] = ()
 

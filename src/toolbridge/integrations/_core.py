@@ -21,23 +21,25 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Generic, Literal, TypeAlias, TypeVar
 
 from .._bounded import MAX_ARGUMENT_DEPTH
+from .._json import JsonObject
 from ..agent import error_feedback, result_to_model
-from ..calls import ToolBinding
+from ..calls import DeclaredToolLike, ToolBinding
 from ..catalog import ToolCatalog, check_declared
 from ..content import Part
 from ..errors import AgentError, ConfigError, PolicyError, ToolbridgeError, ToolError, bounded
 from ..runtime import GovernedSession
-from ..tools import ToolResult, ToolSpec
+from ..tools import ToolProvider, ToolResult, ToolSpec
 
 __all__ = [
     "MAX_SCHEMA_BYTES",
     "Converter",
     "Failure",
+    "SourceLike",
     "ToolSource",
     "as_source",
     "classify",
@@ -53,6 +55,7 @@ MAX_SCHEMA_BYTES = 1 << 20
 """A tool whose parameters schema is larger than this (as JSON) is left out."""
 
 _MAX_DEPTH = 64
+T = TypeVar("T")
 
 
 class ToolSource:
@@ -76,7 +79,7 @@ class ToolSource:
         assert self._catalog is not None
         return list((await self._catalog.resolve()).specs)
 
-    def call_tool(self, name: str, args: Mapping[str, Any]) -> Coroutine[Any, Any, ToolResult]:
+    def call_tool(self, name: str, args: Mapping[str, object]) -> Awaitable[ToolResult]:
         """Call one tool by its model-facing name (what to await).
 
         Governed, this is the session's `call_tool` coroutine itself: no layer of this class
@@ -91,7 +94,7 @@ class ToolSource:
             return self.session.call_tool(name, args)
         return self._call_ungoverned(name, args)
 
-    async def _call_ungoverned(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+    async def _call_ungoverned(self, name: str, args: Mapping[str, object]) -> ToolResult:
         assert self._catalog is not None
         target = (await self._catalog.resolve()).targets.get(name)
         if target is None:
@@ -108,7 +111,13 @@ class ToolSource:
         return result
 
 
-def as_source(source: Any, where: str) -> ToolSource:
+SourceLike: TypeAlias = (
+    "ToolSource | GovernedSession | ToolProvider | Sequence[DeclaredToolLike] | Mapping[str, object]"
+)
+"""What an adapter takes as `source`: a session (governed), a provider, declared tools or a binding."""
+
+
+def as_source(source: SourceLike, where: str) -> ToolSource:
     """The `ToolSource` for what a caller passed as `source`.
 
     Raises:
@@ -124,7 +133,7 @@ def as_source(source: Any, where: str) -> ToolSource:
         return ToolSource(catalog=ToolCatalog((), tools))
     if isinstance(source, Mapping):  # a binding: {"provider": ..., "prefix": ..., "include": ...}
         return ToolSource(catalog=ToolCatalog((ToolBinding.coerce(source),), ()))
-    if callable(getattr(source, "list_tools", None)) and callable(getattr(source, "call_tool", None)):
+    if isinstance(source, ToolProvider):  # ToolBinding checks that both methods are callable
         return ToolSource(catalog=ToolCatalog((ToolBinding.coerce(source),), ()))
     raise ConfigError(
         f"{where}: source must be a GovernedSession, a ToolProvider or a list of declared tools, "
@@ -156,7 +165,7 @@ def classify(exc: Exception) -> Failure:
     return Failure("retry", exc, error_feedback(exc))
 
 
-async def refuse_deep(session: GovernedSession, name: str, call_id: Any) -> PolicyError:
+async def refuse_deep(session: GovernedSession, name: str, call_id: object) -> PolicyError:
     """The session's refusal of a call whose arguments nest deeper than `MAX_ARGUMENT_DEPTH`:
     its row is recorded (`not_started`, `INVALID_INPUT`, the tool's name), the session ends.
     The error to raise (the session's earlier one when it had already ended)."""
@@ -172,7 +181,7 @@ async def refuse_deep(session: GovernedSession, name: str, call_id: Any) -> Poli
         return ended
 
 
-def copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+def copy_schema(schema: Mapping[str, object]) -> JsonObject:
     """A deep copy of a JSON Schema (through JSON), so a framework may change it freely."""
     copied = json.loads(json.dumps(schema))
     if not isinstance(copied, dict):
@@ -180,7 +189,7 @@ def copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def _depth(value: Any, depth: int = 0) -> int:
+def _depth(value: object, depth: int = 0) -> int:
     if depth > _MAX_DEPTH:
         return depth
     if isinstance(value, Mapping):
@@ -190,7 +199,7 @@ def _depth(value: Any, depth: int = 0) -> int:
     return depth
 
 
-def _check_parameters(schema: Any) -> dict[str, Any]:
+def _check_parameters(schema: object) -> JsonObject:
     """A checked copy of a tool's parameters schema, or `ConfigError` saying what is wrong."""
     if not isinstance(schema, Mapping):
         raise ConfigError("parameters are not an object", code="ERR_CONFIG")
@@ -202,7 +211,7 @@ def _check_parameters(schema: Any) -> dict[str, Any]:
         raise ConfigError("parameters are not JSON", code="ERR_CONFIG") from None
     if len(text) > MAX_SCHEMA_BYTES:
         raise ConfigError(f"parameters are larger than {MAX_SCHEMA_BYTES} bytes", code="ERR_CONFIG")
-    copied: dict[str, Any] = json.loads(text)
+    copied: JsonObject = json.loads(text)
     kind = copied.get("type", "object")
     if kind != "object":
         raise ConfigError(
@@ -214,6 +223,7 @@ def _check_parameters(schema: Any) -> dict[str, Any]:
     required = copied.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise ConfigError("parameters' required must be a list of names", code="ERR_CONFIG")
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
     from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
     try:
@@ -221,7 +231,8 @@ def _check_parameters(schema: Any) -> dict[str, Any]:
     except RecursionError:
         raise ConfigError("parameters are too deeply nested", code="ERR_CONFIG") from None
     except Exception as exc:  # jsonschema's SchemaError: only its first line, bounded
-        first = str(getattr(exc, "message", exc)).splitlines()[0] if str(exc) else type(exc).__name__
+        said = exc.message if isinstance(exc, SchemaError) else exc
+        first = str(said).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(
             f"parameters are not a valid JSON Schema: {bounded(first, 200)}", code="ERR_CONFIG"
         ) from None
@@ -230,7 +241,7 @@ def _check_parameters(schema: Any) -> dict[str, Any]:
     return copied
 
 
-class Converter:
+class Converter(Generic[T]):
     """Converts specs for one framework, leaving out (and logging once) the ones it cannot take.
 
     A framework that lists tools at every step (pydantic-ai) converts each spec once: the result
@@ -240,15 +251,15 @@ class Converter:
 
     _MAX_CACHED = 4096
 
-    def __init__(self, where: str, convert: Callable[[ToolSpec, dict[str, Any]], Any]):
+    def __init__(self, where: str, convert: Callable[[ToolSpec, JsonObject], T | None]):
         self.where = where
         self.convert = convert
         self._logged: set[tuple[str, str]] = set()
-        self._cache: dict[tuple[int, Any], tuple[ToolSpec, Any]] = {}
+        self._cache: dict[tuple[int, Hashable], tuple[ToolSpec, T | None]] = {}
 
-    def __call__(self, specs: Sequence[ToolSpec], key: Any = None) -> list[Any]:
+    def __call__(self, specs: Sequence[ToolSpec], key: Hashable = None) -> list[T]:
         """Each spec converted (`None` results left out); `key` is part of the cache key."""
-        out: list[Any] = []
+        out: list[T] = []
         for spec in specs:
             cached = self._cache.get((id(spec), key))
             if cached is not None and cached[0] is spec:
@@ -262,7 +273,7 @@ class Converter:
                 out.append(converted)
         return out
 
-    def _one(self, spec: ToolSpec) -> Any:
+    def _one(self, spec: ToolSpec) -> T | None:
         try:
             return self.convert(spec, _check_parameters(spec.parameters))
         except Exception as exc:
@@ -275,8 +286,8 @@ class Converter:
 
 
 def usable(
-    specs: Sequence[ToolSpec], where: str, convert: Callable[[ToolSpec, dict[str, Any]], Any]
-) -> list[Any]:
+    specs: Sequence[ToolSpec], where: str, convert: Callable[[ToolSpec, JsonObject], T | None]
+) -> list[T]:
     """Each spec converted by `convert(spec, checked parameters copy)`; bad ones left out, logged.
 
     A spec whose parameters fail the checks above, or that `convert` refuses (raises), is left out

@@ -38,36 +38,54 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import missing
 
 try:
     from langchain_core.callbacks import AsyncCallbackHandler
-    from langchain_core.messages import ToolMessage
-    from langchain_core.messages.content import create_audio_block, create_image_block, create_text_block
-    from langchain_core.outputs import LLMResult
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain_core.messages.content import (
+        AudioContentBlock,
+        ImageContentBlock,
+        TextContentBlock,
+        create_audio_block,
+        create_image_block,
+        create_text_block,
+    )
+    from langchain_core.outputs import ChatGeneration, LLMResult
     from langchain_core.tools import BaseTool, StructuredTool, ToolException
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise missing("langchain", exc.name or "langchain_core", "toolbridge.integrations.langchain") from None
 
 from .._bounded import MAX_ARGUMENT_DEPTH, arguments_too_deep
+from .._json import JsonObject
+from ..agent import ModelPrices
 from ..content import AudioPart, ImagePart, Part, TextPart, parts_from_mcp, to_json_text
 from ..errors import ConfigError, ToolError, bounded
 from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
-from ._core import ToolSource, as_source, classify, log, model_parts, refuse_deep, usable
+from ._core import SourceLike, ToolSource, as_source, classify, log, model_parts, refuse_deep, usable
+
+if TYPE_CHECKING:
+    from langchain_core.messages import ToolCall
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.utils.pydantic import TypeBaseModel
+
+_Blocks = list[TextContentBlock | ImageContentBlock | AudioContentBlock]
 
 __all__ = ["LangChainTools", "ModelGovernor", "as_tools", "from_tools", "governor"]
 
 
-def _to_langchain(result: ToolResult) -> tuple[Any, Any]:
+def _to_langchain(result: ToolResult) -> tuple[str | _Blocks, dict[str, object] | None]:
     """(content, artifact) of a `content_and_artifact` tool for `result`."""
-    artifact = {"structured_content": result.structured} if result.kind == "structured" else None
+    artifact: dict[str, object] | None = None
+    if result.kind == "structured":
+        artifact = {"structured_content": result.structured}
     parts = model_parts(result)
     if all(isinstance(p, TextPart) for p in parts):
         return "\n".join(p.text for p in parts if isinstance(p, TextPart)), artifact
-    blocks: list[Any] = []
+    blocks: _Blocks = []
     for part in parts:
         if isinstance(part, TextPart):
             blocks.append(create_text_block(part.text))
@@ -81,29 +99,32 @@ def _to_langchain(result: ToolResult) -> tuple[Any, Any]:
 class _BoundedTool(StructuredTool):
     """A `StructuredTool` that refuses arguments nesting too deep before LangChain touches them."""
 
-    toolbridge_source: Any = None
+    toolbridge_source: ToolSource | None = None
 
-    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        is_call = isinstance(input, Mapping) and input.get("type") == "tool_call"
-        args = input.get("args") if is_call else input
+    async def ainvoke(
+        self, input: str | dict[str, Any] | ToolCall, config: RunnableConfig | None = None, **kwargs: object
+    ) -> object:
+        """As `StructuredTool.ainvoke` (whose `input` type this repeats), after the depth check."""
+        call = input if isinstance(input, Mapping) and input.get("type") == "tool_call" else None
+        args = call.get("args") if call is not None else input
         if isinstance(args, Mapping) and arguments_too_deep(args):
             source = self.toolbridge_source
-            call_id = input.get("id") if is_call else None
-            if isinstance(source, ToolSource) and source.session is not None:
+            call_id = call.get("id") if call is not None else None
+            if source is not None and source.session is not None:
                 raise await refuse_deep(source.session, self.name, call_id)
             text = (
                 f"Error: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not called."
             )
-            if is_call and isinstance(call_id, str):
+            if call is not None and isinstance(call_id, str):
                 return ToolMessage(content=text, tool_call_id=call_id, name=self.name, status="error")
             raise ToolException(text)
         return await super().ainvoke(input, config, **kwargs)
 
 
-def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any]) -> BaseTool:
+def _tool(source: ToolSource, spec: ToolSpec, parameters: JsonObject) -> BaseTool:
     name = spec.name
 
-    async def call(**kwargs: Any) -> tuple[Any, Any]:
+    async def call(**kwargs: object) -> tuple[str | _Blocks, dict[str, object] | None]:
         try:
             result = await source.call_tool(name, kwargs)
         except Exception as exc:
@@ -128,7 +149,7 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any]) -> Bas
     )
 
 
-async def as_tools(source: Any) -> list[BaseTool]:
+async def as_tools(source: SourceLike) -> list[BaseTool]:
     """LangChain tools for `source` (a `GovernedSession`, a `ToolProvider`, or declared tools).
 
     Lists the tools now (enter the session first). A tool whose name or schema LangChain cannot
@@ -149,13 +170,17 @@ class ModelGovernor(AsyncCallbackHandler):
     raise_error = True
     run_inline = True
 
-    def __init__(self, session: GovernedSession, *, model_id: str | None = None, prices: Any = None):
+    def __init__(
+        self, session: GovernedSession, *, model_id: str | None = None, prices: ModelPrices | None = None
+    ):
         self.session = session
         self.model_id = model_id
         self.prices = prices
         self._open: set[uuid.UUID] = set()
 
-    def _model_id(self, serialized: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None) -> str:
+    def _model_id(
+        self, serialized: Mapping[str, object] | None, metadata: Mapping[str, object] | None
+    ) -> str:
         if self.model_id:
             return self.model_id
         meta = metadata or {}
@@ -169,71 +194,79 @@ class ModelGovernor(AsyncCallbackHandler):
 
     async def on_chat_model_start(
         self,
-        serialized: dict[str, Any],
-        messages: list[list[Any]],
+        serialized: dict[str, object],
+        messages: list[list[BaseMessage]],
         *,
         run_id: uuid.UUID,
-        metadata: dict[str, Any] | None = None,
-        invocation_params: dict[str, Any] | None = None,
-        **kwargs: Any,
+        metadata: dict[str, object] | None = None,
+        invocation_params: dict[str, object] | None = None,
+        **kwargs: object,
     ) -> None:
         size = 0
         for batch in messages:
             for message in batch:
-                dump = getattr(message, "model_dump", None)
-                size += len(json.dumps(dump() if callable(dump) else str(message), default=str))
+                size += len(json.dumps(message.model_dump(), default=str))
         params = invocation_params or {}
         await self.session.before_model_call(
             self._model_id(serialized, metadata),
             context_bytes=size,
-            max_output_tokens=params.get("max_tokens") or params.get("max_completion_tokens"),
+            max_output_tokens=_cap(params.get("max_tokens") or params.get("max_completion_tokens")),
             prices=self.prices,
         )
         self._open.add(run_id)
 
     async def on_llm_start(
         self,
-        serialized: dict[str, Any],
+        serialized: dict[str, object],
         prompts: list[str],
         *,
         run_id: uuid.UUID,
-        metadata: dict[str, Any] | None = None,
-        invocation_params: dict[str, Any] | None = None,
-        **kwargs: Any,
+        metadata: dict[str, object] | None = None,
+        invocation_params: dict[str, object] | None = None,
+        **kwargs: object,
     ) -> None:
         """A text (non-chat) model's call: governed the same way."""
         params = invocation_params or {}
         await self.session.before_model_call(
             self._model_id(serialized, metadata),
             context_bytes=sum(len(p.encode("utf-8", "replace")) for p in prompts),
-            max_output_tokens=params.get("max_tokens"),
+            max_output_tokens=_cap(params.get("max_tokens")),
             prices=self.prices,
         )
         self._open.add(run_id)
 
-    async def on_llm_end(self, response: LLMResult, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+    async def on_llm_end(self, response: LLMResult, *, run_id: uuid.UUID, **kwargs: object) -> None:
         if run_id not in self._open:
             return
         self._open.discard(run_id)
         input_tokens = output_tokens = tool_calls = 0
         for generations in response.generations:
             for generation in generations:
-                message = getattr(generation, "message", None)
-                usage = getattr(message, "usage_metadata", None) or {}
-                input_tokens += int(usage.get("input_tokens", 0) or 0)
-                output_tokens += int(usage.get("output_tokens", 0) or 0)
-                tool_calls += len(getattr(message, "tool_calls", None) or ())
+                message = generation.message if isinstance(generation, ChatGeneration) else None
+                if not isinstance(message, AIMessage):  # only an AI message reports usage and calls
+                    continue
+                usage = message.usage_metadata
+                input_tokens += int(usage.get("input_tokens", 0) or 0) if usage else 0
+                output_tokens += int(usage.get("output_tokens", 0) or 0) if usage else 0
+                tool_calls += len(message.tool_calls or ())
         await self.session.after_model_call(
             input_tokens=input_tokens, output_tokens=output_tokens, tool_calls=tool_calls
         )
 
-    async def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+    async def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: object) -> None:
         if run_id in self._open:
             self._open.discard(run_id)
             self.session.on_model_call_error(error)
 
 
-def governor(session: GovernedSession, *, model_id: str | None = None, prices: Any = None) -> ModelGovernor:
+def _cap(value: object) -> int | None:
+    """A request's output-token cap (anything but an integer: none, the runtime's default)."""
+    return value if isinstance(value, int) else None
+
+
+def governor(
+    session: GovernedSession, *, model_id: str | None = None, prices: ModelPrices | None = None
+) -> ModelGovernor:
     """A callback handler governing every chat-model call of a run through `session`.
 
     Pass it in the run's config: `agent.ainvoke(input, config={"callbacks": [governor(session)]})`.
@@ -254,13 +287,13 @@ def governor(session: GovernedSession, *, model_id: str | None = None, prices: A
 # -- LangChain tools as a toolbridge provider -------------------------------------------------------
 
 
-def _from_content(content: Any, artifact: Any) -> ToolResult:
+def _from_content(content: object, artifact: object) -> ToolResult:
     if isinstance(artifact, Mapping) and "structured_content" in artifact:
         return ToolResult.of_structured(artifact["structured_content"])
     if isinstance(content, str):
         return ToolResult.of_text(content)
     if isinstance(content, list):
-        blocks: list[Any] = []
+        blocks: list[object] = []
         for block in content:
             if isinstance(block, str):
                 blocks.append({"type": "text", "text": block})
@@ -276,9 +309,12 @@ def _from_content(content: Any, artifact: Any) -> ToolResult:
     return ToolResult.of_text(to_json_text(content))
 
 
-def _json_schema(model: Any) -> dict[str, Any]:
-    dump = getattr(model, "model_json_schema", None) or model.schema  # pydantic v2, or v1 models
-    schema: dict[str, Any] = dump()
+def _json_schema(model: TypeBaseModel) -> dict[str, object]:
+    from pydantic import BaseModel
+
+    if issubclass(model, BaseModel):
+        return model.model_json_schema()
+    schema: dict[str, object] = model.schema()  # a pydantic v1 model
     return schema
 
 
@@ -320,7 +356,7 @@ class LangChainTools:
             self._specs = specs
         return list(self._specs)
 
-    async def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+    async def call_tool(self, name: str, args: Mapping[str, object]) -> ToolResult:
         """Run one LangChain tool (as a tool call, so `content_and_artifact` tools keep both).
 
         Raises:

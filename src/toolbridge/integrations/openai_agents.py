@@ -38,7 +38,7 @@ Needs the `openai-agents` extra (`pip install "toolbridge[openai-agents]"`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._extras import missing
 
@@ -46,15 +46,33 @@ try:
     from agents import FunctionTool, RunHooks, ToolOutputImage, ToolOutputText, set_tracing_disabled
     from agents.exceptions import AgentsException
     from agents.strict_schema import ensure_strict_json_schema
+    from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise missing("openai-agents", exc.name or "agents", "toolbridge.integrations.openai_agents") from None
 
 from .._bounded import MAX_ARGUMENT_DEPTH, InputLimitError, loads_json
+from .._json import JsonObject
+from ..agent import ModelPrices
 from ..content import ImagePart, TextPart, media_placeholder
 from ..errors import ConfigError, PolicyError, bounded
 from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
-from ._core import ToolSource, as_source, classify, copy_schema, log, model_parts, refuse_deep, usable
+from ._core import (
+    SourceLike,
+    ToolSource,
+    as_source,
+    classify,
+    copy_schema,
+    log,
+    model_parts,
+    refuse_deep,
+    usable,
+)
+
+if TYPE_CHECKING:
+    from agents import Agent, ModelResponse, RunContextWrapper, TResponseInputItem
+
+TContext = TypeVar("TContext")
 
 __all__ = ["GovernedRunError", "GovernedRunHooks", "as_tools", "run_hooks"]
 
@@ -69,11 +87,11 @@ class GovernedRunError(PolicyError, AgentsException):
         self.run_data = None
 
 
-def _to_agents(result: ToolResult) -> Any:
+def _to_agents(result: ToolResult) -> str | list[ToolOutputText | ToolOutputImage]:
     parts = model_parts(result)
     if all(isinstance(p, TextPart) for p in parts):
         return "\n".join(p.text for p in parts if isinstance(p, TextPart))
-    out: list[Any] = []
+    out: list[ToolOutputText | ToolOutputImage] = []
     for part in parts:
         if isinstance(part, TextPart):
             out.append(ToolOutputText(text=part.text))
@@ -88,7 +106,7 @@ class _TooDeep(Exception):
     """Arguments nesting deeper than `MAX_ARGUMENT_DEPTH`."""
 
 
-def _arguments(text: str | None) -> Any:
+def _arguments(text: str | None) -> object:
     """A tool call's arguments from their JSON text (`None` when not JSON).
 
     Raises:
@@ -104,10 +122,14 @@ def _arguments(text: str | None) -> Any:
         return None
 
 
-def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict: bool) -> FunctionTool:
+def _tool(source: ToolSource, spec: ToolSpec, parameters: JsonObject, strict: bool) -> FunctionTool:
     name = spec.name
-    optional = set(parameters.get("properties", {})) - set(parameters.get("required", []))
-    schema, is_strict = parameters, False
+    properties, required = parameters.get("properties", {}), parameters.get("required", [])
+    optional = set(properties if isinstance(properties, dict) else ()) - set(
+        required if isinstance(required, list) else ()
+    )  # both checked by `usable` before this runs
+    schema: JsonObject = parameters
+    is_strict = False
     if strict:
         try:
             schema = ensure_strict_json_schema(copy_schema(parameters))
@@ -116,12 +138,14 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict
             log.info("openai_agents.as_tools: tool %r stays non-strict: %s", name, bounded(str(exc), 200))
             schema = parameters
 
-    async def invoke(ctx: Any, input_json: str) -> Any:
+    async def invoke(
+        ctx: ToolContext[object] | None, input_json: str
+    ) -> str | list[ToolOutputText | ToolOutputImage]:
         try:
             args = _arguments(input_json)
         except _TooDeep:
             if source.session is not None:
-                call_id = getattr(ctx, "tool_call_id", None)
+                call_id = ctx.tool_call_id if isinstance(ctx, ToolContext) else None
                 raise GovernedRunError(await refuse_deep(source.session, name, call_id)) from None
             return (
                 f"Error: the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels; the tool was not called."
@@ -149,7 +173,9 @@ def _tool(source: ToolSource, spec: ToolSpec, parameters: dict[str, Any], strict
     )
 
 
-async def as_tools(source: Any, *, strict: bool = False, sdk_tracing: bool = False) -> list[FunctionTool]:
+async def as_tools(
+    source: SourceLike, *, strict: bool = False, sdk_tracing: bool = False
+) -> list[FunctionTool]:
     """Agents SDK `FunctionTool`s for `source` (a `GovernedSession`, a `ToolProvider`, or
     declared tools).
 
@@ -176,43 +202,60 @@ async def as_tools(source: Any, *, strict: bool = False, sdk_tracing: bool = Fal
     )
 
 
-class GovernedRunHooks(RunHooks[Any]):
-    """Run hooks that govern every model call of a run through a session. Use `run_hooks()`."""
+@runtime_checkable
+class _NamedModel(Protocol):
+    """An Agents SDK model object that names its model (`OpenAIResponsesModel.model`, ...)."""
 
-    def __init__(self, session: GovernedSession, *, model_id: str | None = None, prices: Any = None):
+    @property
+    def model(self) -> object: ...
+
+
+class GovernedRunHooks(RunHooks[TContext], Generic[TContext]):
+    """Run hooks that govern every model call of a run through a session. Use `run_hooks()`.
+
+    Generic in the run's context type, as the SDK's `RunHooks` is (the hooks never read it)."""
+
+    def __init__(
+        self, session: GovernedSession, *, model_id: str | None = None, prices: ModelPrices | None = None
+    ):
         self.session = session
         self.model_id = model_id
         self.prices = prices
 
-    def _model_id(self, agent: Any) -> str:
+    def _model_id(self, agent: Agent[TContext]) -> str:
         if self.model_id:
             return self.model_id
-        model = getattr(agent, "model", None)
+        model = agent.model
         if isinstance(model, str) and model:
             return model
-        name = getattr(model, "model", None)
+        name = model.model if isinstance(model, _NamedModel) else None
         if isinstance(name, str) and name:
             return name
         return type(model).__name__ if model is not None else "unknown"
 
     async def on_llm_start(
-        self, context: Any, agent: Any, system_prompt: str | None, input_items: list[Any]
+        self,
+        context: RunContextWrapper[TContext],
+        agent: Agent[TContext],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
     ) -> None:
         size = len(system_prompt or "") + len(json.dumps(input_items, default=str))
-        settings = getattr(agent, "model_settings", None)
         try:
             await self.session.before_model_call(
                 self._model_id(agent),
                 context_bytes=size,
-                max_output_tokens=getattr(settings, "max_tokens", None),
+                max_output_tokens=agent.model_settings.max_tokens,
                 prices=self.prices,
             )
         except PolicyError as exc:
             raise GovernedRunError(exc) from None
 
-    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+    async def on_llm_end(
+        self, context: RunContextWrapper[TContext], agent: Agent[TContext], response: ModelResponse
+    ) -> None:
         usage = response.usage
-        calls = sum(1 for item in response.output if getattr(item, "type", None) == "function_call")
+        calls = sum(1 for item in response.output if item.type == "function_call")
         try:
             await self.session.after_model_call(
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, tool_calls=calls
@@ -222,9 +265,11 @@ class GovernedRunHooks(RunHooks[Any]):
 
 
 def run_hooks(
-    session: GovernedSession, *, model_id: str | None = None, prices: Any = None
-) -> GovernedRunHooks:
+    session: GovernedSession, *, model_id: str | None = None, prices: ModelPrices | None = None
+) -> GovernedRunHooks[Any]:
     """`RunHooks` governing every model call of a run through `session` (`Runner.run(..., hooks=)`).
+
+    For a run of any context type (`Any`: the SDK's `RunHooks` is invariant in it).
 
     Args:
         session: the `GovernedSession` (entered).

@@ -30,7 +30,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._extras import missing
 
@@ -45,22 +45,32 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise missing("pydantic-ai", exc.name or "pydantic_ai", "toolbridge.integrations.pydantic_ai") from None
 
+from .._json import JsonObject
+from ..agent import ModelPrices
 from ..content import AudioPart, ImagePart, TextPart
 from ..errors import ConfigError
 from ..runtime import GovernedSession
 from ..tools import ToolResult, ToolSpec
-from ._core import Converter, ToolSource, as_source, classify, model_parts
+from ._core import Converter, SourceLike, ToolSource, as_source, classify, model_parts
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities.abstract import WrapModelRequestHandler
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.toolsets import AgentToolset
+
+# pydantic-ai's `AgentDepsT` is contravariant: a toolset or capability over `object` deps works in
+# an agent with any deps (toolbridge never reads them).
 
 __all__ = ["GovernedCapability", "ToolbridgeToolset", "governed", "toolset"]
 
 _ARGS_VALIDATOR = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
 
 
-def _to_pydantic_ai(result: ToolResult) -> Any:
+def _to_pydantic_ai(result: ToolResult) -> object:
     """The return value pydantic-ai gives the model for `result`."""
     if result.kind == "structured" and not result.media:
         return result.structured
-    out: list[Any] = []
+    out: list[str | _messages.BinaryContent] = []
     for part in model_parts(result):
         if isinstance(part, TextPart):
             out.append(part.text)
@@ -73,7 +83,7 @@ def _to_pydantic_ai(result: ToolResult) -> Any:
     return out
 
 
-class ToolbridgeToolset(AbstractToolset[Any]):
+class ToolbridgeToolset(AbstractToolset[object]):
     """A pydantic-ai toolset over a toolbridge source (see the module docs). Use `toolset()`."""
 
     def __init__(self, source: ToolSource, *, id: str | None = None, max_retries: int | None = None):
@@ -95,7 +105,7 @@ class ToolbridgeToolset(AbstractToolset[Any]):
         """Whether calls go through a `GovernedSession`."""
         return self._source.governed
 
-    def _definition(self, spec: ToolSpec, parameters: dict[str, Any]) -> ToolDefinition:
+    def _definition(self, spec: ToolSpec, parameters: JsonObject) -> ToolDefinition:
         return ToolDefinition(
             name=spec.name,
             description=spec.description or None,
@@ -103,7 +113,7 @@ class ToolbridgeToolset(AbstractToolset[Any]):
             metadata={"annotations": dict(spec.annotations)} if spec.annotations else None,
         )
 
-    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+    async def get_tools(self, ctx: RunContext[object]) -> dict[str, ToolsetTool[object]]:
         retries = self._max_retries if self._max_retries is not None else ctx.max_retries
         definitions: list[ToolDefinition] = self._convert(await self._source.list_tools())
         return {
@@ -112,8 +122,8 @@ class ToolbridgeToolset(AbstractToolset[Any]):
         }
 
     async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
-    ) -> Any:
+        self, name: str, tool_args: dict[str, object], ctx: RunContext[object], tool: ToolsetTool[object]
+    ) -> object:
         try:
             result = await self._source.call_tool(name, tool_args)
         except Exception as exc:
@@ -124,7 +134,9 @@ class ToolbridgeToolset(AbstractToolset[Any]):
         return _to_pydantic_ai(result)
 
 
-def toolset(source: Any, *, id: str | None = None, max_retries: int | None = None) -> ToolbridgeToolset:
+def toolset(
+    source: SourceLike, *, id: str | None = None, max_retries: int | None = None
+) -> ToolbridgeToolset:
     """A pydantic-ai toolset over `source` (a `GovernedSession`, a `ToolProvider`, or declared tools).
 
     Args:
@@ -138,7 +150,7 @@ def toolset(source: Any, *, id: str | None = None, max_retries: int | None = Non
     return ToolbridgeToolset(as_source(source, "pydantic_ai.toolset"), id=id, max_retries=max_retries)
 
 
-def _context_bytes(messages: Sequence[Any]) -> int:
+def _context_bytes(messages: Sequence[_messages.ModelMessage]) -> int:
     try:
         return len(_messages.ModelMessagesTypeAdapter.dump_json(list(messages)))
     except Exception:  # a message pydantic-ai cannot serialize: count what can be
@@ -146,18 +158,24 @@ def _context_bytes(messages: Sequence[Any]) -> int:
 
 
 @dataclass
-class GovernedCapability(AbstractCapability[Any]):
+class GovernedCapability(AbstractCapability[object]):
     """Registers a session's toolset and governs every model request (see the module docs)."""
 
     session: GovernedSession | None = None
     model_id: str | None = None
-    prices: Any = None
+    prices: ModelPrices | None = None
     tools: ToolbridgeToolset | None = field(default=None, repr=False)
 
-    def get_toolset(self) -> Any:
+    def get_toolset(self) -> AgentToolset[object] | None:
         return self.tools
 
-    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[object],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> _messages.ModelResponse:
         session = self.session
         assert session is not None
         model = request_context.model
@@ -183,7 +201,11 @@ class GovernedCapability(AbstractCapability[Any]):
 
 
 def governed(
-    session: GovernedSession, *, model_id: str | None = None, prices: Any = None, id: str | None = None
+    session: GovernedSession,
+    *,
+    model_id: str | None = None,
+    prices: ModelPrices | None = None,
+    id: str | None = None,
 ) -> GovernedCapability:
     """A capability: the session's tools, and every model request governed by the session.
 

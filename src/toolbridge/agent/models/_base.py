@@ -18,9 +18,9 @@ Prices are in micro-USD per million tokens, so cost arithmetic stays in integers
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from ...content import Part, TextPart
 from ...tools import ToolSpec
@@ -306,6 +306,8 @@ class ModelBase:
     id: str = "model"
     supports_images: bool = False
     supports_audio: bool = False
+    native_tool_search: bool = False
+    """Whether the provider runs a tool search of its own (see `NativeToolSearch`)."""
     prices: ModelPrices | None = None
 
     async def request(self, request: ModelRequest) -> ModelResponse:  # pragma: no cover - abstract
@@ -364,6 +366,47 @@ def media_support(model: object) -> tuple[bool, bool]:
         return bool(model.supports_images), model.supports_audio is True
     images = bool(model.supports_images) if isinstance(model, _TakesImages) else False
     return images, model.supports_audio is True if isinstance(model, _TakesAudio) else False
+
+
+@runtime_checkable
+class _SearchesNatively(Protocol):
+    @property
+    def native_tool_search(self) -> object: ...
+
+
+def searches_natively(model: object) -> bool:
+    """Whether `model`'s `native_tool_search` attribute is `True` (false when it has none)."""
+    if isinstance(model, ModelBase):  # a plain class check: a protocol's costs tens of microseconds
+        return model.native_tool_search is True
+    return isinstance(model, _SearchesNatively) and model.native_tool_search is True
+
+
+@runtime_checkable
+class _Requests(Protocol):
+    @property
+    def id(self) -> object: ...
+
+    @property
+    def request(self) -> object: ...
+
+
+@runtime_checkable
+class _Streams(Protocol):
+    def request_stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]: ...
+
+
+def takes_requests(model: object) -> TypeGuard[Model]:
+    """Whether `model` has what an agent needs of a `Model`: a string `id` and `request()` (the
+    rest is optional to it)."""
+    # `ModelBase` first: a plain class check, where a protocol's costs tens of microseconds
+    if not isinstance(model, (ModelBase, _Requests)):
+        return False
+    return callable(model.request) and isinstance(model.id, str)
+
+
+def stream_of(model: Model) -> Callable[[ModelRequest], AsyncGenerator[ModelStreamItem, None]] | None:
+    """`model.request_stream`, or None for a model without one (it is asked with `request`)."""
+    return model.request_stream if isinstance(model, (ModelBase, _Streams)) else None
 
 
 def normalize_finish_reason(raw: str | None, *, has_tool_calls: bool = False) -> str:
