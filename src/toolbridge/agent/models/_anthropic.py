@@ -474,10 +474,10 @@ class AnthropicModel(RemoteModel["AsyncAnthropic"]):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
+        client = self._get_client()  # first: without the SDK installed, the missing extra is named
         from anthropic import BaseModel
         from anthropic import types as api
 
-        client = self._get_client()
         kwargs = self._kwargs(client, request, stream=False)
 
         async def create() -> ApiMessage:
@@ -525,10 +525,10 @@ class AnthropicModel(RemoteModel["AsyncAnthropic"]):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
+        client = self._get_client()  # first: without the SDK installed, the missing extra is named
         from anthropic import types as api
         from anthropic.types.raw_message_delta_event import Delta as MessageDelta
 
-        client = self._get_client()
         kwargs = self._kwargs(client, request, stream=True)
 
         async def open_stream() -> tuple[

@@ -161,9 +161,9 @@ class OpenAIImageModel(OpenAIModel):
             return (f"image-{n}.{ext}", base64.b64decode(part.data), part.media_type)
 
         files = [upload(n, p) for n, p in enumerate(images, 1)]
+        client = self._get_client()  # first: without the SDK installed, the missing extra is named
         from openai import omit
 
-        client = self._get_client()
         answer: object = await self._retrying(
             lambda: client.images.edit(
                 model=self.model,

@@ -361,10 +361,10 @@ class OpenAIModel(RemoteModel["AsyncOpenAI"]):
         Raises:
             ModelError: with the codes listed in the module docstring.
         """
+        plan = _ToolPlan(self.model, request.tools, self.strict_schemas)
+        client = self._get_client()  # first: without the SDK installed, the missing extra is named
         from openai.types.chat import ChatCompletionMessageFunctionToolCall as FunctionCall
 
-        plan = _ToolPlan(self.model, request.tools, self.strict_schemas)
-        client = self._get_client()
         kwargs = self._kwargs(request, plan, stream=False)
 
         async def create() -> ChatCompletion:
