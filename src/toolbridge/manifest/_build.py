@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, overload, runtime_checkable
 
 from .._extras import extra_of, missing
 from .._json import JsonObject, JsonValue
+from ..catalog import check_declared
 from ..errors import ConfigError
 from ._analyzer import MAX_MANIFEST_BYTES, AnalyzedManifest, Diagnostic, ManifestDoc, analyze_file
 from ._build_http_auth import http_auth
@@ -608,7 +609,8 @@ class LiveManifest:
                     capabilities=tuple(b.capabilities or ()),
                 )
             )
-        tools = [await self.build(ref.name) for ref in model.tools]
+        built = [await self.build(ref.name) for ref in model.tools]
+        tools = check_declared(built, "Agent")  # what Agent checks, so the list is typed for it
         tool_search: ToolSearch | int | None = None
         if isinstance(model.tool_search, int):
             tool_search = model.tool_search
