@@ -1,7 +1,7 @@
-"""A call without per-call requests goes to the SDK's session directly (`send_call`), not through
-`mcp.Client.call_tool`'s three coroutine layers; what those layers did still happens: a 2026-07-28
-`InputRequiredResult` is answered by the client-wide handlers (and a handshake-era request too),
-and the call costs fewer Python calls than through `mcp.Client.call_tool`.
+"""A call without per-call requests goes from `ConnectionClient.call_tool` to the SDK's session
+directly, not through `mcp.Client.call_tool`'s three coroutine layers; what those layers did
+still happens: a 2026-07-28 `InputRequiredResult` is answered by the client-wide handlers (and
+a handshake-era request too), and no frame of `mcp.Client.call_tool` runs.
 
 Real parts: toolbridge's `StdioClient` against the SDK's `MCPServer` that elicits during calls
 (`tests/gateway/upstreams/asking_server.py`), in both eras.

@@ -387,7 +387,7 @@ class CallRules:
             raise
         st.sent_unended[plan.row] = effects
         try:
-            tctx = ToolContext(run_id=st.run_id, call_id=call.call_id, tool_id=plan.needs.tool_id)
+            tctx: ToolContext | None = None  # made only for a tool that is handed one
             sent = True
             st.in_flight[plan.row] = effects
             raw: Any = None
@@ -403,11 +403,12 @@ class CallRules:
                 else:
                     until = None
                 if until is not None:
-                    raw = await until  # (no one else holds `tctx`: no signal to set on failure)
+                    raw = await until  # (no `tctx`: no signal to set on failure)
                 else:
                     # A bare cancel scope (what `anyio.fail_after` wraps in a generator context
                     # manager) whose deadline the loop's `DeadlineWatch` keeps (no timer of its
                     # own); only the deadline can cancel it, so a caught cancellation is a timeout.
+                    tctx = ToolContext(run_id=st.run_id, call_id=call.call_id, tool_id=plan.needs.tool_id)
                     watch = deadline_watch()
                     with watch.scope_class() as limit:  # anyio.CancelScope(), minus the backend lookup
                         watch.arm(limit, deadline)
@@ -427,7 +428,8 @@ class CallRules:
                     if limit.cancelled_caught:
                         raise TimeoutError
             except TimeoutError:
-                tctx.signal.set()
+                if tctx is not None:
+                    tctx.signal.set()
                 code = "TIMEOUT"
                 raise self._call_failure(code, effects, sent=True) from None
             except PolicyError as exc:
