@@ -1,6 +1,6 @@
 """JSON data as a type: what `json.loads` returns and `json.dumps` accepts.
 
-The floor's one JSON type, shared by every package (issue 23: no second one). Use it for JSON
+The floor's one JSON type, shared by every package (there is no second one). Use it for JSON
 that toolbridge builds or has already checked; for untrusted JSON that has not been checked yet,
 take `object` and narrow it with `isinstance`, which is what hostile input needs.
 
