@@ -50,7 +50,7 @@ from .clients import McpClient
 from .content import media_from_mcp, parts_from_mcp, to_json_text
 from .errors import ConfigError, ToolError, bounded
 from .sanitize import clean_text
-from .tools import OPEN_OBJECT_SCHEMA, ToolResult, ToolSpec, provider_generation
+from .tools import OPEN_OBJECT_SCHEMA, ToolProvider, ToolResult, ToolSpec, provider_generation
 
 __all__ = ["SERVER_TEXT_LIMIT", "McpToolProvider", "tool_to_spec"]
 
@@ -58,13 +58,13 @@ SERVER_TEXT_LIMIT = 2000
 """`ToolError.server_text` keeps at most this many characters of the server's error text."""
 
 
-def _wire(value: Any) -> Any:
+def _wire(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(by_alias=True, mode="json", exclude_none=True)
     return value
 
 
-def tool_to_spec(tool: Any) -> ToolSpec:
+def tool_to_spec(tool: object) -> ToolSpec:
     """The `ToolSpec` of one MCP tool (an `mcp_types.Tool` or its wire dict).
 
     Raises:
@@ -89,7 +89,7 @@ def tool_to_spec(tool: Any) -> ToolSpec:
     )
 
 
-def _error_text(content: Sequence[Any], structured: Any) -> str:
+def _error_text(content: Sequence[object], structured: object) -> str:
     texts = [b["text"] for b in content if isinstance(b, Mapping) and isinstance(b.get("text"), str)]
     if texts:
         return "\n".join(texts)
@@ -98,7 +98,7 @@ def _error_text(content: Sequence[Any], structured: Any) -> str:
     return to_json_text(list(content)) if content else "(the server gave no text)"
 
 
-def _bad_args(name: str, args: Any) -> ConfigError:
+def _bad_args(name: str, args: object) -> ConfigError:
     return ConfigError(
         f"arguments of tool {name!r} must be a JSON object, got {type(args).__name__}",
         code="ERR_INVALID_INPUT",
@@ -139,13 +139,11 @@ class McpToolProvider:
     timeout when neither this class nor the client's overrides `call_tool`)."""
 
     def __init__(self, client: McpClient) -> None:
-        if not callable(getattr(client, "list_tools", None)) or not callable(
-            getattr(client, "call_tool", None)
-        ):
+        if not isinstance(client, ToolProvider):  # list_tools and call_tool
             raise ConfigError(
                 f"McpToolProvider needs an MCP client, got {type(client).__name__}", code="ERR_INVALID_INPUT"
             )
-        self.client = client
+        self.client: McpClient = client
 
     def __repr__(self) -> str:
         return f"McpToolProvider({self.client!r})"
@@ -206,7 +204,7 @@ class McpToolProvider:
         if takes_deadline(client):
             return _translate(name, _wire(await client.call_tool(name, args, deadline=deadline)))
         # A bare cancel scope whose deadline the loop's `DeadlineWatch` keeps (no timer of its own).
-        result: Any = None
+        result: object = None
         watch = deadline_watch()
         with watch.scope_class() as scope:  # anyio.CancelScope(), minus the backend lookup
             watch.arm(scope, deadline)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import ConfigError
-from .tools import ToolResult, ToolSpec
+from .tools import ToolProvider, ToolResult, ToolSpec
 
 __all__ = [
     "EFFECTS",
@@ -101,9 +101,7 @@ class ToolBinding:
 
     def __post_init__(self) -> None:
         provider = self.provider
-        if not callable(getattr(provider, "list_tools", None)) or not callable(
-            getattr(provider, "call_tool", None)
-        ):
+        if not isinstance(provider, ToolProvider):
             raise ConfigError(
                 f"tool binding: {provider!r} is not a ToolProvider (needs list_tools and call_tool)",
                 code="ERR_CONFIG",
@@ -120,8 +118,7 @@ class ToolBinding:
                 code="ERR_CONFIG",
             )
 
-        for key in ("cost_micros", "timeout_ms"):
-            value = getattr(self, key)
+        for key, value in (("cost_micros", self.cost_micros), ("timeout_ms", self.timeout_ms)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ConfigError(f"tool binding: {key} must be an integer >= 0 or None", code="ERR_CONFIG")
 

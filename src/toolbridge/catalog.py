@@ -30,13 +30,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import anyio
 from pydantic import BaseModel
 
 from ._naming import model_legal
-from .calls import ToolBinding, ToolTarget
+from .calls import DeclaredToolLike, ToolBinding, ToolTarget
 from .errors import AgentError, ConfigError, bounded
 from .sanitize import model_spec
 from .tools import ToolSpec, provider_generation
@@ -66,30 +66,43 @@ class Catalog:
     """What the model is shown: cleaned (`sanitize.model_spec`) and under model-facing names."""
 
 
-def _label(source: Any, index: int | None) -> str:
-    name = getattr(source, "name", None)
+@runtime_checkable
+class _Named(Protocol):
+    name: object
+
+
+@runtime_checkable
+class _Identified(Protocol):
+    id: object
+
+
+def _label(source: object, index: int | None) -> str:
+    name = source.name if isinstance(source, _Named) else None
     if not isinstance(name, str):
-        name = getattr(source, "id", None)
+        name = source.id if isinstance(source, _Identified) else None
     where = f"binding #{index} " if index is not None else "declared tool "
     if isinstance(name, str):
         return f"{where}({type(source).__name__} {name!r})"
     return f"{where}({bounded(repr(source), 120)})"
 
 
-def check_declared(tools: Sequence[Any], where: str) -> tuple[Any, ...]:
+def check_declared(tools: Sequence[object], where: str) -> tuple[DeclaredToolLike, ...]:
     """The declared tools, each checked to have an id, a `ToolSpec` and `call`.
 
     Raises:
         ConfigError: `ERR_CONFIG` naming the bad tool.
     """
+    checked: list[DeclaredToolLike] = []
     for tool in tools:
-        if not isinstance(getattr(tool, "id", None), str) or not callable(getattr(tool, "call", None)):
+        tool_id = tool.id if isinstance(tool, _Identified) else None
+        if not isinstance(tool_id, str) or not callable(getattr(tool, "call", None)):
             raise ConfigError(
                 f"{where}: {tool!r} is not a declared tool (needs id, spec, call)", code="ERR_CONFIG"
             )
-        if not isinstance(getattr(tool, "spec", None), ToolSpec):
-            raise ConfigError(f"{where}: declared tool {tool.id!r} has no ToolSpec", code="ERR_CONFIG")
-    return tuple(tools)
+        if not isinstance(tool, DeclaredToolLike) or not isinstance(tool.spec, ToolSpec):
+            raise ConfigError(f"{where}: declared tool {tool_id!r} has no ToolSpec", code="ERR_CONFIG")
+        checked.append(tool)
+    return tuple(checked)
 
 
 class ToolCatalog:
@@ -104,7 +117,7 @@ class ToolCatalog:
     def __init__(
         self,
         bindings: Sequence[ToolBinding],
-        tools: Sequence[Any],
+        tools: Sequence[DeclaredToolLike],
         *,
         final_answer: type[BaseModel] | None = None,
     ) -> None:

@@ -49,6 +49,8 @@ from ..errors import ConfigError, ProtocolError
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.client.session import ClientSession, ListRootsFnT
+    from mcp.shared.dispatcher import ProgressFnT
 
     from ._base import _Connection
 from ._handlers import (
@@ -158,7 +160,7 @@ class PerCallRequests:
     _call_requests: frozenset[str] = frozenset()
     _sampling_handler: SamplingHandler | None
     _elicitation_handler: ElicitationHandler | None
-    _roots_callback: Any
+    _roots_callback: ListRootsFnT | None
     # the connection's state, kept by `ConnectionClient` (`sdk_request` reads it)
     _ready_connection: Callable[[], _Connection | None]
     _connection: Callable[[], Awaitable[_Connection]]
@@ -259,12 +261,12 @@ def routed_callbacks(
 
 async def call_with_requests(
     calls: InFlightCalls,
-    session: Any,
-    progress: Any,
+    session: ClientSession,
+    progress: ProgressFnT | None,
     name: str,
-    arguments: dict[str, Any],
+    arguments: dict[str, object],
     requests: CallRequests | None,
-    input_responses: Mapping[str, Any] | None,
+    input_responses: Mapping[str, types.InputResponse] | None,
     request_state: str | None,
     relay: bool,
     max_rounds: int = DEFAULT_INPUT_ROUNDS,
@@ -286,17 +288,17 @@ async def call_with_requests(
 
 
 async def _rounds(
-    session: Any,
+    session: ClientSession,
     name: str,
-    arguments: dict[str, Any],
-    progress: Any,
+    arguments: dict[str, object],
+    progress: ProgressFnT | None,
     requests: CallRequests | None,
-    input_responses: Mapping[str, Any] | None,
+    input_responses: Mapping[str, types.InputResponse] | None,
     request_state: str | None,
     relay: bool,
     max_rounds: int,
 ) -> types.CallToolResult | types.InputRequiredResult:
-    responses: Any = dict(input_responses) if input_responses is not None else None
+    responses: types.InputResponses | None = dict(input_responses) if input_responses is not None else None
     state = request_state
     delay = 0.05
     for _ in range(max_rounds + 1):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -47,6 +47,11 @@ from pydantic import BaseModel, ValidationError
 from ..telemetry import with_context
 from ._stdio_transport import validation_detail
 
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+    from mcp.shared.dispatcher import CallOptions, Dispatcher
+    from mcp.shared.transport_context import TransportContext
+
 __all__ = [
     "OPEN_INPUT_SCHEMA",
     "RAW_CONTENT_META",
@@ -57,7 +62,7 @@ __all__ = [
     "restore_raw_content",
 ]
 
-OPEN_INPUT_SCHEMA: Mapping[str, Any] = {"type": "object", "additionalProperties": True}
+OPEN_INPUT_SCHEMA: Mapping[str, object] = {"type": "object", "additionalProperties": True}
 """The `inputSchema` given to a listed tool that has none: any object."""
 
 RAW_CONTENT_META = "io.toolbridge/rawContent"
@@ -71,7 +76,7 @@ _REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _sdk_accepts(block: Any) -> bool:
+def _sdk_accepts(block: object) -> bool:
     """A cheap check of whether the SDK's content union would take this block."""
     if not isinstance(block, Mapping):
         return False
@@ -87,7 +92,7 @@ def _sdk_accepts(block: Any) -> bool:
     return fields is not None and all(isinstance(block.get(name), str) for name in fields)
 
 
-def _all_accepted(content: list[Any]) -> bool:
+def _all_accepted(content: list[object]) -> bool:
     """Whether the SDK would take every block (text blocks, the common case, checked inline)."""
     for block in content:
         if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str:
@@ -97,7 +102,7 @@ def _all_accepted(content: list[Any]) -> bool:
     return True
 
 
-def preserve_unknown_content(raw: dict[str, Any]) -> dict[str, Any]:
+def preserve_unknown_content(raw: dict[str, object]) -> dict[str, object]:
     """Stash a content array the SDK would refuse; return `raw` itself when there is none."""
     content = raw.get("content")
     if not isinstance(content, list) or _all_accepted(content):
@@ -109,7 +114,7 @@ def preserve_unknown_content(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "content": shown, "_meta": stash}
 
 
-def restore_raw_content(wire: dict[str, Any]) -> dict[str, Any]:
+def restore_raw_content(wire: dict[str, object]) -> dict[str, object]:
     """Put a stashed content array back in a wire-form result dict (in place; also returned)."""
     meta = wire.get("_meta")
     if not isinstance(meta, dict) or RAW_CONTENT_META not in meta:
@@ -120,7 +125,7 @@ def restore_raw_content(wire: dict[str, Any]) -> dict[str, Any]:
     return wire
 
 
-def _tool_name(entry: Any) -> str:
+def _tool_name(entry: object) -> str:
     name = entry.get("name") if isinstance(entry, Mapping) else None
     return name[:200] if isinstance(name, str) else "(no name)"
 
@@ -140,8 +145,8 @@ def _wire_tool_model(version: str) -> type[BaseModel] | None:
 
 
 def repair_tool_listing(
-    raw: dict[str, Any], skipped: Callable[[str, str], None], version: str | None = None
-) -> dict[str, Any]:
+    raw: dict[str, object], skipped: Callable[[str, str], None], version: str | None = None
+) -> dict[str, object]:
     """A `tools/list` result the SDK will accept: defaults applied, refused tools left out.
 
     Each entry is checked on its own against the SDK's `Tool` models (the wire model of
@@ -156,7 +161,7 @@ def repair_tool_listing(
     if not isinstance(listed, list):
         return raw  # the listing as a whole is broken: the SDK reports it
     wire = _wire_tool_model(version or SDK_FALLBACK_VERSION)
-    kept: list[Any] = []
+    kept: list[object] = []
     changed = False
     for entry in listed:
         tool = entry
@@ -187,7 +192,7 @@ class PreservingDispatcher:
 
     def __init__(
         self,
-        inner: Any,
+        inner: Dispatcher[TransportContext],
         tool_skipped: Callable[[str, str], None] | None = None,
         version: Callable[[], str | None] | None = None,
     ) -> None:
@@ -202,7 +207,7 @@ class PreservingDispatcher:
         self._listens_done.set()
 
     @property
-    def inner(self) -> Any:
+    def inner(self) -> Dispatcher[TransportContext]:
         """The SDK dispatcher this one wraps."""
         return self._inner
 
@@ -210,13 +215,13 @@ class PreservingDispatcher:
         return getattr(self._inner, name)
 
     async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: Any = None
-    ) -> dict[str, Any]:
+        self, method: str, params: Mapping[str, object] | None, opts: CallOptions | None = None
+    ) -> dict[str, object]:
         if self._add_context:
             params = with_context(params)
         if method == "subscriptions/listen":
             return await self._listen(method, params, opts)
-        raw: dict[str, Any] = await self._inner.send_raw_request(method, params, opts)
+        raw: dict[str, object] = await self._inner.send_raw_request(method, params, opts)
         if "resultType" not in raw and self._version() in MODERN_PROTOCOL_VERSIONS:
             raw = {**raw, "resultType": "complete"}  # a finished answer that did not say so
         if method == "tools/call":
@@ -235,12 +240,14 @@ class PreservingDispatcher:
             return repair_tool_listing(raw, self._tool_skipped, self._version())
         return raw
 
-    async def _listen(self, method: str, params: Mapping[str, Any] | None, opts: Any) -> dict[str, Any]:
+    async def _listen(
+        self, method: str, params: Mapping[str, object] | None, opts: CallOptions | None
+    ) -> dict[str, object]:
         if self._listens == 0:
             self._listens_done = anyio.Event()
         self._listens += 1
         try:
-            raw: dict[str, Any] = await self._inner.send_raw_request(method, params, opts)
+            raw: dict[str, object] = await self._inner.send_raw_request(method, params, opts)
             return raw
         finally:
             # Reached after the SDK's own cancellation handling: the request is abandoned.
@@ -257,8 +264,8 @@ class PreservingDispatcher:
 
 
 def guard_dispatcher_of(
-    session: Any, tool_skipped: Callable[[str, str], None]
-) -> tuple[Any, PreservingDispatcher | None]:
+    session: ClientSession, tool_skipped: Callable[[str, str], None]
+) -> tuple[Dispatcher[TransportContext] | None, PreservingDispatcher | None]:
     """Wrap an SDK session's dispatcher in a `PreservingDispatcher` (once).
 
     Returns:

@@ -38,12 +38,15 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import httpx2
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+
+if TYPE_CHECKING:
+    from mcp.client.auth.oauth2 import OAuthContext
 
 __all__ = [
     "DPOP_ALGORITHM",
@@ -219,6 +222,13 @@ def _json_error(body: bytes) -> str | None:
     return error if isinstance(error, str) else None
 
 
+@runtime_checkable
+class _WithOAuthContext(Protocol):
+    """The SDK's OAuth provider (`OAuthClientProvider`): its flow's state, metadata included."""
+
+    context: OAuthContext
+
+
 class DPoPAuth(httpx2.Auth):
     """An SDK OAuth provider with DPoP added (see the module's documentation).
 
@@ -254,15 +264,20 @@ class DPoPAuth(httpx2.Auth):
             return True
         if self.mode == "off":
             return False
-        context = getattr(self.inner, "context", None)
-        metadata = getattr(context, "oauth_metadata", None)
-        issuer = getattr(metadata, "issuer", None)
+        inner = self.inner
+        context = inner.context if isinstance(inner, _WithOAuthContext) else None
+        if context is None:
+            return False
+        metadata = context.oauth_metadata
+        issuer = metadata.issuer if metadata is not None else None
         if issuer is not None and self._as_algs.get(_same_issuer(str(issuer)), False):
             return True
         # RFC 9728: the resource itself may require DPoP-bound tokens.
-        prm = getattr(context, "protected_resource_metadata", None)
-        algs = getattr(prm, "dpop_signing_alg_values_supported", None) or []
-        return bool(getattr(prm, "dpop_bound_access_tokens_required", False)) and DPOP_ALGORITHM in algs
+        prm = context.protected_resource_metadata
+        if prm is None:
+            return False
+        algs = prm.dpop_signing_alg_values_supported or []
+        return bool(prm.dpop_bound_access_tokens_required) and DPOP_ALGORITHM in algs
 
     async def _note_metadata(self, outgoing: httpx2.Request, response: httpx2.Response) -> None:
         """Remember whether an authorization server's metadata offers ES256 for DPoP.

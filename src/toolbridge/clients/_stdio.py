@@ -143,8 +143,7 @@ class StdioClient(ConnectionClient):
         """The process id of the running server, when the transport knows it (else None)."""
         conn = self._conn
         transport = conn.transport if conn is not None else None
-        pid = getattr(transport, "pid", None)
-        return pid if isinstance(pid, int) else None
+        return transport.pid if isinstance(transport, StdioTransport) else None
 
     def _make_transport(self) -> StdioTransport:
         """The stdio transport for one connection (a fresh process each time it is entered)."""
@@ -160,17 +159,15 @@ class StdioClient(ConnectionClient):
             inherit_env=self.inherit_env,
         )
 
-    async def _open(self, stack: AsyncExitStack, conn: _Connection) -> Any:
+    async def _open(self, stack: AsyncExitStack, conn: _Connection) -> StdioTransport:
         transport = self._make_transport()
         conn.transport = transport
         return transport
 
     def _stderr_tail(self, conn: _Connection | None) -> str:
         transport = conn.transport if conn is not None else None
-        tail = getattr(transport, "stderr_tail", None)
-        return str(tail()) if callable(tail) else ""
+        return transport.stderr_tail() if isinstance(transport, StdioTransport) else ""
 
     def _transport_closed(self, conn: _Connection) -> bool:
-        exited = getattr(conn.transport, "exited", None)
-        is_set = getattr(exited, "is_set", None)
-        return bool(is_set()) if callable(is_set) else False
+        transport = conn.transport
+        return transport.exited.is_set() if isinstance(transport, StdioTransport) else False

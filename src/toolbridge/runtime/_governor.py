@@ -90,7 +90,7 @@ class Governor(AgentHooks):
             cost_micros=model_cost(_prices(model), usage),
             tool_calls=len(response.tool_calls) if isinstance(response, ModelResponse) else 0,
         )
-        searches = getattr(response, "native_searches", None)
+        searches = response.native_searches if isinstance(response, ModelResponse) else None
         if searches:  # the provider's own tool search: how many, what it loaded (names, never the query)
             loaded = sorted({name for search in searches for name in search.loaded})
             errors = sorted({search.error for search in searches if search.error})

@@ -25,13 +25,13 @@ import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Literal
+from typing import ClassVar, Final, Literal, Protocol, runtime_checkable
 
 import anyio
 
 from .._deadlines import deadline_watch
 from .._owned_tasks import stop_task
-from ..agent import RunErrorEvent, RunFinishedEvent
+from ..agent import AgentEvent, AgentHooks, Message, RunErrorEvent, RunFinishedEvent, RunResult
 from ..errors import ConfigError, PolicyError
 from ._events import Event
 from ._governor import Governor
@@ -53,6 +53,40 @@ from ._state import checked_name, new_run_id
 __all__ = ["PROFILES", "RunOutcomeEvent", "Runtime", "create_runtime"]
 
 PROFILES: Final = ("ephemeral", "durable")
+
+
+AgentInput = str | Sequence[Mapping[str, object] | Message]
+"""What an agent runs on: a prompt, or messages (`Message`s or their dicts)."""
+
+
+class GovernedAgent(Protocol):
+    """What `Runtime.run` runs: an `Agent`, or anything with its `run(input, hooks=...)`."""
+
+    async def run(self, prompt_or_messages: AgentInput, /, *, hooks: AgentHooks) -> RunResult: ...
+
+
+@runtime_checkable
+class StreamingAgent(GovernedAgent, Protocol):
+    """An agent `Runtime.stream` can drive: it also has `stream(input, hooks=...)`."""
+
+    def stream(
+        self, prompt_or_messages: AgentInput, /, *, hooks: AgentHooks
+    ) -> AsyncGenerator[AgentEvent, None]: ...
+
+
+@runtime_checkable
+class _Named(Protocol):
+    name: object
+
+
+@runtime_checkable
+class _WithModel(Protocol):
+    model: object
+
+
+@runtime_checkable
+class _Identified(Protocol):
+    id: object
 
 
 @dataclass(frozen=True)
@@ -151,8 +185,8 @@ class Runtime:
     def session(
         self,
         *,
-        tools: Sequence[Any] = (),
-        tool_providers: Sequence[Any] = (),
+        tools: Sequence[object] = (),
+        tool_providers: Sequence[object] = (),
         principal: str | None = None,
         run_id: str | None = None,
         max_parallel_tools: int = 8,
@@ -186,7 +220,7 @@ class Runtime:
         self,
         kind: str,
         target: str,
-        arguments: Any = None,
+        arguments: object = None,
         *,
         principal: str | None = None,
         label: str | None = None,
@@ -209,7 +243,9 @@ class Runtime:
         """
         return Operation(self, kind, target, arguments, principal=principal, label=label, effects=effects)
 
-    async def run(self, agent: Any, input: Any, *, run_id: str | None = None) -> RuntimeResult:
+    async def run(
+        self, agent: GovernedAgent, input: AgentInput, *, run_id: str | None = None
+    ) -> RuntimeResult:
         """Run `agent` on `input` under this runtime's checks.
 
         Never raises for a failed run: the result's `outcome` and `error_code` say what happened.
@@ -229,7 +265,9 @@ class Runtime:
         """
         return await self._execute(agent, input, run_id, None)
 
-    async def stream(self, agent: Any, input: Any, *, run_id: str | None = None) -> AsyncGenerator[Any, None]:
+    async def stream(
+        self, agent: GovernedAgent, input: AgentInput, *, run_id: str | None = None
+    ) -> AsyncGenerator[AgentEvent | RunOutcomeEvent, None]:
         """Run `agent` on `input` under this runtime's checks, yielding its events as they happen.
 
         The same run as `run` (same checks, runtime events, journal and outcome), driven through
@@ -242,9 +280,9 @@ class Runtime:
             ConfigError: (`ERR_CONFIG`) when `run_id` is already in the journal, or the agent
                 cannot stream.
         """
-        if not callable(getattr(agent, "stream", None)):
+        if not isinstance(agent, StreamingAgent):
             raise ConfigError(f"{type(agent).__name__} has no stream(); use runtime.run")
-        send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=16)
+        send, receive = anyio.create_memory_object_stream[AgentEvent | RunOutcomeEvent](max_buffer_size=16)
 
         async def produce() -> None:
             async with send:
@@ -262,13 +300,12 @@ class Runtime:
 
     async def _execute(
         self,
-        agent: Any,
-        input: Any,
+        agent: GovernedAgent,
+        input: AgentInput,
         run_id: str | None,
-        on_event: Callable[[Any], Awaitable[None]] | None,
+        on_event: Callable[[AgentEvent], Awaitable[None]] | None,
     ) -> RuntimeResult:
-        model = getattr(agent, "model", None)
-        label = f"{getattr(agent, 'name', None) or type(agent).__name__} ({getattr(model, 'id', '?')})"
+        label = _label(agent)
         run_id = checked_name("run_id", run_id) or new_run_id()
         run = GovernedRun(self, run_id=run_id, principal=None, label=label)
         # One cancel scope for `cancel(run_id)` and the run's `max_duration_ms` (its deadline kept
@@ -291,9 +328,9 @@ class Runtime:
             return refused
         governor = Governor(run)
         self._active[run_id] = scope
-        output: Any = None
+        output: object = None
         text: str | None = None
-        steps: list[Any] = []
+        steps: list[object] = []
         error: BaseException | None = None
         timed_out = False
         outer_cancel = False
@@ -305,8 +342,8 @@ class Runtime:
                     # would be paid again at every suspension of every step.
                     checked = await self._agent_input(input, governor)
                     try:
-                        if on_event is None:
-                            result = await agent.run(checked, hooks=governor)
+                        if on_event is None or not isinstance(agent, StreamingAgent):
+                            result: RunResult | None = await agent.run(checked, hooks=governor)
                         else:
                             result = await _streamed(agent, checked, governor, on_event)
                     except BaseException:
@@ -325,14 +362,14 @@ class Runtime:
             self._active.pop(run_id, None)
             cancelled = run_id in self._cancel_requested or outer_cancel
             self._cancel_requested.discard(run_id)
-            result = await run.settle(
+            settled = await run.settle(
                 output=output, text=text, steps=steps, error=error, timed_out=timed_out, cancelled=cancelled
             )
-            governor.end_step(result.error_code)
-            run.completed(result)
-        return result
+            governor.end_step(settled.error_code)
+            run.completed(settled)
+        return settled
 
-    async def _agent_input(self, input: Any, governor: Governor) -> Any:
+    async def _agent_input(self, input: AgentInput, governor: Governor) -> AgentInput:
         """The run's input, checked (size) and through the input guards."""
         core, st, limits = governor.core, governor.state, self.limits
         if value_bytes(input) > limits.max_input_bytes:
@@ -349,14 +386,18 @@ class Runtime:
         st.phase = "agent"
         return input
 
-    async def _agent_output(self, result: Any, governor: Governor) -> tuple[Any, str | None, list[Any]]:
+    async def _agent_output(
+        self, result: RunResult | None, governor: Governor
+    ) -> tuple[object, str | None, list[object]]:
         """The agent's (output, text, steps), the output checked (size) and through the output guards."""
         core, st, limits = governor.core, governor.state, self.limits
-        text = getattr(result, "text", None)
-        output = getattr(result, "output", None)
+        text: str | None = None
+        output: object = None
+        steps: list[object] = []
+        if result is not None:
+            text, output, steps = result.text, result.output, list(result.steps or [])
         if output is None:
             output = text
-        steps = list(getattr(result, "steps", None) or [])
         if value_bytes(output if output is not None else "") > limits.max_output_bytes:
             raise core.fail("LIMIT_EXCEEDED", "max_output_bytes")
         if self.guards.output:
@@ -377,11 +418,22 @@ class Runtime:
         return output, text, steps
 
 
+def _label(agent: object) -> str:
+    """`name (model id)` of an agent, for the journal's run label."""
+    name = agent.name if isinstance(agent, _Named) else None
+    model = agent.model if isinstance(agent, _WithModel) else None
+    model_id = model.id if isinstance(model, _Identified) else "?"
+    return f"{name or type(agent).__name__} ({model_id})"
+
+
 async def _streamed(
-    agent: Any, input: Any, governor: Governor, on_event: Callable[[Any], Awaitable[None]]
-) -> Any:
+    agent: StreamingAgent,
+    input: AgentInput,
+    governor: Governor,
+    on_event: Callable[[AgentEvent], Awaitable[None]],
+) -> RunResult | None:
     """`agent.stream`'s events handed to `on_event`; returns the run's result (or raises its error)."""
-    result = None
+    result: RunResult | None = None
     async with aclosing(agent.stream(input, hooks=governor)) as events:
         async for event in events:
             if isinstance(event, RunFinishedEvent):
@@ -395,11 +447,11 @@ async def _streamed(
 
 def create_runtime(
     profile: str = "ephemeral",
-    permissions: Mapping[str, Any] | Sequence[str] | Permissions | None = None,
-    limits: Mapping[str, Any] | Limits | None = None,
+    permissions: Mapping[str, object] | Sequence[str] | Permissions | None = None,
+    limits: Mapping[str, object] | Limits | None = None,
     journal: str | os.PathLike[str] | JournalBackend | None = None,
     *,
-    guards: Mapping[str, Any] | Guards | None = None,
+    guards: Mapping[str, object] | Guards | None = None,
 ) -> Runtime:
     """Create a governed runtime.
 
