@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable, Iterable
 
 __all__ = ["canonical_json", "sha256_hex"]
 
@@ -17,12 +17,14 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 calls, so one is shared (the hot path hashes and sizes every call's arguments and result)."""
 
 
-_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_make_encoder: Callable[..., Callable[[object, int], Iterable[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
 _DEFAULT = _ENCODER.default
 _ESCAPE = json.encoder.encode_basestring  # ensure_ascii=False
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: object) -> bytes:
     """The canonical JSON bytes of `value`.
 
     What `_ENCODER.encode(value)` gives, built with the C encoder it would build (fresh

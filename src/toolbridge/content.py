@@ -21,7 +21,7 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -100,7 +100,7 @@ def _valid_base64(data: str) -> bool:
     return True
 
 
-def parts_from_mcp(blocks: Sequence[Any]) -> list[Part] | None:
+def parts_from_mcp(blocks: Sequence[object]) -> list[Part] | None:
     """Translate an MCP `content` array block by block.
 
     Returns the list of parts when every block is a well-formed text, image or audio block,
@@ -128,7 +128,7 @@ def parts_from_mcp(blocks: Sequence[Any]) -> list[Part] | None:
     return parts
 
 
-def media_from_mcp(blocks: Sequence[Any]) -> list[ImagePart | AudioPart]:
+def media_from_mcp(blocks: Sequence[object]) -> list[ImagePart | AudioPart]:
     """The well-formed image and audio blocks of an MCP `content` array, as parts (others skipped).
 
     Used for the media a tool returns beside structured content.
@@ -143,17 +143,19 @@ def media_from_mcp(blocks: Sequence[Any]) -> list[ImagePart | AudioPart]:
     return media
 
 
-def part_to_mcp(part: Part) -> dict[str, Any]:
+def part_to_mcp(part: Part) -> dict[str, str]:
     """The MCP content block for a part (the inverse of `parts_from_mcp`)."""
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     return {"type": part.type, "data": part.data, "mimeType": part.media_type}
 
 
-_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_make_encoder: Callable[..., Callable[[object, int], Iterable[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
 
 
-def to_json_text(value: Any) -> str:
+def to_json_text(value: object) -> str:
     """Compact, deterministic JSON text for structured content and passed-through arrays.
 
     Always valid JSON, as `json_text`: a `NaN` or an infinity becomes `null`.
@@ -171,7 +173,7 @@ def to_json_text(value: Any) -> str:
         return "".join(encode(_finite(value), 0))
 
 
-def json_text(value: Any, **options: Any) -> str:
+def json_text(value: object, **options: Any) -> str:
     """`json.dumps(value, **options)`, always valid JSON: NaN and the infinities become `null`.
 
     A server may put them in a result (Python's `json` writes them by default); JSON has no
@@ -190,9 +192,9 @@ def _non_finite(exc: ValueError) -> bool:
     return str(exc).startswith("Out of range float values")
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     """A copy of `value` with every non-finite float replaced by None (iterative: any depth)."""
-    root: list[Any] = [value]
+    root: list[object] = [value]
     stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
     while stack:
         parent, key, item = stack.pop()

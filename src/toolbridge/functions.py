@@ -110,7 +110,7 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def _is_async(fn: Callable[..., object]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
@@ -208,7 +208,7 @@ class FunctionTool:
             raise ToolError(
                 _describe_errors(self.spec.name, exc), code="ERR_TOOL_INVALID_ARGUMENTS"
             ) from None
-        kwargs = {key: getattr(validated, key) for key in type(validated).model_fields}
+        kwargs = dict(validated)  # its fields, as model objects (extra fields are forbidden)
         try:
             if self.is_async:
                 value = await self.fn(**kwargs)
@@ -223,7 +223,7 @@ class FunctionTool:
             ) from exc
         return self.to_result(value)
 
-    def to_result(self, value: Any) -> ToolResult:
+    def to_result(self, value: object) -> ToolResult:
         """Convert a return value to a `ToolResult` (see the module docstring).
 
         Raises:

@@ -28,7 +28,7 @@ __all__ = [
     "provider_generation",
 ]
 
-OPEN_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object", "additionalProperties": True}
+OPEN_OBJECT_SCHEMA: Mapping[str, object] = {"type": "object", "additionalProperties": True}
 """The parameters of a tool that declared none: any object."""
 
 
@@ -87,7 +87,7 @@ class ToolResult:
         return cls(kind="parts", parts=(TextPart(text),))
 
     @classmethod
-    def of_structured(cls, value: Any, media: Sequence[ImagePart | AudioPart] = ()) -> ToolResult:
+    def of_structured(cls, value: object, media: Sequence[ImagePart | AudioPart] = ()) -> ToolResult:
         return cls(kind="structured", structured=value, media=tuple(media))
 
     @classmethod
@@ -124,7 +124,7 @@ class ToolResult:
                 lines.append(media_placeholder(part))
         return "\n".join(lines)
 
-    def structured_shown(self) -> Any:
+    def structured_shown(self) -> object:
         """The structured content as a reader is shown it: any string in it that is exactly the
         payload of a media part beside it is replaced by that part's placeholder, so the payload
         reaches the model once, as media, and never as base64 text. The value itself is kept
@@ -139,7 +139,7 @@ class ToolResult:
         return to_json_text(self.structured_shown())
 
 
-def _replace_strings(value: Any, replacements: Mapping[str, str], depth: int = 0) -> Any:
+def _replace_strings(value: object, replacements: Mapping[str, str], depth: int = 0) -> object:
     """`value` with every string found in `replacements` replaced (bounded depth; a copy)."""
     if isinstance(value, str):
         return replacements.get(value, value)

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
@@ -196,6 +196,13 @@ class MemoryQuotas:
         return None if row is None else QuotaUsage(*row)
 
 
+@runtime_checkable
+class _Costed(Protocol):
+    """A declared tool or a binding: each says what one call costs."""
+
+    cost_micros: object
+
+
 def call_cost(catalog: ToolCatalog, name: str) -> int:
     """The most one call of `name` costs (its declared tool's or binding's `cost_micros`)."""
     listed = catalog.current() or catalog.last()
@@ -203,7 +210,8 @@ def call_cost(catalog: ToolCatalog, name: str) -> int:
     if target is None:
         return 0
     source = target.source if target.declared else target.binding
-    return max(0, int(getattr(source, "cost_micros", 0) or 0))
+    cost = source.cost_micros if isinstance(source, _Costed) else None
+    return max(0, cost) if isinstance(cost, int) else 0
 
 
 @dataclass(frozen=True)
@@ -223,8 +231,7 @@ class Quota:
     def __post_init__(self) -> None:
         if self.period not in PERIODS:
             raise ConfigError(f"quota period must be one of {', '.join(PERIODS)}, got {self.period!r}")
-        for name in ("max_calls", "max_cost_micros"):
-            value = getattr(self, name)
+        for name, value in (("max_calls", self.max_calls), ("max_cost_micros", self.max_cost_micros)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"quota {name} must be a non-negative integer, got {value!r}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from .. import telemetry
 from ..agent.models import ModelPrices, ModelRequest, ModelResponse, Usage
@@ -29,8 +29,21 @@ __all__ = ["Governor"]
 def _prices(model: object) -> ModelPrices | None:
     """A model's prices (`Model.prices`, a `ModelPrices` or anything with its `cost_micros`);
     None for a model that states none."""
-    prices: ModelPrices | None = getattr(model, "prices", None)
-    return prices
+    return model.prices if isinstance(model, _Priced) else None
+
+
+@runtime_checkable
+class _Identified(Protocol):
+    """A model with an id (`provider:model`)."""
+
+    id: object
+
+
+@runtime_checkable
+class _Priced(Protocol):
+    """A model that states its prices (`Model.prices`)."""
+
+    prices: ModelPrices | None
 
 
 class Governor(AgentHooks):
@@ -76,7 +89,7 @@ class Governor(AgentHooks):
         options = request.options if isinstance(request, ModelRequest) else {}
         cap = options.get("max_tokens") or options.get("max_completion_tokens")
         self.run.rules.model_started(
-            str(getattr(model, "id", "") or ""),
+            str(model.id or "") if isinstance(model, _Identified) else "",
             context_bytes=self._context.measure(request),
             max_output_tokens=cap if isinstance(cap, int) else None,  # anything else: the default
             prices=_prices(model),

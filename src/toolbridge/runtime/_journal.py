@@ -279,6 +279,8 @@ class JournalBackend:
 
     path: str = ""
     writer: Writer
+    readonly: bool = False
+    """True for a backend opened only to read (a SQLite file of another process)."""
     is_async: ClassVar[bool] = False
     """True when the `a*` methods are the backend's own (its writes wait on the network)."""
 

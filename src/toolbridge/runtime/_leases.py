@@ -169,7 +169,7 @@ async def keep_lease(
     Args:
         lease: the lease's length (default `lease_seconds()`); renewed every third of it.
     """
-    if journal.path == ":memory:" or getattr(journal, "readonly", False):
+    if journal.path == ":memory:" or journal.readonly:
         return
     lease = lease_seconds() if lease is None else lease
     key = writer_key(journal.writer)
@@ -184,5 +184,8 @@ async def keep_lease(
         except (ToolbridgeError, NotImplementedError) as exc:
             if time.monotonic() - warned >= 60:
                 warned = time.monotonic()
-                log.warning("the journal lease could not be renewed: %s", getattr(exc, "code", exc))
+                log.warning(
+                    "the journal lease could not be renewed: %s",
+                    exc.code if isinstance(exc, ToolbridgeError) else exc,
+                )
         await anyio.sleep(lease / 3)
