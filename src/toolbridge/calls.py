@@ -63,7 +63,7 @@ _BINDING_KEYS = frozenset(
 )
 
 
-def _names(value: Any, what: str) -> tuple[str, ...]:
+def _names(value: object, what: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise ConfigError(f"tool binding: {what} must be a list of tool names", code="ERR_CONFIG")
     names = tuple(value)
@@ -129,7 +129,7 @@ class ToolBinding:
         return bare_name not in self.exclude
 
     @classmethod
-    def coerce(cls, value: Any) -> ToolBinding:
+    def coerce(cls, value: object) -> ToolBinding:
         """A binding from a `ToolBinding`, a mapping with binding keys, or a bare provider.
 
         Raises:

@@ -144,7 +144,7 @@ class JsonRpcError(McpError):
 
     default_code = "ERR_MCP_JSON_RPC_ERROR"
 
-    def __init__(self, message: str, *, rpc_code: int, rpc_message: str, data: Any = None):
+    def __init__(self, message: str, *, rpc_code: int, rpc_message: str, data: object = None):
         super().__init__(message, details={"rpc_code": rpc_code})
         self.rpc_code = rpc_code
         self.rpc_message = redact(bounded(rpc_message))

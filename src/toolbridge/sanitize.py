@@ -93,7 +93,7 @@ def clean_schema(value: Any) -> Any:
         ConfigError: `ERR_INVALID_INPUT` when `value` nests deeper than `MAX_SCHEMA_DEPTH`
             objects and arrays (or holds a cycle).
     """
-    root: list[Any] = [None]
+    root: list[object] = [None]
     # (source, destination container, slot in it, depth, inside a value keyword)
     stack: list[tuple[Any, Any, Any, int, bool]] = [(value, root, 0, 0, False)]
     while stack:
@@ -107,7 +107,7 @@ def clean_schema(value: Any) -> Any:
                     code="ERR_INVALID_INPUT",
                 )
             if isinstance(item, Mapping):
-                out: dict[str, Any] = {}
+                out: dict[str, object] = {}
                 parent[slot] = out
                 for key, child in item.items():
                     if key in _TEXT_KEYS and isinstance(child, str):
@@ -116,7 +116,7 @@ def clean_schema(value: Any) -> Any:
                         out[key] = None
                         stack.append((child, out, key, depth + 1, literal or key in _VALUE_KEYS))
             else:
-                items: list[Any] = [None] * len(item)
+                items: list[object] = [None] * len(item)
                 parent[slot] = items
                 stack.extend((child, items, i, depth + 1, literal) for i, child in enumerate(item))
         else:

@@ -68,7 +68,7 @@ class Governor(AgentHooks):
         """Emit `step.completed` for the open step, if any."""
         if self.state.step is None:
             return
-        data: dict[str, Any] = {"step": self.state.step, "duration_ms": ms(self.state.step_started)}
+        data: dict[str, object] = {"step": self.state.step, "duration_ms": ms(self.state.step_started)}
         if code:
             data["code"] = code
         self.core.emit("step.completed", data)

@@ -151,10 +151,12 @@ class Guards:
 EmitFn: TypeAlias = Callable[[str, dict[str, Any]], object]
 
 
-async def _call_guard(guard: Guard, value: Any, ctx: GuardContext) -> Any:
+async def _call_guard(guard: Guard, value: object, ctx: GuardContext) -> object:
     args = (value, ctx) if _wants_context(guard) else (value,)
     if inspect.iscoroutinefunction(guard) or inspect.iscoroutinefunction(type(guard).__call__):
-        return await guard(*args)  # type: ignore[misc]
+        running = guard(*args)
+        assert inspect.isawaitable(running)  # an async guard's call is its coroutine
+        return await running
     result = await anyio.to_thread.run_sync(functools.partial(guard, *args), abandon_on_cancel=True)
     if inspect.isawaitable(result):
         return await result
@@ -186,7 +188,7 @@ async def run_guards(
     """
     for index, guard in enumerate(guards):
         name = getattr(guard, "__name__", type(guard).__name__)
-        meta: dict[str, Any] = {"stage": ctx.stage, "guard": name, "index": index}
+        meta: dict[str, object] = {"stage": ctx.stage, "guard": name, "index": index}
         if ctx.tool_id is not None:
             meta["tool_id"] = ctx.tool_id
             meta["call_id"] = ctx.call_id
