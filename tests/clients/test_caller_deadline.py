@@ -77,6 +77,9 @@ async def test_progress_moves_the_clients_deadline_but_never_the_callers(everyth
     # A progress notification every 0.3 s: a 1 s client timeout is pushed back past the end of
     # the 1.8 s operation, but a caller's deadline 1.2 s away is not.
     async with everything as client:
+        # Connected first: the 1 s client timeout covers a call's start too, and starting node on
+        # a loaded machine can take most of it before the first progress could come.
+        await client.list_tools()
         done = await client.call_tool(LONG, {"duration": 1.8, "steps": 6}, timeout=1.0)
         assert "completed" in _text(done).lower()
         started = time.monotonic()
