@@ -48,6 +48,7 @@ from ._oauth import AuthUnavailable, OAuthSettings, OAuthVerifier, TokenRejected
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
+    from starlette.types import ASGIApp
 
     from ._replica_state import ReplicaState
 
@@ -117,8 +118,6 @@ def metadata_url(resource: str) -> str:
 def _quoted(text: str) -> str:
     return "".join(c for c in text if c not in '"\\' and 32 <= ord(c) < 127)
 
-
-ASGIApp = Any
 
 
 class AddressBuckets:
