@@ -90,7 +90,7 @@ class ToolBinding:
         ConfigError: `ERR_CONFIG` when a field has the wrong type or value.
     """
 
-    provider: Any
+    provider: ToolProvider
     prefix: str = ""
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
@@ -144,7 +144,7 @@ class ToolBinding:
             if "provider" not in value:
                 raise ConfigError("tool binding: 'provider' is required", code="ERR_CONFIG")
             return cls(
-                provider=value["provider"],
+                provider=_as_provider(value["provider"]),
                 prefix=value.get("prefix") or "",
                 include=value.get("include"),
                 exclude=value.get("exclude") or (),
@@ -153,7 +153,16 @@ class ToolBinding:
                 cost_micros=value.get("cost_micros"),
                 timeout_ms=value.get("timeout_ms"),
             )
-        return cls(provider=value)
+        return cls(provider=_as_provider(value))
+
+
+def _as_provider(value: object) -> ToolProvider:
+    if not isinstance(value, ToolProvider):
+        raise ConfigError(
+            f"tool binding: {value!r} is not a ToolProvider (needs list_tools and call_tool)",
+            code="ERR_CONFIG",
+        )
+    return value
 
 
 @dataclass
@@ -209,7 +218,7 @@ class ToolTarget:
     model_name: str
     spec: ToolSpec
     source: Any
-    binding: Any = None
+    binding: ToolBinding | None = None
     declared: bool = False
 
 

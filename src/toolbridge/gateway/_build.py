@@ -432,7 +432,11 @@ async def open_gateway(
                 tapped.append(source)
         for ref in doc.tasks:
             toolset = await live.build(ref.name)
-            sources.append(Source(ToolBinding(provider=toolset), doc.approval, None, False, ref.name))
+            sources.append(
+                Source(
+                    ToolBinding(provider=_provider(ref.name, toolset)), doc.approval, None, False, ref.name
+                )
+            )
         declared = [_declared(ref.name, await live.build(ref.name)) for ref in doc.tools]
         identities: dict[str, Identity] = {}
         tokens: dict[str, str] = {}

@@ -182,12 +182,12 @@ class GatewayCore:
         source = target.source
         if target.declared:
             return ToolGrantNeeds(source.id, source.effects, tuple(source.capabilities))
-        binding = target.binding
+        binding = target.binding  # a provider's target always carries its binding
         try:
-            effects = effective_effects(binding.effects, target.spec.annotations)
+            effects = effective_effects(binding.effects if binding else None, target.spec.annotations)
         except ToolbridgeError:
             effects = "host"
-        return ToolGrantNeeds(target.model_name, effects, tuple(binding.capabilities or ()))
+        return ToolGrantNeeds(target.model_name, effects, tuple(binding.capabilities) if binding else ())
 
     def share_rounds(self, shared: ReplicaState) -> None:
         """Seal and check 2026-07-28 rounds as every replica sharing `shared` does (`_rounds`)."""
