@@ -286,6 +286,10 @@ async def test_a_hung_subscription_costs_a_bounded_wait(tmp_path: Path) -> None:
     answered within `LISTEN_HOLD_S` (with what could be held), and the connection keeps serving."""
     manifest = upstream_manifest(tmp_path, clients=ME, binding=BINDING)
     async with gateway_stdio(manifest, "auto") as client:
+        # The upstream started and answering first: the 5 s bound below is for calls made while
+        # a listen is held, not for starting it on a loaded machine.
+        with anyio.fail_after(60):
+            await client.call_tool("up_echo", {"text": "warm"})
         started = time.monotonic()
         answered: list[float] = []
 
