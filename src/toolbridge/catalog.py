@@ -249,6 +249,7 @@ class ToolCatalog:
         if self.final_answer is not None:
             reserved.add(FINAL_RESULT_TOOL)
         for index, binding in enumerate(self.bindings):
+            label = _label(binding.provider, index)  # once per binding, not per tool
             by_name: dict[str, list[ToolSpec]] = {}
             for spec in self._listed[index][1]:
                 if binding.allows(spec.name):
@@ -264,7 +265,7 @@ class ToolCatalog:
                     continue
                 add(
                     ToolTarget(model_name=name, spec=same[0], source=binding.provider, binding=binding),
-                    f'{_label(binding.provider, index)} tool "{same[0].name}"',
+                    f'{label} tool "{same[0].name}"',
                     shown,
                 )
         for tool in self.tools:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .. import telemetry
-from ..agent.models import ModelPrices, ModelRequest, ModelResponse, Usage
+from ..agent.models import ModelBase, ModelPrices, ModelRequest, ModelResponse, Usage
 from ..calls import AgentHooks, PlannedToolCall, RunContext
 from ..tools import ToolResult
 from ._calls import invoker, ms
@@ -29,7 +29,16 @@ __all__ = ["Governor"]
 def _prices(model: object) -> ModelPrices | None:
     """A model's prices (`Model.prices`, a `ModelPrices` or anything with its `cost_micros`);
     None for a model that states none."""
+    if isinstance(model, ModelBase):  # the common case: a class check, not a protocol's (slow on 3.11)
+        return model.prices
     return model.prices if isinstance(model, _Priced) else None
+
+
+def _model_id(model: object) -> str:
+    """A model's id (`provider:model`), "" for one that states none."""
+    if isinstance(model, ModelBase):  # the common case: a class check, not a protocol's
+        return model.id or ""
+    return str(model.id or "") if isinstance(model, _Identified) else ""
 
 
 @runtime_checkable
@@ -89,7 +98,7 @@ class Governor(AgentHooks):
         options = request.options if isinstance(request, ModelRequest) else {}
         cap = options.get("max_tokens") or options.get("max_completion_tokens")
         self.run.rules.model_started(
-            str(model.id or "") if isinstance(model, _Identified) else "",
+            _model_id(model),
             context_bytes=self._context.measure(request),
             max_output_tokens=cap if isinstance(cap, int) else None,  # anything else: the default
             prices=_prices(model),

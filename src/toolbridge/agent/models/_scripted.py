@@ -121,6 +121,8 @@ def _count(value: object, where: str) -> int:
     Raises:
         ConfigError: `ERR_CONFIG` for a value `int()` cannot take at all (a list, None, ...).
     """
+    if isinstance(value, int):  # the common case, before the protocols' slower checks
+        return int(value)
     if isinstance(value, str | bytes | SupportsInt | SupportsIndex):
         return int(value)
     raise ConfigError(f"{where}: usage counts must be numbers, not {type(value).__name__}", code="ERR_CONFIG")
