@@ -119,7 +119,6 @@ def _quoted(text: str) -> str:
     return "".join(c for c in text if c not in '"\\' and 32 <= ord(c) < 127)
 
 
-
 class AddressBuckets:
     """A token bucket per client address (`rate` per second, `burst` at most), for at most `size`
     addresses (the least recently seen are forgotten)."""
