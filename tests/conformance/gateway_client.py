@@ -21,6 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "gateway"))
+sys.path.insert(0, str(HERE.parent))  # subprocess_helpers, which gw_helpers uses
 
 from gw_helpers import gateway_http  # noqa: E402
 from test_gateway_conformance import _manifest as manifest  # noqa: E402
