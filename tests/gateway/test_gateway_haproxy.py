@@ -44,6 +44,19 @@ def start_haproxy(folder: Path, port: int, backends: list[int]) -> subprocess.Po
     return proc
 
 
+async def routed(front: int) -> None:
+    """Until haproxy routes to a replica: its health checks (`fall 1 rise 2`, every 300 ms) may have
+    marked the replicas down while they started, and it answers 503 until two checks pass."""
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        with anyio.fail_after(30):
+            while True:
+                if (await http.get(f"http://127.0.0.1:{front}/mcp")).status_code != 503:
+                    return
+                await anyio.sleep(0.1)
+
+
 def runs(url: str) -> list[RunRecord]:
     journal = PostgresJournal.open_existing(url)
     try:
@@ -79,6 +92,7 @@ async def test_replicas_behind_haproxy_keep_one_cap_and_settle_a_killed_replicas
         for port, proc in zip(ports, replicas, strict=True):
             await wait_listening(port, proc)
         await wait_listening(front, balancer)
+        await routed(front)
         async with anyio.create_task_group() as tg:
             await slow_call_started(tg, front)
             running = await anyio.to_thread.run_sync(slow_run, postgres_url)
