@@ -124,16 +124,8 @@ def _remote_model(
             max_retries=model.max_retries,
             prices=prices,
         )
-    if isinstance(model, GeminiModelDoc):
-        return GeminiModel(
-            model.model,
-            api_key=api_key,
-            base_url=base_url,
-            options=options,
-            max_retries=model.max_retries,
-            prices=prices,
-        )
-    return OpenAIModel(
+    provider = GeminiModel if isinstance(model, GeminiModelDoc) else OpenAIModel  # the same keywords
+    return provider(
         model.model,
         api_key=api_key,
         base_url=base_url,
