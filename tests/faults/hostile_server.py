@@ -345,6 +345,10 @@ def handle(message: dict[str, Any]) -> None:
         result(request_id, {"tools": tools()})
         if "--rug-pull" in sys.argv:
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif method == "tools/call" and message.get("params", {}).get("name") == "stall":
+        # Stops reading stdin (and answering) for a while: the client's writes back up.
+        time.sleep(float(message["params"].get("arguments", {}).get("seconds", 1.0)))
+        text_result(request_id, "stalled")
     elif method == "tools/call":
         params = message.get("params", {})
         _received.append(str(params.get("name")))

@@ -19,11 +19,18 @@ The parts:
   each other are recovered; a line that is no valid message but carries the id of a response
   becomes a synthesized error for that id, so that call fails at once (`ERR_MCP_PROTOCOL`);
   other junk is logged (the first line at INFO, the rest at DEBUG) and skipped.
-* `_transport`: the process and the tasks on its pipes. One bad line never ends the reader; a
-  message of ours that cannot be encoded (a lone surrogate, too deep) is not sent and fails
-  only its own request (`invalid_input`, mapped to `ERR_INVALID_INPUT`). stderr goes to the
-  logger at INFO whatever its text says, and into a bounded tail for error messages. Shutdown is
-  bounded: stdin closed, `shutdown_grace_s`, SIGTERM to the process group, `term_grace_s`, SIGKILL.
+* `_transport`: the process and the tasks that read its stdout and stderr. One bad line never
+  ends the reader; a message of ours that cannot be encoded (a lone surrogate, too deep) is not
+  sent and fails only its own request (`invalid_input`, mapped to `ERR_INVALID_INPUT`). stderr
+  goes to the logger at INFO whatever its text says, and into a bounded tail for error
+  messages. Shutdown is bounded: stdin closed, `shutdown_grace_s`, SIGTERM to the process
+  group, `term_grace_s`, SIGKILL.
+* `_streams`: the two streams the SDK session reads and writes. A parsed message goes straight
+  to the waiting receive loop, and a message of ours is written to stdin in the caller's task:
+  no memory streams and no writer task, so no event-loop turn per hand-off (a call costs about
+  190 Python calls fewer than through memory streams). Backpressure is kept on both sides: at
+  most one message is held for the session, and a writer waits while stdin's buffer is above
+  its high-water mark.
 * `_process`: the process-group helpers; `_logs`: rate-limited logging and the SDK
   `logging_callback` for server log notifications.
 

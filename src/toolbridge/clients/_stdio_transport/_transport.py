@@ -1,7 +1,8 @@
-"""`StdioTransport`: the server's process, its three pipes, and the tasks that read and write them."""
+"""`StdioTransport`: the server's process, its three pipes, and the tasks that read its output."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -17,7 +18,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+import sniffio
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
@@ -43,6 +44,7 @@ from ._messages import (
     protocol_error_data,
 )
 from ._process import EXIT_POLL_S, _close_subprocess_transport, _terminate_group, _wait_exit
+from ._streams import _AnyioStdin, _Inbox, _Outbox, _StdinPipe
 
 __all__ = ["StdioTransport"]
 
@@ -53,11 +55,33 @@ _THREAD_PARSE_BYTES: Final = 1024 * 1024
 _STDERR_LINE_MAX: Final = 8192
 _STDERR_TAIL_LINES: Final = 200
 _EOF_AFTER_EXIT_S: Final = 0.25
-_WRITER_FLUSH_S: Final = 0.5
 
 _module_logger = logging.getLogger("toolbridge.clients.stdio")
 
-_Out = MemoryObjectSendStream[SessionMessage | Exception]
+
+def _encode(session_message: SessionMessage) -> bytes:
+    """One message as the line the server reads."""
+    return session_message.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+
+
+def _own_stdin_pipe() -> bool:
+    """Whether stdin is a pipe of our own (on asyncio) rather than anyio's (any other loop)."""
+    return sniffio.current_async_library() == "asyncio"
+
+
+async def _open_stdin_pipe() -> tuple[int, _StdinPipe]:
+    """A pipe for the server's stdin: its read end (for the child) and our asyncio write end."""
+    read_fd, write_fd = os.pipe()  # both close-on-exec: the child gets only its dup as fd 0
+    pipe = _StdinPipe()
+    write_end = os.fdopen(write_fd, "wb", buffering=0)
+    try:
+        await asyncio.get_running_loop().connect_write_pipe(lambda: pipe, write_end)
+    except BaseException:
+        os.close(read_fd)
+        pipe.close()
+        write_end.close()
+        raise
+    return read_fd, pipe
 
 
 @dataclass(slots=True)
@@ -66,9 +90,9 @@ class _Running:
 
     process: anyio.abc.Process
     tg: anyio.abc.TaskGroup
-    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_stream: MemoryObjectSendStream[SessionMessage]
-    writer_done: anyio.Event
+    inbox: _Inbox
+    outbox: _Outbox
+    stdin: _StdinPipe | _AnyioStdin
 
 
 class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
@@ -171,10 +195,15 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
             raise RuntimeError("this StdioTransport is already running; create another one")
         self.exited = anyio.Event()
         self._stderr_tail.clear()
+        # stdin is a pipe of our own on asyncio, connected before the spawn (see `_streams`).
+        stdin_read: int | None = None
+        pipe: _StdinPipe | None = None
+        if _own_stdin_pipe():
+            stdin_read, pipe = await _open_stdin_pipe()
         try:
             process = await anyio.open_process(
                 [self.command, *self.args],
-                stdin=subprocess.PIPE,
+                stdin=stdin_read if stdin_read is not None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.cwd,
@@ -182,26 +211,39 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
                 start_new_session=True,
             )
         except OSError as exc:
+            if pipe is not None:
+                pipe.close()
             raise TransportError(
                 f"could not start the MCP server {self.command!r}: {exc.strerror or exc}",
                 details={"command": self.command},
             ) from exc
+        except BaseException:
+            if pipe is not None:
+                pipe.close()
+            raise
+        finally:
+            if stdin_read is not None:
+                os.close(stdin_read)  # the child has its copy
         self._process = process
         self.pid = process.pid
         # No await between the spawn and the task group: a cancellation there would leak it.
-        read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+        stdin: _StdinPipe | _AnyioStdin = pipe if pipe is not None else _AnyioStdin(process)
+        inbox = _Inbox()
         stdout_eof = anyio.Event()
-        writer_done = anyio.Event()
         reader_scope = anyio.CancelScope()
+        outbox = _Outbox(
+            stdin.write,
+            _encode,
+            lambda message, exc: self._unencodable(message, exc, inbox),
+            lambda exc: self._stdin_broken(exc, reader_scope),
+        )
         tg = anyio.create_task_group()
         await tg.__aenter__()
-        tg.start_soon(self._read_stdout, process, read_writer, reader_scope, stdout_eof)
-        tg.start_soon(self._write_stdin, process, write_reader, read_writer, reader_scope, writer_done)
+        tg.start_soon(self._read_stdout, process, inbox, reader_scope, stdout_eof)
         tg.start_soon(self._read_stderr, process)
         tg.start_soon(self._watch_exit, process, reader_scope, stdout_eof)
-        self._running = _Running(process, tg, read_stream, write_stream, writer_done)
-        return read_stream, write_stream
+        self._running = _Running(process, tg, inbox, outbox, stdin)
+        return inbox, outbox
 
     async def __aexit__(
         self,
@@ -219,9 +261,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
             return
         try:
             with anyio.CancelScope(shield=True):
-                await self._shutdown(
-                    running.process, running.read_stream, running.write_stream, running.writer_done
-                )
+                await self._shutdown(running.process, running.inbox, running.outbox, running.stdin)
         finally:
             # The tasks only drain pipes by now; cancel them and join (they never raise).
             running.tg.cancel_scope.cancel()
@@ -236,7 +276,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     async def _read_stdout(
         self,
         process: anyio.abc.Process,
-        out: _Out,
+        out: _Inbox,
         scope: anyio.CancelScope,
         eof: anyio.Event,
     ) -> None:
@@ -264,15 +304,14 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
         finally:
             eof.set()
             self.exited.set()
-            with anyio.CancelScope(shield=True):
-                await out.aclose()
+            out.end()
         if assembler.pending_bytes:
             self.logger.warning(
                 "MCP server's stdout ended inside a message (%d bytes without a newline)",
                 assembler.pending_bytes,
             )
 
-    async def _deliver(self, out: _Out, message: SessionMessage) -> None:
+    async def _deliver(self, out: _Inbox, message: SessionMessage) -> None:
         if not self._delivering:
             return
         try:
@@ -280,7 +319,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._delivering = False  # the session is gone; keep draining so the server can exit
 
-    async def _on_event(self, event: _Line | _OversizeStarted | _OversizeEnded, out: _Out) -> None:
+    async def _on_event(self, event: _Line | _OversizeStarted | _OversizeEnded, out: _Inbox) -> None:
         if isinstance(event, _Line):
             if event.skipped:
                 self._on_junk(_Junk(f"[{event.skipped} bytes without a newline]", event.skipped))
@@ -363,7 +402,7 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
                 junk.text,
             )
 
-    async def _on_malformed(self, bad: _Malformed, out: _Out) -> None:
+    async def _on_malformed(self, bad: _Malformed, out: _Inbox) -> None:
         allowed, dropped = self._malformed_log.take()
         if allowed:
             self.logger.warning(
@@ -378,55 +417,30 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
             data = protocol_error_data(REASON_MALFORMED, detail=bad.detail)
             await self._deliver(out, _synthesized(bad.request_id, types.PARSE_ERROR, message, data))
 
-    async def _write_stdin(
-        self,
-        process: anyio.abc.Process,
-        source: MemoryObjectReceiveStream[SessionMessage],
-        out: _Out,
-        reader_scope: anyio.CancelScope,
-        done: anyio.Event,
-    ) -> None:
-        """Serialize messages from the session onto the server's stdin, one line each.
+    def _stdin_broken(self, exc: BaseException, reader_scope: anyio.CancelScope) -> None:
+        """The server stopped reading; end the read side so pending calls fail now, not later."""
+        self.logger.debug("writing to the MCP server's stdin failed: %r", exc)
+        reader_scope.cancel()
 
-        A message that cannot be encoded (a lone surrogate, nesting past the serializer's depth)
-        is not sent and ends nothing: a request of ours fails at once with a synthesized error
-        (`invalid_input`), an answer to the server's request becomes a JSON-RPC error for it.
+    def _unencodable(self, session_message: SessionMessage, exc: Exception, out: _Inbox) -> bytes | None:
+        """A message of ours that cannot be encoded (a lone surrogate, nesting past the serializer's
+        depth) is not sent and ends nothing: a request fails at once with a synthesized error
+        (`invalid_input`), an answer to the server's request becomes a JSON-RPC error for it
+        (returned: the line to write instead).
         """
-        assert process.stdin is not None
-        try:
-            async with source:
-                async for session_message in source:
-                    try:
-                        payload = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        data = payload.encode("utf-8") + b"\n"
-                    except Exception as exc:  # pydantic, Unicode, depth errors
-                        await self._unencodable(session_message.message, exc, out)
-                        continue
-                    await process.stdin.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            # The server stopped reading; end the read side so pending calls fail now, not later.
-            self.logger.debug("writing to the MCP server's stdin failed: %r", exc)
-            reader_scope.cancel()
-        except Exception:
-            self.logger.exception("writing to the MCP server's stdin failed")
-            reader_scope.cancel()
-        finally:
-            done.set()
-
-    async def _unencodable(self, message: types.JSONRPCMessage, exc: Exception, out: _Out) -> None:
+        message = session_message.message
         detail = bounded(f"{type(exc).__name__}: {exc}", 300)
         self.logger.warning("not sending a message the MCP server could not read: %s", detail)
         if isinstance(message, types.JSONRPCRequest):
             data = {PROTOCOL_MARKER: INVALID_INPUT_MARKER, "reason": REASON_UNENCODABLE, "detail": detail}
             text = f"the request could not be encoded as JSON and was not sent: {detail}"
-            await self._deliver(out, _synthesized(message.id, types.INVALID_PARAMS, text, data))
+            out.put_nowait(_synthesized(message.id, types.INVALID_PARAMS, text, data))
         elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             reason = "the client could not encode its answer"
             error = types.ErrorData(code=types.INTERNAL_ERROR, message=reason)
             reply = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
-            with suppress(Exception):
-                assert self._process is not None and self._process.stdin is not None
-                await self._process.stdin.send(reply.model_dump_json(by_alias=True).encode() + b"\n")
+            return reply.model_dump_json(by_alias=True).encode() + b"\n"
+        return None
 
     async def _read_stderr(self, process: anyio.abc.Process) -> None:
         """Log the server's stderr line by line and keep a bounded tail of it."""
@@ -481,20 +495,14 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
     # -- shutdown ------------------------------------------------------------------------------
 
     async def _shutdown(
-        self,
-        process: anyio.abc.Process,
-        read_stream: MemoryObjectReceiveStream[SessionMessage | Exception],
-        write_stream: MemoryObjectSendStream[SessionMessage],
-        writer_done: anyio.Event,
+        self, process: anyio.abc.Process, inbox: _Inbox, outbox: _Outbox, stdin: _StdinPipe | _AnyioStdin
     ) -> None:
         """Stop traffic, let the server exit, then terminate its process group; every wait bounded."""
-        read_stream.close()  # the reader switches to draining, so a server blocked on stdout can exit
-        write_stream.close()
-        with anyio.move_on_after(_WRITER_FLUSH_S):
-            await writer_done.wait()
-        if process.stdin is not None:
-            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await process.stdin.aclose()
+        inbox.close()  # the reader switches to draining, so a server blocked on stdout can exit
+        outbox.close()
+        # Closing stdin writes what is buffered first (bounded by the waits below), then EOF.
+        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await stdin.aclose()
         if not await _wait_exit(process, self.shutdown_grace_s):
             self.logger.debug("MCP server %d did not exit after stdin closed; terminating it", process.pid)
         await _terminate_group(process, self.term_grace_s, self.logger)
@@ -502,4 +510,5 @@ class StdioTransport(AbstractAsyncContextManager[TransportStreams]):
             if stream is not None:
                 with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await stream.aclose()
+        stdin.abort()  # whatever the server never read
         _close_subprocess_transport(process)
