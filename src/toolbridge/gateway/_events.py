@@ -501,7 +501,7 @@ class EventHub:
         name = clean_text(source.name)
         if isinstance(logger, str) and logger:
             name = f"{name}/{bounded(clean_text(logger), 100)}"
-        call.pending_logs += 1
+        call.log_started()
         self._tg.start_soon(self._send_call_log, call, level, name, clean_data(data))
 
     @staticmethod
@@ -514,7 +514,7 @@ class EventHub:
         except Exception as exc:  # the call ended, or the client is slow: this one is dropped
             log.debug("a log message did not reach a call: %s", type(exc).__name__)
         finally:
-            call.pending_logs -= 1
+            call.log_ended()
 
     # ------------------------------------------------------------------------------ logging level
 

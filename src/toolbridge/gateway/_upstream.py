@@ -58,6 +58,9 @@ log = logging.getLogger("toolbridge.gateway")
 
 DEFAULT_ASK_TIMEOUT_S = 120.0
 """How long a downstream client may take to answer what the upstream asked (approvalTimeoutMs)."""
+LOGS_SENT_WAIT_S = 2.5
+"""How long an answer waits for its call's log messages to be sent (each send gives up after
+`_events.SEND_TIMEOUT_S`, 2 s)."""
 
 
 _Answer = TypeVar("_Answer", bound=BaseModel)
@@ -113,6 +116,31 @@ class CallContext:
     suspend: Suspend | None = None
     """Hands the upstream's question to a 2026-07-28 client as a round (`_suspend`), if set."""
     _requests: CallRequests | None = field(default=None, repr=False)
+    _logs_idle: anyio.Event | None = field(default=None, repr=False)
+
+    def log_started(self) -> None:
+        """A log message of this call is being sent to its client."""
+        self.pending_logs += 1
+
+    def log_ended(self) -> None:
+        """That message was sent (or given up at its send timeout)."""
+        self.pending_logs -= 1
+        if self.pending_logs == 0 and self._logs_idle is not None:
+            self._logs_idle.set()
+
+    async def logs_sent(self) -> None:
+        """Wait until the log messages the upstream sent before its answer have gone to the client.
+
+        They are sent beside the call, by other tasks; the answer must not overtake them, because
+        over Streamable HTTP a message related to a request that was already answered has no
+        stream left to go on. Bounded: each send gives up after its own timeout, and this wait
+        after `LOGS_SENT_WAIT_S`.
+        """
+        if self.pending_logs <= 0:
+            return
+        idle = self._logs_idle = anyio.Event()
+        with anyio.move_on_after(LOGS_SENT_WAIT_S):
+            await idle.wait()
 
     @classmethod
     def of(
@@ -303,6 +331,7 @@ class UpstreamProvider(McpToolProvider):
             )
         except JsonRpcError as exc:  # the gateway answers the client with it (code and reason)
             context.error = exc
+            await context.logs_sent()
             raise
         finally:
             if shared:
@@ -310,6 +339,7 @@ class UpstreamProvider(McpToolProvider):
                     calls.remove(context)
             elif self.sessions is not None:
                 self.sessions.release(context.identity.name)
+        await context.logs_sent()
         if wire.get("resultType") == "input_required":  # journaled `failed` (INPUT_REQUIRED), relayed
             context.input_required = wire
             raise ToolError(f"tool {name!r} asked for input", details={"tool": name, "input_required": True})
