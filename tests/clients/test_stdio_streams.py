@@ -10,6 +10,7 @@ reading its stdin while a large request is written, and the anyio path for other
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 from pathlib import Path
 
@@ -276,3 +277,25 @@ async def test_the_anyio_path_for_other_loops_carries_calls_too(monkeypatch: pyt
                     tg.start_soon(one)
             assert sorted(results) == [f"hi {n}" for n in range(5)]
     assert transport.returncode is not None
+
+
+def test_the_transport_needs_no_sniffio() -> None:
+    """anyio no longer depends on sniffio, so a plain `pip install toolbridge` may lack it (the
+    README's first command failed so): a call through the transport with sniffio unimportable."""
+    code = f"""
+import sys
+sys.modules["sniffio"] = None  # unimportable, as in an install that lacks it
+import anyio
+from mcp import Client
+from toolbridge.clients._stdio_transport import StdioTransport
+
+async def main() -> None:
+    async with Client(StdioTransport(sys.executable, [{HOSTILE!r}])) as client:
+        result = await client.call_tool("echo", {{"text": "no sniffio"}})
+        print(result.content[0].text)
+
+anyio.run(main)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "no sniffio"

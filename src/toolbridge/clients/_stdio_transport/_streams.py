@@ -28,7 +28,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Self, cast
 
 import anyio
 import anyio.abc
@@ -161,9 +161,10 @@ class _StdinPipe(asyncio.Protocol):
         self._drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.set_write_buffer_limits(high=_PIPE_HIGH_WATER)
-        self.transport = transport
+        # a write transport, though not always an asyncio.WriteTransport (uvloop's is not one)
+        write = cast("asyncio.WriteTransport", transport)
+        write.set_write_buffer_limits(high=_PIPE_HIGH_WATER)
+        self.transport = write
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True

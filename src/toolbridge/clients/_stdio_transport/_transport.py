@@ -18,7 +18,6 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import mcp_types as types
-import sniffio
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
@@ -65,8 +64,13 @@ def _encode(session_message: SessionMessage) -> bytes:
 
 
 def _own_stdin_pipe() -> bool:
-    """Whether stdin is a pipe of our own (on asyncio) rather than anyio's (any other loop)."""
-    return sniffio.current_async_library() == "asyncio"
+    """Whether stdin is a pipe of our own (an asyncio loop runs, uvloop's too) rather than
+    anyio's (any other event loop). Not sniffio: anyio no longer depends on it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _open_stdin_pipe() -> tuple[int, _StdinPipe]:
