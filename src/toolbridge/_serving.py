@@ -8,6 +8,7 @@ read); `run_http` can bind the socket first and say which port it got (for port 
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from mcp.server import Server
 
 __all__ = ["run_http", "run_stdio"]
+
+log = logging.getLogger("toolbridge.serving")
 
 
 async def run_stdio(server: Server[Any]) -> None:
@@ -43,9 +46,26 @@ async def run_http(
     """
     import uvicorn
 
+    from . import _speedups
+
     # log_config=None: uvicorn's records reach the process's own handlers (the command line's
-    # shows control characters as escapes) instead of a formatter of uvicorn's
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", log_config=None)
+    # shows control characters as escapes) instead of a formatter of uvicorn's. http="auto":
+    # httptools when installed (the `fast` extra), else h11; h11 when TOOLBRIDGE_SPEEDUPS=off.
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        log_config=None,
+        http="auto" if _speedups.enabled() else "h11",
+    )
+    config.load()
+    log.info(
+        "serving HTTP with %s on %s",
+        config.http_protocol_class.__name__,  # HttpToolsProtocol or H11Protocol
+        _speedups.loop_name(),
+    )
     if on_listening is None:
         await uvicorn.Server(config).serve()
         return

@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import signal
 import sys
 
 import anyio
+import anyio.abc
 
 from ..errors import ConfigError
 from ._manifest import _given_secrets, _secret_options
@@ -32,6 +34,8 @@ from ._output import emit, warn
 from ._parsing import Subcommands
 
 __all__ = ["register"]
+
+log = logging.getLogger("toolbridge.gateway")
 
 
 def register(subparsers: Subcommands) -> None:
@@ -57,14 +61,35 @@ def register(subparsers: Subcommands) -> None:
     p.set_defaults(handler=_gateway)
 
 
-async def _stop_on_sigterm(scope: anyio.CancelScope) -> None:
+SIGTERM_GRACE_S = 5.0
+"""Over HTTP, how long a SIGTERM lets uvicorn close its connections before serving is cancelled."""
+
+
+async def _stop_on_sigterm(
+    scope: anyio.CancelScope,
+    grace_s: float = 0.0,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Cancel `scope` on SIGTERM (after `grace_s`), so that the gateway stops its upstreams and
+    exits 0 instead of dying by the signal.
+
+    Over HTTP uvicorn sees the signal too and shuts down gracefully; when it is done, serving ends
+    by itself before the grace runs out. (Without this receiver, uvicorn re-raised the SIGTERM it
+    had caught once it was done, and the default action ended the process before the upstreams
+    were stopped.) Started with `tg.start`: the receiver is in place before uvicorn installs its own
+    handler (which it puts back when it is done), so both hear the signal.
+    """
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        task_status.started()
         async for _ in signals:
+            await anyio.sleep(grace_s)
             scope.cancel()
             return
 
 
 def _gateway(args: argparse.Namespace) -> int:
+    from .. import _speedups
     from ..gateway import listening_url, open_gateway, serve_http, serve_stdio
 
     if not 0 <= args.port < 65536:
@@ -83,6 +108,7 @@ def _gateway(args: argparse.Namespace) -> int:
             transport=args.transport,
         ) as gateway:
             _tune_gc()
+            log.info("gateway %s: event loop %s", gateway.name, _speedups.loop_name())
             if args.transport == "stdio":
                 # SIGTERM ends serving like a closed stdin: the upstreams are stopped on the way out
                 async with anyio.create_task_group() as tg:
@@ -100,11 +126,20 @@ def _gateway(args: argparse.Namespace) -> int:
                 def listening(host: str, port: int) -> None:
                     warn(f"toolbridge gateway: serving {gateway.name} at {listening_url(host, port)}")
 
-                await serve_http(
-                    gateway, host=args.host, port=args.port, stateless=args.stateless, on_listening=listening
-                )
+                async with anyio.create_task_group() as tg:
+                    await tg.start(_stop_on_sigterm, tg.cancel_scope, SIGTERM_GRACE_S)
+                    await serve_http(
+                        gateway,
+                        host=args.host,
+                        port=args.port,
+                        stateless=args.stateless,
+                        on_listening=listening,
+                    )
+                    tg.cancel_scope.cancel()
 
-    anyio.run(main)
+    # uvloop when installed (the `fast` extra) unless TOOLBRIDGE_SPEEDUPS=off (`toolbridge._speedups`)
+    factory = _speedups.loop_factory()
+    anyio.run(main, backend_options=None if factory is None else {"loop_factory": factory})
     return 0
 
 

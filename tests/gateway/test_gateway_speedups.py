@@ -1,0 +1,223 @@
+"""`toolbridge gateway` on uvloop and httptools (the `fast` extra, pinned in `test`), or without them.
+
+The gateway process says at `-v` which event loop it runs (`gateway NAME: event loop uvloop.Loop`)
+and, over HTTP, which parser uvicorn serves with (`serving HTTP with HttpToolsProtocol on ...`):
+both read from the running process, not from what is installed. Each test also makes a real call
+through a stdio upstream (a child process started on that loop) and checks the upstream is gone
+once the gateway has exited (stdin closed, or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from gw_helpers import TOOLBRIDGE, calls_of, upstream_manifest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from subprocess_helpers import stderr_until
+
+ME = """clients:
+  - name: me
+    local: true
+    permissions: { allow: [tool:up_echo, effect:read] }
+"""
+ALICE = "alice-token-0123456789"
+ALICE_CLIENT = """clients:
+  - name: alice
+    token: "${{ secrets.aliceToken }}"
+    permissions: { allow: [tool:up_echo, effect:read] }
+"""
+OFF = {"TOOLBRIDGE_SPEEDUPS": "off"}
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLBRIDGE_SPEEDUPS"}
+    return {**env, **extra}
+
+
+def _children(pid: int) -> set[int]:
+    """The pids whose parent is `pid` (the gateway's upstreams)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != b"Z":
+            found.add(int(entry))
+    return found
+
+
+def _gone(pids: set[int], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = {p for p in pids if os.path.exists(f"/proc/{p}") and not _zombie(p)}
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+def _read_line(proc: subprocess.Popen[bytes], seconds: float = 30.0) -> dict[str, Any]:
+    """The next JSON-RPC message on the gateway's stdout (fails after `seconds`)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    data = b""
+    deadline = time.monotonic() + seconds
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in data:
+            assert time.monotonic() < deadline, f"no answer from the gateway: {data!r}"
+            if sel.select(timeout=0.5):
+                chunk = os.read(fd, 1)
+                assert chunk, "the gateway closed its stdout"
+                data += chunk
+    message: dict[str, Any] = json.loads(data)
+    return message
+
+
+async def _echo(url: str, text: str) -> str:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,  # type: ignore[arg-type]
+    ):
+        echoed = await client.call_tool("up_echo", {"text": text})
+        return str(echoed.content[0].text)  # type: ignore[union-attr]
+
+
+def _send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+
+
+@pytest.mark.parametrize("speedups", ["on", "off"])
+def test_stdio_gateway_runs_on_uvloop_unless_turned_off(tmp_path: Path, speedups: str) -> None:
+    import uvloop  # the `test` extra pins it: the gateway must find it too
+
+    assert uvloop.__version__
+    manifest = upstream_manifest(tmp_path, clients=ME, binding="    effects: read\n")
+    proc = subprocess.Popen(
+        [TOOLBRIDGE, "-v", "gateway", str(manifest)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(OFF if speedups == "off" else {}),
+        start_new_session=True,
+    )
+    try:
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        assert _read_line(proc)["id"] == 1
+        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "up_echo", "arguments": {"text": "on this loop"}},
+            },
+        )
+        answer = _read_line(proc)
+        assert answer["id"] == 2 and answer["result"]["content"][0]["text"] == "on this loop"
+        upstreams = _children(proc.pid)
+        assert upstreams, "the stdio upstream is a child of the gateway"
+        _, err = proc.communicate(timeout=30)  # closes stdin: the client leaves, the gateway stops
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+    stderr = err.decode(errors="replace")
+    assert proc.returncode == 0, stderr
+    loop = re.search(r"gateway TestGate: event loop (\S+)", stderr)
+    assert loop is not None, stderr
+    if speedups == "on":
+        assert loop.group(1) == "uvloop.Loop"
+    else:
+        assert loop.group(1).startswith("asyncio.") and "uvloop" not in loop.group(1)
+    assert _gone(upstreams), "the upstream outlived the gateway"
+    assert calls_of(tmp_path) == ["echo"]
+
+
+@pytest.mark.parametrize("speedups", ["on", "off"])
+def test_http_gateway_uses_httptools_and_uvloop_unless_turned_off(tmp_path: Path, speedups: str) -> None:
+    manifest = upstream_manifest(tmp_path, clients=ALICE_CLIENT, binding="    effects: read\n")
+    proc = subprocess.Popen(
+        [TOOLBRIDGE, "-v", "gateway", str(manifest), "--transport", "http", "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env({"ALICE_TOKEN": ALICE, **(OFF if speedups == "off" else {})}),
+        start_new_session=True,
+    )
+    try:
+        seen = stderr_until(proc, "/mcp\n", "the gateway listening", seconds=60)
+        url = re.search(r"serving TestGate at (http://\S+/mcp)", seen)
+        assert url is not None, seen
+        assert anyio.run(_echo, url.group(1), "over http") == "over http"
+        upstreams = _children(proc.pid)
+        assert upstreams, "the stdio upstream is a child of the gateway"
+        proc.send_signal(signal.SIGTERM)  # as a service manager stops it
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+    stderr = seen + err.decode(errors="replace")
+    assert proc.returncode == 0, stderr  # SIGTERM: the upstreams stopped, then a clean exit
+    loop = re.search(r"gateway TestGate: event loop (\S+)", stderr)
+    parser = re.search(r"serving HTTP with (\w+) on (\S+)", stderr)
+    assert loop is not None and parser is not None, stderr
+    if speedups == "on":
+        assert (loop.group(1), parser.groups()) == ("uvloop.Loop", ("HttpToolsProtocol", "uvloop.Loop"))
+    else:
+        assert "uvloop" not in loop.group(1) and parser.groups() == ("H11Protocol", loop.group(1))
+    assert _gone(upstreams), "the upstream outlived the gateway"
+    assert calls_of(tmp_path) == ["echo"]
+
+
+def test_importing_toolbridge_loads_neither(tmp_path: Path) -> None:
+    """The speedups are the serving commands' business: `import toolbridge` (and the gateway's
+    package) stay as light as without them."""
+    code = (
+        "import sys, toolbridge, toolbridge.gateway, toolbridge.cli\n"
+        "print(sorted(m for m in ('uvloop', 'httptools') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True)
+    assert out.stdout.decode().strip() == "[]"
