@@ -5,6 +5,7 @@
     python bench/bench_gateway.py --no-peers # without fastmcp's proxy
     python bench/bench_gateway.py --sessions 0 # without the idle-session memory section
     python bench/bench_gateway.py --quick --no-peers --no-stdio --sessions 0  # HTTP throughput only, ~30 s
+    python bench/bench_gateway.py --speedups-ab  # the gateway also with TOOLBRIDGE_SPEEDUPS=off, interleaved
 
 Everything is measured in the same run, on the same machine, against server-everything's `echo`:
 
@@ -25,12 +26,17 @@ Everything is measured in the same run, on the same machine, against server-ever
    stdio) and fastmcp's proxy over HTTP (upstream the same). The figure is calls per second; the
    ratio the median over rounds of the per-round ratio to direct. Target: the gateway >= 70 % of
    direct. The load generator is one Python process on the same machine: its own CPU limits every
-   column alike.
+   column alike. Beside it, each middle process's own CPU per call (from /proc, as above).
 3. **memory per idle session, Streamable HTTP**: the resident set (`VmRSS` from /proc) of the
    gateway (and of fastmcp's proxy) before and after `--sessions` SDK clients (`legacy` era, each
    its own session, initialized and then left idle) are connected; the figure is the growth divided
    by the number of sessions. No target in the issue; a budget operators can size
    `maxSessions` / `maxSessionsPerIdentity` with.
+
+With `--speedups-ab`, every section also runs a second gateway with `TOOLBRIDGE_SPEEDUPS=off`
+(the stdlib's asyncio loop and h11 instead of uvloop and httptools, the `fast` extra), in the
+same rounds, interleaved with the first: an A/B of the speedups in one run. Without the extra
+installed both gateways run the same way.
 """
 
 from __future__ import annotations
@@ -68,6 +74,9 @@ TOOLBRIDGE = str(Path(sys.executable).parent / "toolbridge")
 FASTMCP_PYTHON = HERE / ".venvs" / "fastmcp" / "bin" / "python"
 PROXY = HERE / "fastmcp_proxy.py"
 TARGET_ADDED_MS = 0.5
+GATEWAY = "toolbridge gateway (governed)"
+GATEWAY_OFF = "toolbridge gateway (governed, TOOLBRIDGE_SPEEDUPS=off)"
+SPEEDUPS_OFF = {"TOOLBRIDGE_SPEEDUPS": "off"}
 TARGET_THROUGHPUT = 0.70
 
 MANIFEST = """kind: Gateway
@@ -105,6 +114,7 @@ class Config:
     http: bool = True
     stdio: bool = True
     sessions: int = 200
+    speedups_ab: bool = False
 
 
 @dataclass
@@ -131,37 +141,55 @@ def ensure_fastmcp() -> bool:
     return FASTMCP_PYTHON.exists()
 
 
-def write_manifest(folder: Path) -> Path:
-    path = folder / "gateway.yaml"
+def write_manifest(folder: Path, name: str = "gateway.yaml") -> Path:
+    """The bench's manifest in `folder`; the A/B's second gateway reads a copy of another name,
+    so that each gateway process is told apart by its command line (its CPU from /proc)."""
+    path = folder / name
     path.write_text(MANIFEST.format(everything=json.dumps(str(EVERYTHING_JS))), encoding="utf-8")
     return path
+
+
+def gateways(manifest: Path, ab: bool) -> list[tuple[str, Path, dict[str, str]]]:
+    """(row name, manifest, extra environment) of each gateway to run: one, or the A/B's two."""
+    out: list[tuple[str, Path, dict[str, str]]] = [(GATEWAY, manifest, {})]
+    if ab:
+        out.append((GATEWAY_OFF, write_manifest(manifest.parent, "gateway-speedups-off.yaml"), SPEEDUPS_OFF))
+    return out
 
 
 # ------------------------------------------------------------------------------------ stdio latency
 
 
-def stdio_targets(manifest: Path, peers: bool) -> dict[str, tuple[str, list[str]]]:
-    targets = {
-        "direct (server-everything)": ("node", [str(EVERYTHING_JS), "stdio"]),
-        "toolbridge gateway (governed)": (TOOLBRIDGE, ["gateway", str(manifest)]),
-        "reference: a Python SDK server answering itself": (
-            sys.executable,
-            [str(HERE / "bench_servers.py"), "echo"],
-        ),
-    }
+Target = tuple[str, list[str], dict[str, str]]
+"""(command, arguments, extra environment) of a stdio server."""
+
+
+def stdio_targets(manifest: Path, peers: bool, ab: bool = False) -> dict[str, Target]:
+    targets: dict[str, Target] = {"direct (server-everything)": ("node", [str(EVERYTHING_JS), "stdio"], {})}
+    for name, path, env in gateways(manifest, ab):
+        targets[name] = (TOOLBRIDGE, ["gateway", str(path)], env)
+    targets["reference: a Python SDK server answering itself"] = (
+        sys.executable,
+        [str(HERE / "bench_servers.py"), "echo"],
+        {},
+    )
     if peers:
-        targets["fastmcp FastMCP.as_proxy"] = (str(FASTMCP_PYTHON), [str(PROXY), str(EVERYTHING_JS), "stdio"])
+        targets["fastmcp FastMCP.as_proxy"] = (
+            str(FASTMCP_PYTHON),
+            [str(PROXY), str(EVERYTHING_JS), "stdio"],
+            {},
+        )
     return targets
 
 
 @contextlib.asynccontextmanager
-async def stdio_clients(targets: dict[str, tuple[str, list[str]]]) -> AsyncIterator[dict[str, Any]]:
+async def stdio_clients(targets: dict[str, Target]) -> AsyncIterator[dict[str, Any]]:
     from mcp import Client, StdioServerParameters
 
     async with contextlib.AsyncExitStack() as stack:
         clients: dict[str, Any] = {}
-        for name, (command, args) in targets.items():
-            params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
+        for name, (command, args, env) in targets.items():
+            params = StdioServerParameters(command=command, args=args, env={**os.environ, **env})
             clients[name] = await stack.enter_async_context(Client(params, mode="legacy"))  # type: ignore[arg-type]
         yield clients
 
@@ -176,6 +204,15 @@ async def one_round(client: Any, calls: int) -> float:
         if result.is_error:
             raise RuntimeError(f"echo failed: {result.content}")
     return statistics.median(times)
+
+
+def pid_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of process `pid` (None when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def child_cpu_s(marker: str) -> float | None:
@@ -199,9 +236,10 @@ def child_cpu_s(marker: str) -> float | None:
 
 
 async def latency_section(cfg: Config, manifest: Path, results: Results) -> None:
-    targets = stdio_targets(manifest, cfg.peers)
-    markers = {name: " ".join(args[:2]) for name, (_, args) in targets.items()}
+    targets = stdio_targets(manifest, cfg.peers, cfg.speedups_ab)
+    markers = {name: " ".join(args[:2]) for name, (_, args, _) in targets.items()}
     cpu: dict[str, float] = {name: 0.0 for name in targets}
+    per_round: dict[str, list[float]] = {name: [] for name in targets}
     async with stdio_clients(targets) as clients:
         for client in clients.values():  # warm up: connect upstreams, fill caches
             await one_round(client, 20)
@@ -213,9 +251,11 @@ async def latency_section(cfg: Config, manifest: Path, results: Results) -> None
                 after = child_cpu_s(markers[name])
                 if before is not None and after is not None:
                     cpu[name] += after - before
+                    per_round[name].append((after - before) / cfg.calls * 1e6)
     results.raw["middle_cpu_us_per_call"] = {
         name: cpu[name] / (cfg.rounds * cfg.calls) * 1e6 for name in targets
     }
+    results.raw["middle_cpu_us_per_call_by_round"] = per_round
     direct_name = next(iter(targets))
     direct = medians[direct_name]
     results.raw["stdio_medians_us"] = medians
@@ -277,7 +317,7 @@ class Urls(dict[str, str]):
 
 
 @contextlib.contextmanager
-def http_servers(manifest: Path, peers: bool, *, direct: bool = True) -> Iterator[Urls]:
+def http_servers(manifest: Path, peers: bool, *, direct: bool = True, ab: bool = False) -> Iterator[Urls]:
     procs: list[subprocess.Popen[bytes]] = []
     urls = Urls()
 
@@ -303,12 +343,14 @@ def http_servers(manifest: Path, peers: bool, *, direct: bool = True) -> Iterato
                 port,
                 {"PORT": str(port)},
             )
-        port = free_port()
-        start(
-            "toolbridge gateway (governed)",
-            [TOOLBRIDGE, "gateway", str(manifest), "--transport", "http", "--port", str(port)],
-            port,
-        )
+        for name, path, env in gateways(manifest, ab):
+            port = free_port()
+            start(
+                name,
+                [TOOLBRIDGE, "gateway", str(path), "--transport", "http", "--port", str(port)],
+                port,
+                env,
+            )
         if peers:
             port = free_port()
             start(
@@ -328,8 +370,11 @@ def http_servers(manifest: Path, peers: bool, *, direct: bool = True) -> Iterato
                 proc.wait(timeout=10)
 
 
-async def throughput_round(url: str, clients: int, seconds: float) -> float:
-    """Calls per second of `clients` concurrent SDK clients calling `echo` back to back."""
+async def throughput_round(
+    url: str, clients: int, seconds: float, pid: int | None = None
+) -> tuple[float, float]:
+    """Calls per second of `clients` concurrent SDK clients calling `echo` back to back, and the CPU
+    seconds process `pid` (the server) spent meanwhile (0.0 without `pid`)."""
     from mcp import Client
 
     done = 0
@@ -347,25 +392,48 @@ async def throughput_round(url: str, clients: int, seconds: float) -> float:
                     raise RuntimeError(f"echo failed: {result.content}")
                 done += 1
 
+        cpu_before = pid_cpu_s(pid) if pid is not None else None
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for session in sessions:
                 tg.start_soon(loop, session)
         elapsed = time.perf_counter() - started
-    return done / elapsed
+        cpu_after = pid_cpu_s(pid) if pid is not None else None
+    cpu = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else 0.0
+    return done / elapsed, cpu
 
 
 async def throughput_section(cfg: Config, manifest: Path, results: Results) -> None:
-    with http_servers(manifest, cfg.peers) as urls:
+    with http_servers(manifest, cfg.peers, ab=cfg.speedups_ab) as urls:
         rates: dict[str, list[float]] = {name: [] for name in urls}
+        cpu: dict[str, float] = {name: 0.0 for name in urls}
+        calls: dict[str, float] = {name: 0.0 for name in urls}
+        per_round: dict[str, list[float]] = {name: [] for name in urls}
         for _ in range(max(3, cfg.rounds // 2)):
             for name, url in urls.items():
-                rates[name].append(await throughput_round(url, cfg.clients, cfg.seconds))
+                rate, cpu_s = await throughput_round(url, cfg.clients, cfg.seconds, urls.pids[name])
+                rates[name].append(rate)
+                cpu[name] += cpu_s
+                calls[name] += rate * cfg.seconds
+                per_round[name].append(cpu_s / (rate * cfg.seconds) * 1e6 if rate else 0.0)
     results.raw["http_calls_per_s"] = rates
+    results.raw["http_cpu_us_per_call"] = {
+        name: cpu[name] / calls[name] * 1e6 if calls[name] else 0.0 for name in urls
+    }
+    results.raw["http_cpu_us_per_call_by_round"] = per_round
     direct_name = next(iter(urls))
     direct = rates[direct_name]
     section = f"throughput, Streamable HTTP, {cfg.clients} concurrent clients"
-    results.rows.append((section, direct_name, f"{statistics.median(direct):,.0f} calls/s", "", ""))
+    cpu_us = results.raw["http_cpu_us_per_call"]
+    results.rows.append(
+        (
+            section,
+            direct_name,
+            f"{statistics.median(direct):,.0f} calls/s (server CPU: {cpu_us[direct_name]:,.0f} µs per call)",
+            "",
+            "",
+        )
+    )
     for name, values in rates.items():
         if name == direct_name:
             continue
@@ -377,7 +445,8 @@ async def throughput_section(cfg: Config, manifest: Path, results: Results) -> N
             (
                 section,
                 name,
-                f"{statistics.median(values):,.0f} calls/s, **{ratio:.0%}** of direct",
+                f"{statistics.median(values):,.0f} calls/s, **{ratio:.0%}** of direct "
+                f"(its own CPU: {cpu_us[name]:,.0f} µs per call)",
                 target,
                 met,
             )
@@ -412,7 +481,7 @@ async def idle_sessions_growth_kib(url: str, pid: int, sessions: int) -> tuple[i
 
 
 async def memory_section(cfg: Config, manifest: Path, results: Results) -> None:
-    with http_servers(manifest, cfg.peers, direct=False) as urls:
+    with http_servers(manifest, cfg.peers, direct=False, ab=cfg.speedups_ab) as urls:
         section = f"memory per idle session, Streamable HTTP ({cfg.sessions} sessions)"
         raw: dict[str, dict[str, int]] = {}
         for name, url in urls.items():
@@ -467,14 +536,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stdio", action="store_true", help="without the stdio latency section")
     parser.add_argument("--json", metavar="FILE", help="also write the raw figures as JSON")
     parser.add_argument(
+        "--rounds", type=int, help="latency rounds (default 7, quick 3); throughput: half as many, >= 3"
+    )
+    parser.add_argument(
+        "--speedups-ab",
+        action="store_true",
+        help="also run the gateway with TOOLBRIDGE_SPEEDUPS=off, interleaved (an A/B of uvloop/httptools)",
+    )
+    parser.add_argument(
         "--sessions", type=int, default=200, help="idle sessions for the memory section (0: skip it)"
     )
     args = parser.parse_args(argv)
     cfg = Config(
-        peers=not args.no_peers, http=not args.no_http, stdio=not args.no_stdio, sessions=args.sessions
+        peers=not args.no_peers,
+        http=not args.no_http,
+        stdio=not args.no_stdio,
+        sessions=args.sessions,
+        speedups_ab=args.speedups_ab,
     )
     if args.quick:
         cfg.rounds, cfg.calls, cfg.seconds = 3, 60, 2.0
+    if args.rounds is not None:
+        cfg.rounds = max(1, args.rounds)
     results = anyio.run(run, cfg)
     print(render(results))
     if args.json:
