@@ -49,21 +49,14 @@ async def run_http(
     from . import _speedups
 
     # log_config=None: uvicorn's records reach the process's own handlers (the command line's
-    # shows control characters as escapes) instead of a formatter of uvicorn's. http="auto":
-    # httptools when installed (the `fast` extra), else h11; h11 when TOOLBRIDGE_SPEEDUPS=off.
+    # shows control characters as escapes) instead of a formatter of uvicorn's
     config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        log_config=None,
-        http="auto" if _speedups.enabled() else "h11",
+        app, host=host, port=port, log_level="warning", lifespan="on", log_config=None, http=_http_protocol()
     )
     config.load()
     log.info(
         "serving HTTP with %s on %s",
-        config.http_protocol_class.__name__,  # HttpToolsProtocol or H11Protocol
+        config.http_protocol_class.__name__,  # BoundedHttpToolsProtocol or H11Protocol
         _speedups.loop_name(),
     )
     if on_listening is None:
@@ -75,6 +68,22 @@ async def run_http(
         await uvicorn.Server(config).serve(sockets=[sock])
     finally:
         sock.close()
+
+
+def _http_protocol() -> Any:
+    """uvicorn's HTTP protocol: httptools, its heads bounded as h11 bounds them
+    (`toolbridge._httptools`), when installed (the `fast` extra) and the speedups are on
+    (`toolbridge._speedups`); else h11."""
+    from . import _speedups
+
+    if _speedups.enabled():
+        try:
+            from ._httptools import BoundedHttpToolsProtocol
+        except ImportError:  # no httptools
+            pass
+        else:
+            return BoundedHttpToolsProtocol
+    return "h11"
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:

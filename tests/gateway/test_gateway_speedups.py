@@ -1,19 +1,22 @@
 """`toolbridge gateway` on uvloop and httptools (the `fast` extra, pinned in `test`), or without them.
 
 The gateway process says at `-v` which event loop it runs (`gateway NAME: event loop uvloop.Loop`)
-and, over HTTP, which parser uvicorn serves with (`serving HTTP with HttpToolsProtocol on ...`):
-both read from the running process, not from what is installed. Each test also makes a real call
-through a stdio upstream (a child process started on that loop) and checks the upstream is gone
-once the gateway has exited (stdin closed, or SIGTERM).
+and, over HTTP, which parser uvicorn serves with (`serving HTTP with BoundedHttpToolsProtocol on
+...`): both read from the running process, not from what is installed. Each test also makes a
+real call through a stdio upstream (a child process started on that loop) and checks the upstream
+is gone once the gateway has exited (stdin closed, or SIGTERM). A hostile client gets the same
+400 from httptools as from h11 when it sends a request head (or trailers) without end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -205,7 +208,10 @@ def test_http_gateway_uses_httptools_and_uvloop_unless_turned_off(tmp_path: Path
     parser = re.search(r"serving HTTP with (\w+) on (\S+)", stderr)
     assert loop is not None and parser is not None, stderr
     if speedups == "on":
-        assert (loop.group(1), parser.groups()) == ("uvloop.Loop", ("HttpToolsProtocol", "uvloop.Loop"))
+        assert (loop.group(1), parser.groups()) == (
+            "uvloop.Loop",
+            ("BoundedHttpToolsProtocol", "uvloop.Loop"),
+        )
     else:
         assert "uvloop" not in loop.group(1) and parser.groups() == ("H11Protocol", loop.group(1))
     assert _gone(upstreams), "the upstream outlived the gateway"
@@ -221,3 +227,88 @@ def test_importing_toolbridge_loads_neither(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True)
     assert out.stdout.decode().strip() == "[]"
+
+
+def _exchange(port: int, data: bytes, seconds: float = 20.0) -> bytes:
+    """Send `data` (as much of it as the gateway reads) and return what it answers until it closes
+    the connection or `seconds` pass."""
+    with socket.create_connection(("127.0.0.1", port), timeout=seconds) as sock:
+        with contextlib.suppress(OSError):  # the gateway may close before it has read it all
+            sock.sendall(data)
+        answer = b""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+            if b"\r\n\r\n" in answer and b"content-length: 0" not in answer.lower():
+                head, _, body = answer.partition(b"\r\n\r\n")
+                length = re.search(rb"(?i)content-length: (\d+)", head)
+                if length is not None and len(body) >= int(length.group(1)):
+                    break
+        return answer
+
+
+@pytest.mark.parametrize("speedups", ["on", "off"])
+def test_request_heads_without_end_get_400_with_either_parser(tmp_path: Path, speedups: str) -> None:
+    manifest = upstream_manifest(tmp_path, clients=ALICE_CLIENT, binding="    effects: read\n")
+    proc = subprocess.Popen(
+        [TOOLBRIDGE, "-v", "gateway", str(manifest), "--transport", "http", "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env({"ALICE_TOKEN": ALICE, **(OFF if speedups == "off" else {})}),
+        start_new_session=True,
+    )
+    try:
+        seen = stderr_until(proc, "/mcp\n", "the gateway listening", seconds=60)
+        parser = re.search(r"serving HTTP with (\w+)", seen)
+        assert parser is not None
+        assert parser.group(1) == ("BoundedHttpToolsProtocol" if speedups == "on" else "H11Protocol")
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/mcp", seen).group(1))  # type: ignore[union-attr]
+        start = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port
+        auth = f"Authorization: Bearer {ALICE}\r\n".encode()
+        hostile = {
+            "one endless header": start + b"X-Big: " + b"a" * (2 * 1024 * 1024),
+            "headers without end": start + b"".join(b"X-%d: v\r\n" % i for i in range(100_000)),
+            "an endless URL": b"GET /mcp?" + b"q" * (2 * 1024 * 1024),
+            "endless trailers": start
+            + auth
+            + b"Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n"
+            + b"X-Trailer: "
+            + b"t" * (2 * 1024 * 1024),
+        }
+        for what, data in hostile.items():
+            answer = _exchange(port, data)
+            assert answer.startswith(b"HTTP/1.1 400 "), (what, answer[:200])
+        # what is not a head is not bounded: a 10 KiB header and a 1 MiB body are served
+        initialize = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+            "_meta": {"pad": "p" * 2**20},
+        }
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}).encode()
+        request = (
+            start
+            + auth
+            + b"X-Padding: "
+            + b"x" * 10_000
+            + b"\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            + body
+        )
+        answer = _exchange(port, request)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
