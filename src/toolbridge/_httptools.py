@@ -11,6 +11,7 @@ header grew the gateway by 38 MB in a few seconds, unanswered). `BoundedHttpTool
 the bytes fed to the parser since it last made progress (the head complete, a piece of body, the
 message complete) and, past `MAX_PENDING_BYTES`, answers 400 and closes the connection, as h11
 does. The count is checked after each read, so at most one read (256 KiB) more is held.
+It also reads header values without the whitespace around them, as h11 does (RFC 9110 5.5).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ TOO_LARGE = "Request head too large."
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    """`HttpToolsProtocol` answering 400 (and closing) past `MAX_PENDING_BYTES` of a head."""
+    """`HttpToolsProtocol` answering 400 (and closing) past `MAX_PENDING_BYTES` of a head, and
+    reading header values as h11 reads them (see the module)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -46,6 +48,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         elif self._pending > MAX_PENDING_BYTES and not self.transport.is_closing():
             self.logger.warning("%s (over %d bytes)", TOO_LARGE, MAX_PENDING_BYTES)
             self.send_400_response(TOO_LARGE)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # RFC 9110 5.5: a field value is read without the whitespace around it (h11 strips it;
+        # httptools keeps the trailing part, and `Mcp-Name: tool  ` then mismatched its body)
+        super().on_header(name, value.strip(b" \t"))
 
     def on_headers_complete(self) -> None:
         self._progressed = True

@@ -11,6 +11,7 @@ is gone once the gateway has exited (stdin closed, or SIGTERM). A hostile client
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -312,3 +313,60 @@ def test_request_heads_without_end_get_400_with_either_parser(tmp_path: Path, sp
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate(timeout=10)
+
+
+@pytest.mark.parametrize("speedups", ["on", "off"])
+async def test_header_values_are_read_without_the_whitespace_around_them(
+    monkeypatch: pytest.MonkeyPatch, speedups: str
+) -> None:
+    """RFC 9110 5.5, as h11 reads them: httptools alone kept the trailing whitespace, and the SDK
+    then refused `Mcp-Name: tool  ` as not matching the body's name (a conformance check)."""
+    from toolbridge._serving import run_http
+
+    if speedups == "off":
+        monkeypatch.setenv("TOOLBRIDGE_SPEEDUPS", "off")
+    else:
+        monkeypatch.delenv("TOOLBRIDGE_SPEEDUPS", raising=False)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = dict(scope["headers"]).get(b"x-name", b"<none>")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-length", b"%d" % len(body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    ports: list[int] = []
+    listening = anyio.Event()
+
+    def on_listening(_host: str, port: int) -> None:
+        ports.append(port)
+        listening.set()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                functools.partial(run_http, app, host="127.0.0.1", port=0, on_listening=on_listening)
+            )
+            await listening.wait()
+            async with await anyio.connect_tcp("127.0.0.1", ports[0]) as stream:
+                await stream.send(
+                    b"GET / HTTP/1.1\r\nHost: x\r\nX-Name: \t up_echo \t \r\nConnection: close\r\n\r\n"
+                )
+                answer = b""
+                with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                    while True:
+                        answer += await stream.receive()
+            tg.cancel_scope.cancel()
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\nup_echo"), answer
