@@ -52,6 +52,19 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**env, **extra}
 
 
+def _http_gateway(tmp_path: Path, speedups: str) -> subprocess.Popen[bytes]:
+    """`toolbridge -v gateway --transport http` on a free port, the speedups on or off."""
+    manifest = upstream_manifest(tmp_path, clients=ALICE_CLIENT, binding="    effects: read\n")
+    return subprocess.Popen(
+        [TOOLBRIDGE, "-v", "gateway", str(manifest), "--transport", "http", "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env({"ALICE_TOKEN": ALICE, **(OFF if speedups == "off" else {})}),
+        start_new_session=True,
+    )
+
+
 def _children(pid: int) -> set[int]:
     """The pids whose parent is `pid` (the gateway's upstreams)."""
     found = set()
@@ -181,15 +194,7 @@ def test_stdio_gateway_runs_on_uvloop_unless_turned_off(tmp_path: Path, speedups
 
 @pytest.mark.parametrize("speedups", ["on", "off"])
 def test_http_gateway_uses_httptools_and_uvloop_unless_turned_off(tmp_path: Path, speedups: str) -> None:
-    manifest = upstream_manifest(tmp_path, clients=ALICE_CLIENT, binding="    effects: read\n")
-    proc = subprocess.Popen(
-        [TOOLBRIDGE, "-v", "gateway", str(manifest), "--transport", "http", "--port", "0"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=_env({"ALICE_TOKEN": ALICE, **(OFF if speedups == "off" else {})}),
-        start_new_session=True,
-    )
+    proc = _http_gateway(tmp_path, speedups)
     try:
         seen = stderr_until(proc, "/mcp\n", "the gateway listening", seconds=60)
         url = re.search(r"serving TestGate at (http://\S+/mcp)", seen)
@@ -256,15 +261,7 @@ def _exchange(port: int, data: bytes, seconds: float = 20.0) -> bytes:
 
 @pytest.mark.parametrize("speedups", ["on", "off"])
 def test_request_heads_without_end_get_400_with_either_parser(tmp_path: Path, speedups: str) -> None:
-    manifest = upstream_manifest(tmp_path, clients=ALICE_CLIENT, binding="    effects: read\n")
-    proc = subprocess.Popen(
-        [TOOLBRIDGE, "-v", "gateway", str(manifest), "--transport", "http", "--port", "0"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=_env({"ALICE_TOKEN": ALICE, **(OFF if speedups == "off" else {})}),
-        start_new_session=True,
-    )
+    proc = _http_gateway(tmp_path, speedups)
     try:
         seen = stderr_until(proc, "/mcp\n", "the gateway listening", seconds=60)
         parser = re.search(r"serving HTTP with (\w+)", seen)
