@@ -28,9 +28,9 @@ The parts:
 * `_streams`: the two streams the SDK session reads and writes. A parsed message goes straight
   to the waiting receive loop, and a message of ours is written to stdin in the caller's task:
   no memory streams and no writer task, so no event-loop turn per hand-off (a call costs about
-  190 Python calls fewer than through memory streams). Backpressure is kept on both sides: at
-  most one message is held for the session, and a writer waits while stdin's buffer is above
-  its high-water mark.
+  240 Python calls fewer than through memory streams: `bench/bench_calls.py`). Backpressure is
+  kept on both sides: at most one message is held for the session, and a writer waits while
+  stdin's buffer is above its high-water mark.
 * `_process`: the process-group helpers; `_logs`: rate-limited logging and the SDK
   `logging_callback` for server log notifications.
 
